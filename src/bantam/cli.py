@@ -1,0 +1,113 @@
+"""Command line: parse the arguments, load the configuration, hand off to a front end."""
+from __future__ import annotations
+
+import argparse
+import os
+import stat
+import sys
+
+from . import __version__
+from .errors import BantamError, ConfigError
+
+USAGE = """\
+bantam                         interactive session
+bantam FILE                    prompt read from FILE (a prompt starting with ! runs that command)
+bantam -p TEXT                 one-shot prompt
+CMD | bantam [-p TEXT]         prompt from standard input (added after TEXT when both are given)
+bantam models                  list the endpoint's models, the current one marked with *"""
+LATER = {"run", "status", "resume", "daemon", "handler"}  # modes of later issues
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="bantam", usage=USAGE,
+                                description="A tiny, powerful AI agent.")
+    p.add_argument("words", nargs="*", help=argparse.SUPPRESS)
+    p.add_argument("-p", "--prompt", help="the prompt to answer")
+    p.add_argument("--json", action="store_true", help="JSON Lines events on stdout")
+    p.add_argument("--model", help="model name")
+    p.add_argument("--endpoint", help="API base URL")
+    p.add_argument("--provider", help="openai, anthropic or local")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="any configuration key (repeatable)")
+    p.add_argument("--version", action="version", version=f"bantam {__version__}")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return dispatch(args)
+    except ConfigError as e:
+        print(f"bantam: {e}", file=sys.stderr)
+        return 2
+    except BantamError as e:
+        print(f"bantam: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("\nbantam: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # `bantam ... | head`: the reader left; that is not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+def flags(args: argparse.Namespace) -> dict[str, str]:
+    values = {k: v for k in ("model", "endpoint", "provider") if (v := getattr(args, k)) is not None}
+    for item in args.set:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set expects KEY=VALUE, got {item!r}")
+        values[key.strip()] = value
+    return values
+
+
+def dispatch(args: argparse.Namespace) -> int:
+    from . import config
+    cfg = config.load(flags(args))
+    words = args.words
+    if words and words[0] == "models" and not os.path.isfile("models"):
+        return list_models(cfg)
+    if words and words[0] in LATER and not os.path.isfile(words[0]):
+        raise ConfigError(f"'bantam {words[0]}' is not available in this version")
+    if len(words) > 1:
+        raise ConfigError(f"expected at most one prompt file, got {len(words)} arguments")
+    prompt = read_prompt(args.prompt, words[0] if words else None)
+    if prompt is None:
+        raise ConfigError("no prompt: give -p TEXT, a prompt FILE, or pipe one on standard input "
+                          "(the interactive mode is not in this version)")
+    if not prompt.strip():
+        raise ConfigError("the prompt is empty")
+    from .oneshot import run_prompt
+    return run_prompt(cfg, prompt, args.json)
+
+
+def read_prompt(text: str | None, path: str | None) -> str | None:
+    if path is not None:
+        try:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+        except (OSError, UnicodeDecodeError) as e:
+            raise ConfigError(f"cannot read prompt file {path}: {getattr(e, 'strerror', None) or e}") from None
+    piped = read_stdin()
+    if text is None:
+        return piped
+    return f"{text}\n\n{piped}" if piped and piped.strip() else text
+
+
+def read_stdin() -> str | None:
+    """Standard input, when it is a pipe or a file (never a terminal, never /dev/null)."""
+    try:
+        mode = os.fstat(sys.stdin.fileno()).st_mode
+    except (OSError, ValueError, AttributeError):
+        return None
+    if not (stat.S_ISFIFO(mode) or stat.S_ISREG(mode)):
+        return None
+    return sys.stdin.buffer.read().decode("utf-8", "replace")
+
+
+def list_models(cfg) -> int:
+    from .providers import make_provider
+    provider = make_provider(cfg)
+    for name in provider.list_models():
+        print(f"{'*' if name == cfg.model else ' '} {name}")
+    return 0

@@ -1,0 +1,205 @@
+"""Configuration: flags over `.bantam.cfg` (else `model.cfg`) over the environment over defaults.
+
+Every key the seeds define is a field of `Config` below, with its default and a comment. Keys
+bantam does not know are kept in `Config.forward` and sent with each API request (`top_p`,
+`max_tokens`, ...). A bad value raises ConfigError naming where it came from:
+`.bantam.cfg:3: temperature: expected a number, got 'hot'`.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from .errors import ConfigError
+
+DEFAULT_ENDPOINT = "https://api.kilo.ai/api/openrouter"  # seed 001's default
+DEFAULT_MODEL = "openrouter/free"
+FALLBACK_CONTEXT_WINDOW = 200_000
+FIBONACCI_DELAYS = (1.0, 1.0, 2.0, 3.0, 5.0, 8.0, 13.0, 21.0, 34.0)
+CONFIG_FILES = (".bantam.cfg", "model.cfg")  # the first one present wins
+PROVIDERS = ("openai", "anthropic", "local")
+
+
+@dataclass(frozen=True)
+class Config:
+    endpoint: str = DEFAULT_ENDPOINT      # API base; bantam appends /chat/completions or /messages
+    model: str = DEFAULT_MODEL
+    temperature: float = 0.7
+    api_key: str = field(default="", repr=False)  # bearer token; never written anywhere
+    stream: bool = True                   # stream tokens as they arrive
+    color: str = "auto"                   # auto (terminal only), always, never
+    timeout: float = 300.0                # seconds to connect and between bytes of a response
+    shell_timeout: float = 120.0          # seconds before shell_exec kills the process group
+    max_al_iterations: int = 1000         # model requests per turn
+    context_window: int | None = None     # used when the server does not say (then 200000)
+    reasoning_effort: str = "high"        # forwarded to the API; empty to leave it out
+    bantam_tools_dir: str = ""            # extra shell tools, announced in the system prompt
+    provider: str = ""                    # openai | anthropic | local; inferred from endpoint
+    tools: tuple[str, ...] = ("shell_exec", "write_file", "run_subagent")
+    tool_budget: int = 200                # tool calls per turn
+    max_fanout: int = 8                   # sub-agents one call may start
+    tool_output_limit: int = 30_000       # bytes of tool output the model sees; the rest is clipped
+    model_path: str = ""                  # a local GGUF file for provider=local
+    retry_delays: tuple[float, ...] = FIBONACCI_DELAYS  # seconds between retries of a request
+    forward: Mapping[str, Any] = field(default_factory=dict)  # unknown keys, sent to the API
+    file: str = ""                        # the config file that was read, if any
+
+    def with_values(self, **changes: Any) -> "Config":
+        return replace(self, **changes)
+
+
+# --- parsers: text -> value, raising ValueError with a short reason -------------------------
+
+def _bool(text: str) -> bool:
+    low = text.strip().lower()
+    if low in ("true", "yes", "on", "1"):
+        return True
+    if low in ("false", "no", "off", "0"):
+        return False
+    raise ValueError(f"expected true or false, got {text!r}")
+
+
+def _number(kind: type, minimum: float | None = None) -> Callable[[str], Any]:
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text.strip())
+        except ValueError:
+            raise ValueError(f"expected {'an integer' if kind is int else 'a number'}, got {text!r}") from None
+        if minimum is not None and value < minimum:
+            raise ValueError(f"must be at least {minimum}, got {text!r}")
+        return value
+    return parse
+
+
+def _choice(*options: str) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        value = text.strip().lower()
+        if value not in options:
+            raise ValueError(f"expected one of {', '.join(options)}, got {text!r}")
+        return value
+    return parse
+
+
+def _names(text: str) -> tuple[str, ...]:
+    return tuple(n.strip() for n in text.split(",") if n.strip())
+
+
+def _delays(text: str) -> tuple[float, ...]:
+    parse = _number(float, 0)
+    return tuple(parse(part) for part in text.split(",") if part.strip())
+
+
+def _text(text: str) -> str:
+    return text.strip()
+
+
+PARSERS: dict[str, Callable[[str], Any]] = {
+    "endpoint": lambda t: t.strip().rstrip("/"),
+    "model": _text,
+    "temperature": _number(float, 0),
+    "api_key": _text,
+    "stream": _bool,
+    "color": _choice("auto", "always", "never"),
+    "timeout": _number(float, 0.001),
+    "shell_timeout": _number(float, 0.001),
+    "max_al_iterations": _number(int, 1),
+    "context_window": _number(int, 1),
+    "reasoning_effort": _text,
+    "bantam_tools_dir": _text,
+    "provider": _choice(*PROVIDERS),
+    "tools": _names,
+    "tool_budget": _number(int, 1),
+    "max_fanout": _number(int, 1),
+    "tool_output_limit": _number(int, 200),
+    "model_path": _text,
+    "retry_delays": _delays,
+}
+
+# environment variable -> key; the config file and flags win over these
+ENVIRONMENT = {
+    "LLM_URL": "endpoint",
+    "LLM_MODEL": "model",
+    "AGENT_TOOL_BUDGET": "tool_budget",
+    "AGENT_MAX_FANOUT": "max_fanout",
+    "BANTAM_TOOLS_DIR": "bantam_tools_dir",
+}
+
+
+def forwarded_value(text: str) -> Any:
+    """`max_tokens=100` forwards 100, `stop=["x"]` a list, anything not JSON as a string."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text.strip()
+
+
+def read_config_file(directory: str | os.PathLike = ".") -> tuple[Path | None, list[tuple[str, str, str]]]:
+    """Return the config file used and its (key, value, where) entries, in file order."""
+    for name in CONFIG_FILES:
+        path = Path(directory, name)
+        if path.is_file():
+            break
+    else:
+        return None, []
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{path}: cannot read: {e}") from None
+    entries = []
+    for number, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        key, sep, value = line.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ConfigError(f"{path}:{number}: expected key=value, got {line[:60]!r}")
+        value = value.strip()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+            value = value[1:-1]
+        entries.append((key, value, f"{path}:{number}"))
+    return path, entries
+
+
+def infer_provider(endpoint: str) -> str:
+    return "anthropic" if "/v1/messages" in endpoint or "anthropic.com" in endpoint else "openai"
+
+
+def load(flags: Mapping[str, str] | None = None, directory: str | os.PathLike = ".",
+         environ: Mapping[str, str] | None = None) -> Config:
+    """Build the Config from every layer. `flags` maps keys to values given on the command line."""
+    environ = os.environ if environ is None else environ
+    raw: dict[str, tuple[str, str]] = {}  # key -> (text, where it came from)
+    for var, key in ENVIRONMENT.items():
+        if environ.get(var):
+            raw[key] = (environ[var], f"environment variable {var}")
+    path, entries = read_config_file(directory)
+    for key, value, where in entries:
+        raw[key] = (value, where)
+    for key, value in (flags or {}).items():
+        raw[key] = (value, f"command-line {key}")
+
+    values: dict[str, Any] = {}
+    forward: dict[str, Any] = {}
+    for key, (text, where) in raw.items():
+        parser = PARSERS.get(key)
+        if parser is None:
+            forward[key] = forwarded_value(text)
+            continue
+        try:
+            values[key] = parser(text)
+        except ValueError as e:
+            raise ConfigError(f"{where}: {key}: {e}") from None
+    if not values.get("provider"):
+        values["provider"] = infer_provider(values.get("endpoint", DEFAULT_ENDPOINT))
+    if not values.get("api_key"):
+        fallback = "ANTHROPIC_API_KEY" if values["provider"] == "anthropic" else "OPENAI_API_KEY"
+        values["api_key"] = environ.get("LLM_API_KEY") or environ.get(fallback) or ""
+    return Config(**values, forward=forward, file=str(path) if path else "")
+
+
+def known_keys() -> list[str]:
+    return [f.name for f in fields(Config) if f.name in PARSERS]

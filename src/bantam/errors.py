@@ -1,0 +1,52 @@
+"""bantam's exceptions, all in one tree.
+
+    BantamError
+     ├── ConfigError       bad configuration or usage: says what and where (exit 2)
+     ├── ProviderError     the model API failed; .retryable says whether waiting may help (exit 1)
+     │    └── APIError     the server answered with an error status or an error object
+     ├── LimitReached      max_al_iterations or tool_budget ran out (exit 1)
+     └── ToolError         a tool could not do what was asked; the message goes back to the model
+
+Provider code maps httpx's exceptions onto ProviderError at its boundary, so nothing above the
+providers ever sees an HTTP library's exception.
+"""
+from __future__ import annotations
+
+
+class BantamError(Exception):
+    """Base of every error bantam raises on purpose."""
+
+
+class ConfigError(BantamError):
+    """A configuration value or a command-line argument is wrong."""
+
+
+class ProviderError(BantamError):
+    """A request to the model failed: connection, timeout, unreadable or truncated response."""
+
+    def __init__(self, message: str, *, retryable: bool = True, retry_after: float | None = None):
+        super().__init__(message)
+        self.retryable = retryable
+        self.retry_after = retry_after
+
+
+class APIError(ProviderError):
+    """The API answered with an error (an HTTP status >= 400 or an error object in the body)."""
+
+    def __init__(self, message: str, *, status: int | None = None, retryable: bool = False,
+                 retry_after: float | None = None):
+        super().__init__(message, retryable=retryable, retry_after=retry_after)
+        self.status = status
+
+    @property
+    def invalid_assistant_message(self) -> bool:
+        """The error a cut-off stream causes later: an empty assistant message in the history."""
+        return "content or tool_calls must be set" in str(self)
+
+
+class LimitReached(BantamError):
+    """The loop stopped because an iteration or tool budget ran out."""
+
+
+class ToolError(BantamError):
+    """A tool refused or failed; its message is returned to the model so it can correct itself."""

@@ -1,0 +1,112 @@
+"""What the loop and the providers report while they work.
+
+Front ends pass an `on_event` callable; renderers turn events into terminal text or JSON lines.
+The loop itself never prints.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, ClassVar
+
+
+@dataclass(slots=True)
+class Usage:
+    """Token counts; `cached_tokens` is None when the server does not report a breakdown."""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int | None = None
+    context_tokens: int = 0  # prompt size of the latest request: how full the context is now
+
+    def add(self, other: "Usage") -> None:
+        self.prompt_tokens += other.prompt_tokens
+        self.completion_tokens += other.completion_tokens
+        if other.cached_tokens is not None:
+            self.cached_tokens = (self.cached_tokens or 0) + other.cached_tokens
+        if other.prompt_tokens:
+            self.context_tokens = other.prompt_tokens
+
+
+@dataclass(slots=True)
+class Event:
+    type: ClassVar[str] = "event"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.type, **asdict(self)}
+
+
+@dataclass(slots=True)
+class RequestStarted(Event):
+    """A request to the model is in flight (the terminal shows `...requesting...`)."""
+    type: ClassVar[str] = "request"
+    model: str = ""
+
+
+@dataclass(slots=True)
+class Reasoning(Event):
+    type: ClassVar[str] = "reasoning"
+    text: str = ""
+
+
+@dataclass(slots=True)
+class Text(Event):
+    type: ClassVar[str] = "text"
+    text: str = ""
+
+
+@dataclass(slots=True)
+class ToolCall(Event):
+    type: ClassVar[str] = "tool_call"
+    id: str = ""
+    name: str = ""
+    arguments: str = ""
+
+
+@dataclass(slots=True)
+class ToolResult(Event):
+    type: ClassVar[str] = "tool_result"
+    id: str = ""
+    name: str = ""
+    content: str = ""
+    is_error: bool = False
+
+
+@dataclass(slots=True)
+class UsageReport(Event):
+    type: ClassVar[str] = "usage"
+    model: str = ""
+    usage: Usage = field(default_factory=Usage)
+
+
+@dataclass(slots=True)
+class Retry(Event):
+    """A request failed and will be sent again after `delay` seconds."""
+    type: ClassVar[str] = "retry"
+    message: str = ""
+    delay: float = 0.0
+    attempt: int = 1
+
+
+@dataclass(slots=True)
+class Notice(Event):
+    type: ClassVar[str] = "notice"
+    message: str = ""
+
+
+@dataclass(slots=True)
+class Error(Event):
+    type: ClassVar[str] = "error"
+    message: str = ""
+
+
+@dataclass(slots=True)
+class Done(Event):
+    type: ClassVar[str] = "done"
+    text: str = ""
+    usage: Usage = field(default_factory=Usage)
+
+
+OnEvent = Callable[[Event], None]
+
+
+def ignore(event: Event) -> None:
+    """An on_event that drops everything."""

@@ -1,0 +1,44 @@
+"""Providers: one request in, one assistant message out.
+
+A provider owns its wire format. The loop hands it messages in the OpenAI chat shape and gets
+back a `Reply` whose message is in that shape too; text and reasoning stream out as events.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from ..config import Config
+from ..errors import ConfigError
+from ..events import OnEvent, Usage
+
+
+@dataclass(slots=True)
+class Reply:
+    message: dict[str, Any]        # {"role": "assistant", "content": ..., "tool_calls": [...]?}
+    usage: Usage | None = None
+    finish_reason: str | None = None
+
+
+class Provider(Protocol):
+    model: str
+
+    def complete(self, messages: list[dict], tools: list[dict], on_event: OnEvent) -> Reply: ...
+
+    def list_models(self) -> list[str]: ...
+
+    def context_window(self) -> int | None: ...
+
+
+def make_provider(cfg: Config) -> Provider:
+    if cfg.provider == "openai":
+        from .openai import OpenAIProvider
+        return OpenAIProvider(cfg)
+    raise ConfigError(f"provider {cfg.provider!r} is not available in this version of bantam "
+                      f"(use an OpenAI-compatible endpoint, or set provider=openai)")
+
+
+def context_window(provider: Provider, cfg: Config) -> int:
+    """What the server says, else the config's `context_window`, else 200000."""
+    from ..config import FALLBACK_CONTEXT_WINDOW
+    return provider.context_window() or cfg.context_window or FALLBACK_CONTEXT_WINDOW

@@ -1,0 +1,258 @@
+"""OpenAI-compatible `/chat/completions`: OpenAI, OpenRouter, DeepSeek, llama.cpp, Ollama, vLLM."""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..config import Config
+from ..errors import APIError, ProviderError
+from ..events import OnEvent, Reasoning, RequestStarted, Text, Usage
+from . import Reply
+from .http import error_from_response, error_message, make_client, mapped_errors, redact
+from .sse import iter_sse
+from .think import ThinkSplitter
+
+DISCOVERY_TIMEOUT = 10.0
+
+
+def split_endpoint(endpoint: str) -> tuple[str, str]:
+    """(base URL, chat URL): a full `.../chat/completions` URL is used as it is."""
+    endpoint = endpoint.rstrip("/")
+    if endpoint.endswith("/chat/completions"):
+        return endpoint[: -len("/chat/completions")], endpoint
+    return endpoint, endpoint + "/chat/completions"
+
+
+class OpenAIProvider:
+    def __init__(self, cfg: Config):
+        self.cfg = cfg
+        self.model = cfg.model
+        self.base_url, self.chat_url = split_endpoint(cfg.endpoint)
+        self._client = None
+
+    @property
+    def client(self):
+        if self._client is None:
+            self._client = make_client(self.cfg)
+        return self._client
+
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.cfg.api_key}"} if self.cfg.api_key else {}
+
+    def request_body(self, messages: list[dict], tools: list[dict]) -> dict[str, Any]:
+        cfg = self.cfg
+        body: dict[str, Any] = {"model": self.model, "messages": messages,
+                                "temperature": cfg.temperature, "stream": cfg.stream}
+        if cfg.reasoning_effort:
+            body["reasoning_effort"] = cfg.reasoning_effort
+        if cfg.stream:
+            body["stream_options"] = {"include_usage": True}
+        if tools:
+            body["tools"] = tools
+        body.update(cfg.forward)
+        return body
+
+    def complete(self, messages: list[dict], tools: list[dict], on_event: OnEvent) -> Reply:
+        body = self.request_body(messages, tools)
+        on_event(RequestStarted(model=self.model))
+        with mapped_errors(self.chat_url, self.cfg):
+            with self.client.stream("POST", self.chat_url, json=body, headers=self.headers()) as resp:
+                if resp.status_code >= 400:
+                    raise error_from_response(resp, resp.read(), self.cfg.api_key)
+                kind = resp.headers.get("content-type", "")
+                if "html" in kind:  # a web page at 200: the endpoint is wrong
+                    raise error_from_response(resp, resp.read(), self.cfg.api_key)
+                if "json" in kind or (not body["stream"] and "event-stream" not in kind):
+                    return self._read_json(resp.read(), on_event)
+                return self._read_stream(resp.iter_lines(), on_event)
+
+    def _read_stream(self, lines, on_event: OnEvent) -> Reply:
+        turn = TurnBuilder(on_event, self.cfg.api_key)
+        for _event, data in iter_sse(lines):
+            if data.strip() == "[DONE]":
+                turn.done = True
+                continue
+            try:
+                chunk = json.loads(data)
+            except ValueError:
+                raise ProviderError(f"server sent invalid JSON in the stream: {data[:200]!r}") from None
+            turn.add_chunk(chunk)
+        return turn.finish()
+
+    def _read_json(self, raw: bytes, on_event: OnEvent) -> Reply:
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            raise ProviderError(f"server sent a body that is not JSON: {raw[:200]!r}",
+                                retryable=False) from None
+        turn = TurnBuilder(on_event, self.cfg.api_key)
+        turn.add_chunk(data)
+        turn.done = True
+        return turn.finish()
+
+    def list_models(self) -> list[str]:
+        return [str(m.get("id")) for m in self._models() if isinstance(m, dict) and m.get("id")]
+
+    def _models(self) -> list[Any]:
+        with mapped_errors(self.base_url + "/models", self.cfg):
+            resp = self.client.get(self.base_url + "/models", headers=self.headers(),
+                                   timeout=min(self.cfg.timeout, DISCOVERY_TIMEOUT))
+            if resp.status_code >= 400:
+                raise error_from_response(resp, resp.content, self.cfg.api_key)
+        try:
+            data = resp.json()
+        except ValueError:
+            raise ProviderError(f"{self.base_url}/models did not return JSON", retryable=False) from None
+        models = data.get("data", data.get("models")) if isinstance(data, dict) else data
+        return models if isinstance(models, list) else []
+
+    def context_window(self) -> int | None:
+        """Ask the server: `/models`, then llama.cpp's `/props` or Ollama's `/api/show`."""
+        try:
+            entry = next((m for m in self._models() if isinstance(m, dict)
+                          and self.model in (m.get("id"), m.get("name"), m.get("model"))), {})
+            root = self.base_url.removesuffix("/v1")
+            owner = str(entry.get("owned_by", ""))
+            if owner == "llamacpp":
+                return _positive(self._get(root + "/props"), "default_generation_settings", "n_ctx") \
+                    or _positive(entry, "meta", "n_ctx_train")
+            if owner in ("library", "ollama") or ":11434" in root:
+                return self._ollama_context(root)
+            for key in ("context_length", "context_window", "max_context_length", "max_model_len",
+                        "max_input_tokens"):
+                if _positive(entry, key):
+                    return _positive(entry, key)
+            return _positive(entry, "top_provider", "context_length")
+        except ProviderError:
+            return None
+
+    def _ollama_context(self, root: str) -> int | None:
+        info = self._get(root + "/api/show", {"model": self.model})
+        for line in str(info.get("parameters", "")).splitlines():
+            name, _, value = line.partition(" ")
+            if name == "num_ctx" and value.strip().isdigit():
+                return int(value.strip())
+        details = info.get("model_info") or {}
+        return next((int(v) for k, v in details.items()
+                     if k.endswith(".context_length") and isinstance(v, int) and v > 0), None)
+
+    def _get(self, url: str, post: dict | None = None) -> dict:
+        with mapped_errors(url, self.cfg):
+            resp = self.client.request("POST" if post else "GET", url, json=post,
+                                       headers=self.headers(),
+                                       timeout=min(self.cfg.timeout, DISCOVERY_TIMEOUT))
+        try:
+            data = resp.json() if resp.status_code < 400 else {}
+        except ValueError:
+            data = {}
+        return data if isinstance(data, dict) else {}
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+
+
+def _positive(obj: Any, *path: str) -> int | None:
+    for key in path:
+        obj = obj.get(key) if isinstance(obj, dict) else None
+    return obj if isinstance(obj, int) and not isinstance(obj, bool) and obj > 0 else None
+
+
+class TurnBuilder:
+    """Assembles one assistant message from stream chunks (or one whole JSON response)."""
+
+    def __init__(self, on_event: OnEvent, secret: str = ""):
+        self.on_event = on_event
+        self.secret = secret
+        self.text: list[str] = []
+        self.calls: dict[int, dict[str, Any]] = {}
+        self.usage: Usage | None = None
+        self.finish_reason: str | None = None
+        self.done = False
+        self.think = ThinkSplitter()
+
+    def add_chunk(self, chunk: Any) -> None:
+        if not isinstance(chunk, dict):
+            raise ProviderError(f"server sent an unexpected chunk: {str(chunk)[:200]!r}")
+        if chunk.get("error"):
+            raise stream_error(chunk["error"], self.secret)
+        if isinstance(chunk.get("usage"), dict):
+            self.usage = parse_usage(chunk["usage"])
+        for choice in chunk.get("choices") or []:
+            if not isinstance(choice, dict):
+                continue
+            delta = choice.get("delta") or choice.get("message") or {}
+            self._add_delta(delta)
+            if choice.get("finish_reason"):
+                self.finish_reason = choice["finish_reason"]
+
+    def _add_delta(self, delta: dict) -> None:
+        reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+        if isinstance(reasoning, str) and reasoning:
+            self.on_event(Reasoning(text=reasoning))
+        content = delta.get("content")
+        if isinstance(content, str) and content:
+            self._add_content(self.think.feed(content))
+        for position, call in enumerate(delta.get("tool_calls") or []):
+            self._add_tool_call(position, call)
+
+    def _add_content(self, pieces: list[tuple[bool, str]]) -> None:
+        for is_reasoning, piece in pieces:
+            if is_reasoning:
+                self.on_event(Reasoning(text=piece))
+            else:
+                self.text.append(piece)
+                self.on_event(Text(text=piece))
+
+    def _add_tool_call(self, position: int, delta: Any) -> None:
+        if not isinstance(delta, dict):
+            return
+        index = delta.get("index")
+        if not isinstance(index, int):  # servers that send whole calls without an index
+            index = len(self.calls) if delta.get("id") else max(self.calls, default=position)
+        call = self.calls.setdefault(index, {"id": "", "name": "", "arguments": []})
+        function = delta.get("function") or {}
+        if delta.get("id") and not call["id"]:
+            call["id"] = delta["id"]
+        if function.get("name") and not call["name"]:
+            call["name"] = function["name"]
+        arguments = function.get("arguments")
+        if isinstance(arguments, str):
+            call["arguments"].append(arguments)
+        elif arguments is not None:  # some servers send an object instead of a JSON string
+            call["arguments"].append(json.dumps(arguments))
+
+    def finish(self) -> Reply:
+        if not self.done and self.finish_reason is None:
+            raise ProviderError("the stream ended before the response was complete")
+        self._add_content(self.think.flush())
+        message: dict[str, Any] = {"role": "assistant", "content": "".join(self.text) or None}
+        if self.calls:
+            message["tool_calls"] = [
+                {"id": c["id"] or f"call_{i}", "type": "function",
+                 "function": {"name": c["name"], "arguments": "".join(c["arguments"]) or "{}"}}
+                for i, c in sorted(self.calls.items())]
+        return Reply(message, self.usage, self.finish_reason)
+
+
+def parse_usage(raw: dict) -> Usage:
+    def count(value: Any) -> int:
+        return value if isinstance(value, int) and not isinstance(value, bool) else 0
+    details = raw.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    if cached is None:
+        cached = raw.get("prompt_cache_hit_tokens")  # DeepSeek
+    prompt = count(raw.get("prompt_tokens"))
+    return Usage(prompt, count(raw.get("completion_tokens")),
+                 count(cached) if cached is not None else None, prompt)
+
+
+def stream_error(error: Any, secret: str) -> APIError:
+    """An error object inside a 200 stream. Server-side trouble is worth a retry; the rest is not."""
+    message = error_message({"error": error}) or str(error)
+    code = error.get("code") if isinstance(error, dict) else None
+    kind = f"{code} {error.get('type', '')}" if isinstance(error, dict) else ""
+    retryable = (isinstance(code, int) and (code >= 500 or code in (408, 429))) or any(
+        word in kind.lower() for word in ("server", "overload", "rate", "timeout", "unavailable"))
+    return APIError(redact(f"error in stream: {message}", secret),
+                    status=code if isinstance(code, int) else None, retryable=retryable)

@@ -1,0 +1,35 @@
+"""Renderers turn loop events into what a person or a program reads."""
+from __future__ import annotations
+
+import os
+from typing import IO, Callable
+
+from ..config import Config
+from ..events import OnEvent, Usage
+
+
+def usage_line(model: str, usage: Usage, window: int) -> str:
+    """`[model: 1420 prompt (1000 cached, 420 uncached) + 85 completion | context: 1420/200000 (0.7%)]`"""
+    prompt = f"{usage.prompt_tokens} prompt"
+    if usage.cached_tokens is not None:
+        prompt += f" ({usage.cached_tokens} cached, {usage.prompt_tokens - usage.cached_tokens} uncached)"
+    share = 100 * usage.context_tokens / window if window else 0.0
+    return (f"[{model}: {prompt} + {usage.completion_tokens} completion | "
+            f"context: {usage.context_tokens}/{window} ({share:.1f}%)]")
+
+
+def use_color(cfg: Config, stream: IO[str]) -> bool:
+    if cfg.color != "auto":
+        return cfg.color == "always"
+    if os.environ.get("NO_COLOR") or os.environ.get("BANTAM_NO_COLOR"):
+        return False
+    return stream.isatty()
+
+
+def make_renderer(cfg: Config, json_lines: bool, out: IO[str], err: IO[str],
+                  context_window: Callable[[], int]) -> OnEvent:
+    if json_lines:
+        from .jsonl import JsonRenderer
+        return JsonRenderer(out, err, context_window)
+    from .text import TextRenderer
+    return TextRenderer(out, err, use_color(cfg, err), context_window, status=err.isatty())

@@ -1,0 +1,91 @@
+"""Plain text: the answer on stdout, everything else on stderr, in the seed's palette on a terminal."""
+from __future__ import annotations
+
+from typing import IO, Callable
+
+from ..events import (Done, Error, Event, Notice, Reasoning, RequestStarted, Retry, Text, ToolCall,
+                      ToolResult, UsageReport)
+from . import usage_line
+
+STATUS, CYAN, DIM, YELLOW, GREEN, RED, RESET = (
+    "\033[1;90m", "\033[36m", "\033[2m", "\033[33m", "\033[32m", "\033[31m", "\033[0m")
+RESULT_LINES = 20    # lines of a tool result shown; the model always gets all of it
+CALL_CHARS = 2000    # characters of tool arguments shown
+
+
+class TextRenderer:
+    def __init__(self, out: IO[str], err: IO[str], color: bool, context_window: Callable[[], int],
+                 status: bool = False):
+        self.out, self.err = out, err
+        self.color = color
+        self.context_window = context_window
+        self.status = status          # show `...requesting...` in place (a terminal only)
+        self.status_shown = False
+        self.in_reasoning = False
+        self.mid_line = False         # the last character written was not a newline
+        self.answer_mid_line = False  # the same, for stdout alone
+
+    def __call__(self, event: Event) -> None:
+        if self.status_shown:
+            self.err.write("\r\033[K")
+            self.status_shown = False
+        if isinstance(event, RequestStarted):
+            if self.status:
+                self._write(self.err, "...requesting...", STATUS)
+                self.status_shown, self.mid_line = True, False
+            return
+        if isinstance(event, Reasoning):
+            if not self.in_reasoning:
+                self._line("--- reasoning start ---", CYAN)
+                self.in_reasoning = True
+            self._write(self.err, event.text, DIM)
+            return
+        self._end_reasoning()
+        if isinstance(event, Text):
+            self.out.write(event.text)
+            self.out.flush()
+            self.mid_line = self.answer_mid_line = not event.text.endswith("\n")
+        elif isinstance(event, ToolCall):
+            args = event.arguments if len(event.arguments) <= CALL_CHARS else event.arguments[:CALL_CHARS] + "…"
+            self._line(f"[tool call: {event.name}({args})]", YELLOW)
+        elif isinstance(event, ToolResult):
+            self._line(f"[tool result: {event.name}]", GREEN)
+            self._line(_clip_lines(event.content), RED if event.is_error else DIM)
+        elif isinstance(event, UsageReport):
+            self._line(usage_line(event.model, event.usage, self.context_window()), DIM)
+        elif isinstance(event, Retry):
+            self._line(f"[retry {event.attempt} in {event.delay:g}s: {event.message}]", RED)
+        elif isinstance(event, Notice):
+            self._line(f"[{event.message}]", DIM)
+        elif isinstance(event, Error):
+            self._line(f"error: {event.message}", RED)
+        elif isinstance(event, Done) and self.answer_mid_line:
+            self.out.write("\n")
+            self.out.flush()
+            self.answer_mid_line = self.mid_line = False
+
+    def _end_reasoning(self) -> None:
+        if self.in_reasoning:
+            self.in_reasoning = False
+            self._line("--- reasoning end ---", CYAN)
+
+    def _line(self, text: str, color: str) -> None:
+        if self.mid_line:
+            self.err.write("\n")
+        self._write(self.err, text, color)
+        self.err.write("\n")
+        self.err.flush()
+        self.mid_line = False
+
+    def _write(self, stream: IO[str], text: str, color: str) -> None:
+        stream.write(f"{color}{text}{RESET}" if self.color and text else text)
+        stream.flush()
+        if text:
+            self.mid_line = not text.endswith("\n")
+
+
+def _clip_lines(text: str) -> str:
+    lines = text.rstrip("\n").split("\n")
+    if len(lines) <= RESULT_LINES:
+        return "\n".join(lines)
+    return "\n".join(lines[:RESULT_LINES]) + f"\n… ({len(lines) - RESULT_LINES} more lines)"

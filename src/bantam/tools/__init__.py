@@ -1,0 +1,125 @@
+"""Tools: a registry of names, one place that runs them, and the argument checks they share.
+
+A tool has a name, a description, a JSON schema for its parameters and `run(args, ctx) -> str`.
+It raises ToolError for anything the model should hear about; `Toolbox.execute` turns every
+failure into a result the model can read, and sanitises arguments and results.
+"""
+from __future__ import annotations
+
+import importlib
+import json
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ..errors import ConfigError, ToolError
+from ..events import OnEvent, ignore
+from ..sanitize import sanitize
+
+if TYPE_CHECKING:
+    from ..config import Config
+    from ..providers import Provider
+
+# name -> "module:Class"; imported only when the tool is enabled
+REGISTRY = {
+    "shell_exec": "bantam.tools.shell:ShellExec",
+    "write_file": "bantam.tools.files:WriteFile",
+    "run_subagent": "bantam.tools.subagent:RunSubagent",
+}
+DELEGATING = {"run_subagent", "spawn_agent"}  # children never get these
+
+
+class Tool(Protocol):
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+    def run(self, args: dict[str, Any], ctx: "ToolContext") -> str: ...
+
+
+@dataclass
+class ToolContext:
+    """What a tool may use besides its arguments."""
+    cfg: "Config"
+    provider: "Provider | None" = None
+    system_prompt: str = ""
+    on_event: OnEvent = ignore
+    depth: int = 0  # 0 for the agent the user talks to, 1 for its children
+
+    def child(self, on_event: OnEvent) -> "ToolContext":
+        return replace(self, depth=self.depth + 1, on_event=on_event)
+
+
+@dataclass(slots=True)
+class Outcome:
+    content: str
+    is_error: bool = False
+    error: BaseException | None = None  # kept, not flattened into a string
+
+
+@dataclass
+class Toolbox:
+    tools: dict[str, Tool]
+    ctx: ToolContext
+    used: int = field(default=0)  # tool calls made through this toolbox
+
+    def schemas(self) -> list[dict[str, Any]]:
+        return [{"type": "function", "function": {"name": t.name, "description": t.description,
+                                                  "parameters": t.parameters}}
+                for t in self.tools.values()]
+
+    def execute(self, name: str, arguments: str) -> Outcome:
+        self.used += 1
+        tool = self.tools.get(name)
+        if tool is None:
+            return Outcome(f"error: unknown tool {name!r}; available: {', '.join(self.tools)}", True)
+        try:
+            args = parse_arguments(sanitize(arguments))
+            check_args(tool.parameters, args)
+            return Outcome(sanitize(tool.run(args, self.ctx)))
+        except ToolError as e:
+            return Outcome(sanitize(f"error: {e}"), True, e)
+        except Exception as e:  # a tool bug must not kill the session; the model sees what broke
+            return Outcome(sanitize(f"error: {type(e).__name__}: {e}"), True, e)
+
+
+def make_toolbox(names: tuple[str, ...] | list[str], ctx: ToolContext) -> Toolbox:
+    tools: dict[str, Tool] = {}
+    for name in names:
+        if ctx.depth > 0 and name in DELEGATING:
+            continue
+        if name not in REGISTRY:
+            raise ConfigError(f"tools: unknown tool {name!r} (known: {', '.join(REGISTRY)})")
+        module, _, cls = REGISTRY[name].partition(":")
+        tools[name] = getattr(importlib.import_module(module), cls)()
+    return Toolbox(tools, ctx)
+
+
+def parse_arguments(text: str) -> dict[str, Any]:
+    try:
+        args = json.loads(text or "{}")
+    except ValueError as e:
+        raise ToolError(f"arguments are not valid JSON ({e}); send a JSON object") from None
+    if not isinstance(args, dict):
+        raise ToolError(f"arguments must be a JSON object, got {type(args).__name__}")
+    return args
+
+
+_TYPES = {"string": str, "integer": int, "number": (int, float), "boolean": bool,
+          "array": list, "object": dict}
+
+
+def check_args(schema: dict[str, Any], args: dict[str, Any]) -> None:
+    """Required keys present, types as declared; "12" is accepted where an integer is due."""
+    for key in schema.get("required", []):
+        if key not in args or args[key] is None:
+            raise ToolError(f"missing required argument {key!r}")
+    for key, spec in schema.get("properties", {}).items():
+        value = args.get(key)
+        if value is None:
+            continue
+        kind = spec.get("type")
+        if kind == "integer" and isinstance(value, str) and value.strip().lstrip("-").isdigit():
+            args[key] = value = int(value)
+        wanted = _TYPES.get(kind)
+        if wanted and (not isinstance(value, wanted) or (kind != "boolean" and isinstance(value, bool))):
+            raise ToolError(f"argument {key!r} must be {kind}, got {type(value).__name__}")

@@ -1,0 +1,142 @@
+"""shell_exec: run a command, merged output, never waiting on a terminal, bounded in time and memory."""
+from __future__ import annotations
+
+import itertools
+import os
+import selectors
+import shutil
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from ..fsutil import bantam_home, private_dir
+
+SHELL = shutil.which("bash") or "/bin/sh"
+# So that `git log`, `git rebase --continue` or `man` can never sit waiting for a human.
+NON_INTERACTIVE_ENV = {"PAGER": "cat", "GIT_PAGER": "cat", "MANPAGER": "cat", "SYSTEMD_PAGER": "cat",
+                       "GIT_EDITOR": "true", "GIT_SEQUENCE_EDITOR": "true", "GIT_TERMINAL_PROMPT": "0"}
+SPOOL_CAP = 100 * 1024 * 1024  # at most this much of one command's output is kept on disk
+DRAIN_AFTER_EXIT = 0.5         # seconds to keep reading after the shell exits (background children)
+_spool_numbers = itertools.count(1)
+
+
+@dataclass(slots=True)
+class ShellResult:
+    output: str
+    exit_code: int
+    timed_out: bool = False
+
+    def for_model(self) -> str:
+        return f"{self.output}\n\nexit: {self.exit_code}"
+
+
+class ShellExec:
+    name = "shell_exec"
+    description = ("Run a shell command (bash) in the current directory and return its output "
+                   "(stdout and stderr merged) followed by the exit code. stdin is closed: use "
+                   "non-interactive flags.")
+    parameters = {"type": "object", "required": ["command"],
+                  "properties": {"command": {"type": "string", "description": "the command line"}}}
+
+    def run(self, args: dict[str, Any], ctx: Any) -> str:
+        return run_shell(args["command"], ctx.cfg.shell_timeout, ctx.cfg.tool_output_limit).for_model()
+
+
+def run_shell(command: str, timeout: float, output_limit: int) -> ShellResult:
+    """Run `command` in its own session; kill the whole process group at `timeout` or on Ctrl+C."""
+    proc = subprocess.Popen([SHELL, "-c", command], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, start_new_session=True,
+                            env={**os.environ, **NON_INTERACTIVE_ENV})
+    output = ClippedOutput(output_limit)
+    timed_out = False
+    try:
+        timed_out = _read_until_done(proc, output, time.monotonic() + timeout)
+    finally:
+        if proc.poll() is None or timed_out:
+            _kill_group(proc)
+        proc.stdout.close()
+        proc.wait()
+    text = output.text()
+    if timed_out:
+        return ShellResult(f"{text}\n[timed out after {timeout:g}s; process group killed]", 124, True)
+    code = proc.returncode
+    return ShellResult(text, 128 - code if code < 0 else code)
+
+
+def _read_until_done(proc: subprocess.Popen, output: "ClippedOutput", deadline: float) -> bool:
+    """Read until EOF (or shortly after the shell exits); True if the deadline passed."""
+    fd = proc.stdout.fileno()
+    exited_at = None
+    with selectors.DefaultSelector() as selector:
+        selector.register(fd, selectors.EVENT_READ)
+        while True:
+            now = time.monotonic()
+            if now >= deadline:
+                return True
+            if exited_at is None and proc.poll() is not None:
+                exited_at = now
+            if exited_at is not None and now - exited_at > DRAIN_AFTER_EXIT:
+                return False
+            if selector.select(min(deadline - now, 0.1)):
+                data = os.read(fd, 1 << 16)
+                if not data:
+                    return False
+                output.add(data)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+class ClippedOutput:
+    """Keeps the head and the tail in memory; once past the limit, the whole output goes to a file."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+        self.path: str | None = None
+        self.spool = None
+
+    def add(self, data: bytes) -> None:
+        self.total += len(data)
+        if self.spool is None:
+            self.head += data
+            if len(self.head) <= self.limit:
+                return
+            self._open_spool()
+            self._save(bytes(self.head))
+            self.tail = self.head[-(self.limit // 2):]
+            del self.head[self.limit // 2:]
+            return
+        self._save(data)
+        self.tail = (self.tail + data)[-(self.limit // 2):]
+
+    def _open_spool(self) -> None:
+        folder = private_dir(bantam_home() / "tool-output")
+        name = f"shell-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{next(_spool_numbers)}.txt"
+        self.path = str(folder / name)
+        self.spool = os.fdopen(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb")
+        self.saved = 0
+
+    def _save(self, data: bytes) -> None:
+        room = SPOOL_CAP - self.saved
+        if room > 0:
+            self.spool.write(data[:room])
+            self.saved += min(room, len(data))
+
+    def text(self) -> str:
+        if self.spool is None:
+            return self.head.decode("utf-8", "replace")
+        self.spool.close()
+        clipped = self.total - len(self.head) - len(self.tail)
+        kept = f"full output in {self.path}" if self.saved == self.total else \
+            f"the first {self.saved} bytes are in {self.path}"
+        return (f"{self.head.decode('utf-8', 'replace')}\n\n[... {clipped} bytes clipped of "
+                f"{self.total}; {kept} ...]\n\n{self.tail.decode('utf-8', 'replace')}")

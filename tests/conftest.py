@@ -1,0 +1,51 @@
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.fakes.openai_server import FakeServer
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    """A private HOME and working directory for each test; no real user file is touched."""
+    home = tmp_path / "home"
+    work = tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    for var in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "LLM_URL", "LLM_MODEL", "LLM_API_KEY",
+                "AGENT_TOOL_BUDGET", "AGENT_MAX_FANOUT", "BANTAM_TOOLS_DIR", "BANTAM_HOME",
+                "NO_COLOR", "BANTAM_NO_COLOR", "SOCKS_PROXY", "socks_proxy"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(work)
+    return work
+
+
+@pytest.fixture
+def server():
+    with FakeServer() as s:
+        yield s
+
+
+def write_cfg(directory: Path, name: str = ".bantam.cfg", **values) -> Path:
+    path = Path(directory, name)
+    path.write_text("".join(f"{k}={v}\n" for k, v in values.items()))
+    return path
+
+
+def base_cfg(server: FakeServer, **extra) -> dict:
+    """A config pointing at the fake server, with retries that do not wait."""
+    return {"endpoint": server.url, "model": "test-model", "retry_delays": "0,0,0", **extra}
+
+
+def run_bantam(*args: str, cwd: Path, input: str | None = None, env: dict | None = None,
+               timeout: float = 60) -> subprocess.CompletedProcess:
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run([sys.executable, "-m", "bantam", *args], cwd=cwd, input=input,
+                          capture_output=True, text=True, env=full_env, timeout=timeout,
+                          stdin=None if input is not None else subprocess.DEVNULL)
