@@ -10,8 +10,9 @@ def atomic_write(path: str | os.PathLike, data: bytes, mode: int | None = None) 
     """Write `data` to `path` through a temp file in the same directory, fsync, then rename.
 
     `mode` defaults to the existing file's permissions, or the umask's for a new file.
+    A symlink is written through (its target is replaced), so the link itself survives.
     """
-    path = Path(path)
+    path = Path(os.path.realpath(path))
     if mode is None:
         try:
             mode = path.stat().st_mode & 0o7777
@@ -36,9 +37,12 @@ def atomic_write(path: str | os.PathLike, data: bytes, mode: int | None = None) 
 
 
 def private_dir(path: str | os.PathLike) -> Path:
-    """Create a directory (and parents) readable only by the user."""
+    """Create a directory (and any missing parents, e.g. ~/.bantam) readable only by the user."""
     path = Path(path)
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if not path.is_dir():
+        if path.parent != path:
+            private_dir(path.parent)  # mkdir(parents=True) would give the parents the umask's mode
+        path.mkdir(mode=0o700, exist_ok=True)
     return path
 
 

@@ -1,7 +1,6 @@
 """The one-shot front end: `bantam -p TEXT`, `bantam FILE`, `CMD | bantam`."""
 from __future__ import annotations
 
-import functools
 import sys
 
 from . import loop
@@ -9,7 +8,7 @@ from .config import Config
 from .errors import LimitReached, ProviderError
 from .events import Done, Error
 from .prompt import system_prompt
-from .providers import context_window, make_provider
+from .providers import context_window_soon, make_provider
 from .render import make_renderer
 from .tools import ToolContext, make_toolbox
 from .tools.shell import run_shell
@@ -20,7 +19,7 @@ def run_prompt(cfg: Config, prompt: str, json_lines: bool = False) -> int:
     if prompt.startswith("!"):
         return run_command(cfg, prompt[1:].strip())
     provider = make_provider(cfg)
-    window = functools.cache(lambda: context_window(provider, cfg))
+    window = context_window_soon(provider, cfg)
     render = make_renderer(cfg, json_lines, sys.stdout, sys.stderr, window)
     system = system_prompt(cfg)
     messages = [{"role": "system", "content": system}, {"role": "user", "content": prompt}]

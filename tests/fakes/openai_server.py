@@ -66,6 +66,9 @@ def sse(events: list[Any], *, done: bool = True, space: bool = True, crlf: bool 
     nl = "\r\n" if crlf else "\n"
     pieces = [f"{c}{nl}{nl}" for c in comments]
     for event in events:
+        if isinstance(event, str) and event.startswith(":"):  # a comment line, sent as it is
+            pieces.append(f"{event}{nl}")
+            continue
         data = event if isinstance(event, str) else json.dumps(event)
         pieces.append(f"data:{' ' if space else ''}{data}{nl}{nl}")
     if done:
@@ -129,7 +132,7 @@ class FakeServer:
         self.lock = threading.Lock()
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self.httpd.daemon_threads = True
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.02,), daemon=True)
 
     @property
     def url(self) -> str:
@@ -160,6 +163,7 @@ class FakeServer:
 def _handler(server: FakeServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"  # keep-alive, so connection reuse can be checked
+        disable_nagle_algorithm = True  # each SSE piece leaves at once, as from a real server
 
         def log_message(self, *args: Any) -> None:
             pass

@@ -6,9 +6,9 @@ back a `Reply` whose message is in that shape too; text and reasoning stream out
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
-from ..config import Config
+from ..config import FALLBACK_CONTEXT_WINDOW, Config
 from ..errors import ConfigError
 from ..events import OnEvent, Usage
 
@@ -40,5 +40,17 @@ def make_provider(cfg: Config) -> Provider:
 
 def context_window(provider: Provider, cfg: Config) -> int:
     """What the server says, else the config's `context_window`, else 200000."""
-    from ..config import FALLBACK_CONTEXT_WINDOW
     return provider.context_window() or cfg.context_window or FALLBACK_CONTEXT_WINDOW
+
+
+def context_window_soon(provider: Provider, cfg: Config) -> Callable[[], int]:
+    """Start asking for the context window now, beside the first request; the call waits for it."""
+    import threading
+    result: list[int] = []
+    thread = threading.Thread(target=lambda: result.append(context_window(provider, cfg)), daemon=True)
+    thread.start()
+
+    def get() -> int:
+        thread.join()
+        return result[0] if result else cfg.context_window or FALLBACK_CONTEXT_WINDOW
+    return get

@@ -73,7 +73,7 @@ class Toolbox:
         if tool is None:
             return Outcome(f"error: unknown tool {name!r}; available: {', '.join(self.tools)}", True)
         try:
-            args = parse_arguments(sanitize(arguments))
+            args = sanitize_value(parse_arguments(sanitize(arguments)))
             check_args(tool.parameters, args)
             return Outcome(sanitize(tool.run(args, self.ctx)))
         except ToolError as e:
@@ -104,6 +104,17 @@ def parse_arguments(text: str) -> dict[str, Any]:
     return args
 
 
+def sanitize_value(value: Any) -> Any:
+    """Sanitise every string in parsed arguments: a JSON escape like \\u200b survives the raw-text pass."""
+    if isinstance(value, str):
+        return sanitize(value)
+    if isinstance(value, dict):
+        return {sanitize(k): sanitize_value(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [sanitize_value(v) for v in value]
+    return value
+
+
 _TYPES = {"string": str, "integer": int, "number": (int, float), "boolean": bool,
           "array": list, "object": dict}
 
@@ -118,8 +129,11 @@ def check_args(schema: dict[str, Any], args: dict[str, Any]) -> None:
         if value is None:
             continue
         kind = spec.get("type")
-        if kind == "integer" and isinstance(value, str) and value.strip().lstrip("-").isdigit():
-            args[key] = value = int(value)
+        if kind == "integer" and isinstance(value, str):
+            try:
+                args[key] = value = int(value)
+            except ValueError:  # "--5", "²", "abc": reported as the wrong type below
+                pass
         wanted = _TYPES.get(kind)
         if wanted and (not isinstance(value, wanted) or (kind != "boolean" and isinstance(value, bool))):
             raise ToolError(f"argument {key!r} must be {kind}, got {type(value).__name__}")

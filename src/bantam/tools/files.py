@@ -37,11 +37,12 @@ def write_file(path: str, content: str, offset: int | None = None, del_bytes: in
         raise ToolError(f"{path} is a directory")
     data = content.encode("utf-8")
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
         if offset is None and del_bytes is None:
+            target.parent.mkdir(parents=True, exist_ok=True)
             atomic_write(target, data)
             return f"wrote {len(data)} bytes to {path}"
         new, deleted = splice(_read(target), offset or 0, del_bytes or 0, data, path)
+        target.parent.mkdir(parents=True, exist_ok=True)  # only once the splice is known to be valid
         atomic_write(target, new)
     except OSError as e:
         raise ToolError(f"cannot write {path}: {e.strerror or e}") from e

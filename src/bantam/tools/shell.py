@@ -51,8 +51,13 @@ def run_shell(command: str, timeout: float, output_limit: int) -> ShellResult:
                             env={**os.environ, **NON_INTERACTIVE_ENV})
     output = ClippedOutput(output_limit)
     timed_out = False
+    deadline = time.monotonic() + timeout
     try:
-        timed_out = _read_until_done(proc, output, time.monotonic() + timeout)
+        timed_out = _read_until_done(proc, output, deadline)
+        if not timed_out:
+            # EOF can come before the exit: `cat` closes stdout, then exits. Killing it now would
+            # turn a success into 137, so wait for the real exit status.
+            timed_out = _wait_until(proc, deadline)
     finally:
         if proc.poll() is None or timed_out:
             _kill_group(proc)
@@ -84,6 +89,15 @@ def _read_until_done(proc: subprocess.Popen, output: "ClippedOutput", deadline: 
                 if not data:
                     return False
                 output.add(data)
+
+
+def _wait_until(proc: subprocess.Popen, deadline: float) -> bool:
+    """Wait for the shell to exit; True if the deadline passed first."""
+    try:
+        proc.wait(timeout=max(deadline - time.monotonic(), 0))
+    except subprocess.TimeoutExpired:
+        return True
+    return False
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

@@ -1,0 +1,106 @@
+"""Configuration layers and errors, read from real files in a temporary directory."""
+import pytest
+
+from bantam import config
+from bantam.config import Config, load
+from bantam.errors import ConfigError
+from tests.conftest import write_cfg
+
+
+def test_defaults(home):
+    cfg = load(environ={})
+    assert cfg == Config(provider="openai")
+    assert (cfg.endpoint, cfg.model, cfg.temperature, cfg.stream, cfg.color) == (
+        "https://api.kilo.ai/api/openrouter", "openrouter/free", 0.7, True, "auto")
+    assert (cfg.timeout, cfg.shell_timeout, cfg.max_al_iterations, cfg.reasoning_effort) == (300, 120, 1000, "high")
+    assert (cfg.tool_budget, cfg.max_fanout, cfg.context_window) == (200, 8, None)
+    assert cfg.tools == ("shell_exec", "write_file", "run_subagent")
+    assert cfg.retry_delays == (1, 1, 2, 3, 5, 8, 13, 21, 34)
+
+
+def test_bantam_cfg_wins_over_model_cfg(home):
+    write_cfg(home, "model.cfg", model="from-model-cfg", temperature="0.1")
+    assert load(environ={}).model == "from-model-cfg"
+    write_cfg(home, ".bantam.cfg", model="from-bantam-cfg")
+    cfg = load(environ={})
+    assert cfg.model == "from-bantam-cfg" and cfg.temperature == 0.7  # files are not merged
+    assert cfg.file.endswith(".bantam.cfg")
+
+
+def test_precedence_flags_file_environment(home):
+    env = {"LLM_MODEL": "env-model", "LLM_URL": "http://env/v1", "AGENT_TOOL_BUDGET": "5"}
+    assert load(environ=env).model == "env-model"
+    write_cfg(home, model="file-model")
+    cfg = load(environ=env)
+    assert (cfg.model, cfg.endpoint, cfg.tool_budget) == ("file-model", "http://env/v1", 5)
+    assert load({"model": "flag-model"}, environ=env).model == "flag-model"
+
+
+def test_file_format(home):
+    (home / ".bantam.cfg").write_text(
+        "# a comment\n\n  model = spaced  \napi_key=\"sk-quoted\"\nendpoint=http://h/v1/\n"
+        "top_p=0.9\nmax_tokens=100\nstop=[\"END\"]\nvendor_flag=some text\nstream=no\n")
+    cfg = load(environ={})
+    assert cfg.model == "spaced" and cfg.api_key == "sk-quoted" and cfg.endpoint == "http://h/v1"
+    assert cfg.stream is False
+    assert cfg.forward == {"top_p": 0.9, "max_tokens": 100, "stop": ["END"], "vendor_flag": "some text"}
+
+
+def test_api_key_fallbacks(home):
+    assert load(environ={"OPENAI_API_KEY": "sk-o"}).api_key == "sk-o"
+    assert load(environ={"OPENAI_API_KEY": "sk-o", "LLM_API_KEY": "sk-l"}).api_key == "sk-l"
+    anth = {"ANTHROPIC_API_KEY": "sk-a", "OPENAI_API_KEY": "sk-o"}
+    assert load({"endpoint": "https://api.anthropic.com/v1"}, environ=anth).api_key == "sk-a"
+    write_cfg(home, api_key="sk-file")
+    assert load(environ=anth).api_key == "sk-file"
+    assert "sk-file" not in repr(load(environ={}))
+
+
+@pytest.mark.parametrize("endpoint,provider", [
+    ("https://api.openai.com/v1", "openai"), ("https://api.anthropic.com/v1", "anthropic"),
+    ("http://proxy/v1/messages", "anthropic"), ("http://localhost:8080/v1", "openai")])
+def test_provider_inference(home, endpoint, provider):
+    assert load({"endpoint": endpoint}, environ={}).provider == provider
+    assert load({"endpoint": endpoint, "provider": "openai"}, environ={}).provider == "openai"
+
+
+@pytest.mark.parametrize("line,message", [
+    ("temperature=hot", "temperature: expected a number, got 'hot'"),
+    ("stream=maybe", "stream: expected true or false, got 'maybe'"),
+    ("provider=gemini", "provider: expected one of openai, anthropic, local, got 'gemini'"),
+    ("color=blue", "color: expected one of auto, always, never"),
+    ("max_al_iterations=0", "max_al_iterations: must be at least 1"),
+    ("tool_budget=lots", "tool_budget: expected an integer, got 'lots'"),
+    ("shell_timeout=-1", "shell_timeout: must be at least"),
+    ("retry_delays=1,x", "retry_delays: expected a number, got 'x'"),
+    ("just some words", "expected key=value, got 'just some words'"),
+    ("=value", "expected key=value"),
+])
+def test_bad_values_name_file_line_and_key(home, line, message):
+    (home / ".bantam.cfg").write_text(f"model=ok\n# comment\n{line}\n")
+    with pytest.raises(ConfigError) as info:
+        load(environ={})
+    assert str(info.value).startswith(".bantam.cfg:3: ")
+    assert message in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_bad_environment_and_flag_values_name_their_source(home):
+    with pytest.raises(ConfigError, match="environment variable AGENT_TOOL_BUDGET: tool_budget"):
+        load(environ={"AGENT_TOOL_BUDGET": "many"})
+    with pytest.raises(ConfigError, match="command-line temperature: temperature"):
+        load({"temperature": "warm"}, environ={})
+
+
+def test_unreadable_config_file(home):
+    (home / ".bantam.cfg").write_bytes(b"model=\xff\xfe\n")
+    with pytest.raises(ConfigError, match=r"\.bantam\.cfg: cannot read"):
+        load(environ={})
+
+
+def test_known_keys_cover_the_seed():
+    seed_keys = {"endpoint", "model", "temperature", "api_key", "stream", "color", "timeout",
+                 "shell_timeout", "max_al_iterations", "context_window", "reasoning_effort",
+                 "bantam_tools_dir", "provider", "tools", "tool_budget", "max_fanout",
+                 "tool_output_limit", "model_path"}
+    assert seed_keys <= set(config.known_keys())
