@@ -272,3 +272,19 @@ def test_window_unknown(server):
 def test_list_models(server):
     server.models = [{"id": "a"}, {"id": "b"}]
     assert OpenAIProvider(Config(endpoint=server.url, model="a")).list_models() == ["a", "b"]
+
+
+def test_rejected_reasoning_effort_is_dropped(server):
+    err = {"error": {"message": "Unsupported parameter: 'reasoning_effort' is not supported with this model.",
+                     "type": "invalid_request_error", "param": "reasoning_effort"}}
+    reply, events = complete(server, json_reply(err, status=400), text_reply("fine"), text_reply("again"))
+    assert reply.message["content"] == "fine"
+    first, second = server.chat_requests()
+    assert "reasoning_effort" in first.body and "reasoning_effort" not in second.body
+    assert any("reasoning_effort" in getattr(e, "message", "") for e in events)
+
+
+def test_other_400_errors_are_not_retried(server):
+    with pytest.raises(APIError, match="max_tokens is too large"):
+        complete(server, json_reply({"error": {"message": "max_tokens is too large"}}, status=400))
+    assert len(server.chat_requests()) == 1

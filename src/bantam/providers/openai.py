@@ -6,7 +6,7 @@ from typing import Any
 
 from ..config import Config
 from ..errors import APIError, ProviderError
-from ..events import OnEvent, Reasoning, RequestStarted, Text, Usage
+from ..events import Notice, OnEvent, Reasoning, RequestStarted, Text, Usage
 from . import Reply
 from .http import error_from_response, error_message, make_client, mapped_errors, redact
 from .sse import iter_sse
@@ -29,6 +29,7 @@ class OpenAIProvider:
         self.model = cfg.model
         self.base_url, self.chat_url = split_endpoint(cfg.endpoint)
         self._client = None
+        self.send_reasoning_effort = True
 
     @property
     def client(self):
@@ -43,7 +44,7 @@ class OpenAIProvider:
         cfg = self.cfg
         body: dict[str, Any] = {"model": self.model, "messages": messages,
                                 "temperature": cfg.temperature, "stream": cfg.stream}
-        if cfg.reasoning_effort:
+        if cfg.reasoning_effort and self.send_reasoning_effort:
             body["reasoning_effort"] = cfg.reasoning_effort
         if cfg.stream:
             body["stream_options"] = {"include_usage": True}
@@ -53,6 +54,18 @@ class OpenAIProvider:
         return body
 
     def complete(self, messages: list[dict], tools: list[dict], on_event: OnEvent) -> Reply:
+        try:
+            return self._complete(messages, tools, on_event)
+        except APIError as e:
+            # Seed default `reasoning_effort=high` is rejected by non-reasoning models (gpt-4o):
+            # leave it out from now on rather than fail every request.
+            if e.status != 400 or "reasoning_effort" not in str(e) or not self.send_reasoning_effort:
+                raise
+            self.send_reasoning_effort = False
+            on_event(Notice(message=f"{self.model} does not take reasoning_effort; sending without it"))
+            return self._complete(messages, tools, on_event)
+
+    def _complete(self, messages: list[dict], tools: list[dict], on_event: OnEvent) -> Reply:
         body = self.request_body(messages, tools)
         on_event(RequestStarted(model=self.model))
         with mapped_errors(self.chat_url, self.cfg):
