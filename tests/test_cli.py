@@ -135,7 +135,6 @@ def test_bad_config_exit_2(home, content, message):
     (["--set", "novalue", "-p", "x"], "--set expects KEY=VALUE"),
     (["missing.txt"], "cannot read prompt file missing.txt"),
     (["-p", "   "], "the prompt is empty"),
-    ([], "no prompt"),
     (["a.txt", "b.txt"], "at most one prompt file"),
 ])
 def test_bad_usage_exit_2(cfg, args, message):
@@ -233,3 +232,28 @@ def test_ctrl_c_during_a_shell_command(cfg, server):
     time.sleep(0.2)
     with pytest.raises(ProcessLookupError):
         os.kill(shell_pid, 0)
+
+
+def test_no_prompt_and_no_terminal_reads_plain_lines(cfg, server):
+    server.add(text_reply("first answer"), text_reply("second answer"))
+    r = subprocess.run([sys.executable, "-m", "bantam"], cwd=cfg, capture_output=True, text=True,
+                       stdin=open(os.devnull), timeout=60)
+    assert r.returncode == 0 and server.chat_requests() == []  # /dev/null: the session ends at once
+
+
+def test_context_overflow_compacts_and_retries(cfg, server):
+    (cfg / "AGENTS.md").write_text("Use tabs.")
+    overflow = {"error": {"message": "This model's maximum context length is 8192 tokens. However, your "
+                                     "messages resulted in 9000 tokens.", "code": "context_length_exceeded"}}
+    server.add(tool_reply("shell_exec", {"command": "echo step one"}),
+               json_reply(overflow, status=400), text_reply("We ran step one."), text_reply("All done."))
+    r = run_bantam("-p", "do the big task", cwd=cfg)
+    assert r.returncode == 0 and r.stdout == "All done.\n", r.stderr
+    assert "compacting" in r.stderr
+    summary_req, retry_req = server.chat_requests()[2].body, server.chat_requests()[3].body
+    assert summary_req["messages"][-1]["content"].startswith("You are now acting as a compaction engine")
+    assert "tools" not in summary_req
+    assert [m["role"] for m in retry_req["messages"]] == ["system", "user"]
+    text = retry_req["messages"][1]["content"]
+    assert "Original task (verbatim):\ndo the big task" in text and "Use tabs." in text
+    assert "We ran step one." in text

@@ -63,7 +63,7 @@ def flags(args: argparse.Namespace) -> dict[str, str]:
 
 def dispatch(args: argparse.Namespace) -> int:
     from . import config
-    cfg = config.load(flags(args))
+    cfg = config.load(flags(args))  # bad configuration stops every mode here, before anything runs
     words = args.words
     if words and words[0] == "models" and not os.path.isfile("models"):
         return list_models(cfg)
@@ -73,8 +73,10 @@ def dispatch(args: argparse.Namespace) -> int:
         raise ConfigError(f"expected at most one prompt file, got {len(words)} arguments")
     prompt = read_prompt(args.prompt, words[0] if words else None)
     if prompt is None:
-        raise ConfigError("no prompt: give -p TEXT, a prompt FILE, or pipe one on standard input "
-                          "(the interactive mode is not in this version)")
+        if args.json:
+            raise ConfigError("--json needs a prompt: -p TEXT, a FILE, or standard input")
+        from .repl import run_repl
+        return run_repl(flags(args))
     if not prompt.strip():
         raise ConfigError("the prompt is empty")
     from .oneshot import run_prompt

@@ -203,3 +203,37 @@ def load(flags: Mapping[str, str] | None = None, directory: str | os.PathLike = 
 
 def known_keys() -> list[str]:
     return [f.name for f in fields(Config) if f.name in PARSERS]
+
+
+def check_value(key: str, value: str) -> Any:
+    """Parse one value as the config file would; ConfigError if it is bad."""
+    if not key.replace("_", "a").isalnum() or not key[:1].isalpha():
+        raise ConfigError(f"{key!r} is not a configuration key")
+    parser = PARSERS.get(key)
+    try:
+        return parser(value) if parser else forwarded_value(value)
+    except ValueError as e:
+        raise ConfigError(f"{key}: {e}") from None
+
+
+def write_value(key: str, value: str, directory: str | os.PathLike = ".") -> Path:
+    """Set `key=value` in `.bantam.cfg`, keeping every other line; starts from model.cfg if that
+    is the file in use, so that creating `.bantam.cfg` hides nothing."""
+    from .fsutil import atomic_write
+    check_value(key, value)
+    source, _ = read_config_file(directory)
+    lines = source.read_text(encoding="utf-8").splitlines() if source else []
+    kept, done = [], False
+    for line in lines:
+        name, sep, _ = line.strip().partition("=")
+        if sep and name.strip() == key and not line.lstrip().startswith("#"):
+            if not done:
+                kept.append(f"{key}={value}")
+            done = True
+            continue
+        kept.append(line)
+    if not done:
+        kept.append(f"{key}={value}")
+    target = Path(directory, CONFIG_FILES[0])
+    atomic_write(target, ("\n".join(kept) + "\n").encode("utf-8"), mode=0o600)
+    return target

@@ -110,3 +110,16 @@ OnEvent = Callable[[Event], None]
 
 def ignore(event: Event) -> None:
     """An on_event that drops everything."""
+
+
+def without(on_event: OnEvent, *kinds: type[Event]) -> OnEvent:
+    """An on_event that passes on everything but events of these kinds."""
+    def forward(event: Event) -> None:
+        if not isinstance(event, kinds):
+            on_event(event)
+    return forward
+
+
+def quiet(on_event: OnEvent) -> OnEvent:
+    """For side requests (a child agent, a summary): traces and retries, but no answer text."""
+    return without(on_event, Text, Reasoning, UsageReport, Done, RequestStarted)

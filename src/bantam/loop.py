@@ -3,7 +3,8 @@
     turn = run(provider, messages, toolbox, Limits(), on_event)
 
 `messages` (OpenAI chat shape) is extended in place with complete messages only: a failed or
-interrupted step leaves it exactly as it was before that step. Everything the loop has to say
+interrupted step leaves it exactly as it was before that step. (One exception, on purpose: a
+request refused for context length compacts the conversation and is sent again.) Everything the loop has to say
 goes out through `on_event`; it never prints.
 """
 from __future__ import annotations
@@ -13,7 +14,8 @@ from dataclasses import dataclass, field
 
 from .config import FIBONACCI_DELAYS, Config
 from .errors import APIError, LimitReached
-from .events import Notice, OnEvent, ToolCall, ToolResult, Usage, UsageReport
+from .compact import compact, is_context_overflow
+from .events import Notice, OnEvent, ToolCall, ToolResult, Usage, UsageReport, quiet
 from .providers import Provider, Reply
 from .providers.retry import with_retries
 from .sanitize import sanitize
@@ -48,14 +50,14 @@ def run(provider: Provider, messages: list[dict], toolbox: Toolbox, limits: Limi
     budget_left = limits.tool_budget
     try:
         for _ in range(limits.max_iterations):
+            reply = request(provider, messages, schemas, limits, on_event)
+            if reply.usage:
+                usage.add(reply.usage)
+            calls = reply.message.get("tool_calls")
+            if not calls:
+                return Turn(_finish(reply, messages, on_event), usage)
             step_start = len(messages)
             try:
-                reply = request(provider, messages, schemas, limits, on_event)
-                if reply.usage:
-                    usage.add(reply.usage)
-                calls = reply.message.get("tool_calls")
-                if not calls:
-                    return Turn(_finish(reply, messages, on_event), usage)
                 messages.append(reply.message)
                 for call in calls:
                     budget_left -= 1
@@ -75,16 +77,21 @@ def run(provider: Provider, messages: list[dict], toolbox: Toolbox, limits: Limi
 
 def request(provider: Provider, messages: list[dict], schemas: list[dict], limits: Limits,
             on_event: OnEvent) -> Reply:
-    """One model request, retried; recovers from the seed's "Invalid assistant message" error."""
+    """One model request, retried. Two refusals are repaired once: the seed's "Invalid assistant
+    message" (drop the empty message) and a context overflow (compact, then ask again)."""
     def call() -> Reply:
         return provider.complete(messages, schemas, on_event)
     try:
         return with_retries(call, on_event, limits.retry_delays)
     except APIError as e:
-        if not (e.invalid_assistant_message and drop_last_assistant(messages)):
+        if e.invalid_assistant_message and drop_last_assistant(messages):
+            on_event(Notice(message="the API rejected an empty assistant message in the history; "
+                                    "dropped it and retrying"))
+        elif is_context_overflow(e) and len(messages) > 2:
+            on_event(Notice(message=f"the conversation is too long for the model ({e}); compacting"))
+            compact(provider, messages, limits.retry_delays, quiet(on_event))
+        else:
             raise
-        on_event(Notice(message="the API rejected an empty assistant message in the history; "
-                                "dropped it and retrying"))
         return with_retries(call, on_event, limits.retry_delays)
 
 

@@ -1,6 +1,8 @@
 """Plain text: the answer on stdout, everything else on stderr, in the seed's palette on a terminal."""
 from __future__ import annotations
 
+import re
+import shutil
 from typing import IO, Callable
 
 from ..events import (Done, Error, Event, Notice, Reasoning, RequestStarted, Retry, Text, ToolCall,
@@ -9,15 +11,18 @@ from . import usage_line
 
 STATUS, CYAN, DIM, YELLOW, GREEN, RED, RESET = (
     "\033[1;90m", "\033[36m", "\033[2m", "\033[33m", "\033[32m", "\033[31m", "\033[0m")
+MARKDOWN_HINT = re.compile(r"[*_`#|>]|^\s*(?:[-+]|\d+\.)\s|\]\(", re.M)  # worth redrawing
 RESULT_LINES = 20    # lines of a tool result shown; the model always gets all of it
 CALL_CHARS = 2000    # characters of tool arguments shown
 
 
 class TextRenderer:
     def __init__(self, out: IO[str], err: IO[str], color: bool, context_window: Callable[[], int],
-                 status: bool = False):
+                 status: bool = False, markdown: bool = False):
         self.out, self.err = out, err
         self.color = color
+        self.markdown = markdown      # redraw each answer as rendered Markdown (stdout is a terminal)
+        self.segment: list[str] = []  # the answer text streamed since the last redraw
         self.context_window = context_window
         self.status = status          # show `...requesting...` in place (a terminal only)
         self.status_shown = False
@@ -44,8 +49,11 @@ class TextRenderer:
         if isinstance(event, Text):
             self.out.write(event.text)
             self.out.flush()
+            self.segment.append(event.text)
             self.mid_line = self.answer_mid_line = not event.text.endswith("\n")
-        elif isinstance(event, ToolCall):
+            return
+        self._end_answer()
+        if isinstance(event, ToolCall):
             args = event.arguments if len(event.arguments) <= CALL_CHARS else event.arguments[:CALL_CHARS] + "…"
             self._line(f"[tool call: {event.name}({args})]", YELLOW)
         elif isinstance(event, ToolResult):
@@ -63,6 +71,33 @@ class TextRenderer:
             self.out.write("\n")
             self.out.flush()
             self.answer_mid_line = self.mid_line = False
+
+    def reset(self) -> None:
+        """After an interrupt: forget half-drawn state and start on a fresh line."""
+        self.segment.clear()
+        if self.mid_line:
+            self.err.write("\n")
+        self.in_reasoning = self.status_shown = self.mid_line = self.answer_mid_line = False
+
+    def _end_answer(self) -> None:
+        """The streamed answer is complete: draw it again as Markdown, in place."""
+        text, self.segment = "".join(self.segment), []
+        if not (self.markdown and MARKDOWN_HINT.search(text)):
+            return
+        from rich.cells import cell_len
+        from rich.console import Console
+
+        from .markdown import BoxedMarkdown
+        size = shutil.get_terminal_size()
+        rows = sum(max(1, -(-cell_len(line) // size.columns)) for line in text.split("\n"))
+        if rows >= size.lines:  # part of it scrolled off the top: it cannot be redrawn in place
+            return
+        self.out.write(f"\r\033[{rows - 1}A\033[J" if rows > 1 else "\r\033[J")
+        console = Console(file=self.out, width=size.columns, force_terminal=True,
+                          no_color=not self.color, highlight=False)
+        console.print(BoxedMarkdown(text))
+        self.out.flush()
+        self.mid_line = self.answer_mid_line = False
 
     def _end_reasoning(self) -> None:
         if self.in_reasoning:

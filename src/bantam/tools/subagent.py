@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..events import Done, Event, Reasoning, Text, UsageReport
+from ..events import quiet
 from ..errors import ToolError
 from . import ToolContext, make_toolbox
 
@@ -22,16 +22,9 @@ class RunSubagent:
         from ..loop import Limits, run
         if ctx.depth > 0 or ctx.provider is None:
             raise ToolError("a child agent cannot start another agent")
-        child_ctx = ctx.child(_quiet(ctx.on_event))
+        child_ctx = ctx.child(quiet(ctx.on_event))  # its answer comes back as the result
         messages = [{"role": "system", "content": ctx.system_prompt + CHILD_NOTE},
                     {"role": "user", "content": args["prompt"]}]
         box = make_toolbox(ctx.cfg.tools, child_ctx)
         return run(ctx.provider, messages, box, Limits.from_config(ctx.cfg), child_ctx.on_event).text
 
-
-def _quiet(on_event):
-    """The child's answer comes back as the tool result; only its traces reach the front end."""
-    def forward(event: Event) -> None:
-        if not isinstance(event, (Text, Reasoning, UsageReport, Done)):
-            on_event(event)
-    return forward

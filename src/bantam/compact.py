@@ -1,0 +1,109 @@
+"""Compaction (seed 001): ask the model to summarise, then restart from system + summary.
+
+Beyond the seed, the summary message carries the original task, the latest request and the
+project's AGENTS.md verbatim, so no compaction can lose what the user asked for or the rules.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from .errors import APIError
+from .events import OnEvent, ignore
+from .providers import Provider
+from .providers.retry import with_retries
+from .prompt import AGENTS_FILE, AGENTS_LIMIT
+
+COMPACT_PROMPT = (
+    "You are now acting as a compaction engine. Summarize the preceding conversation concisely but "
+    "completely: the goal, the decisions made, what was done and its results (files changed, "
+    "commands run, facts learned), what failed, and what remains to do. Write it so that the "
+    "work can continue from the summary alone. Reply with the summary only.")
+SUMMARY_PROMPT = ("Summarize this conversation in one line of at most 12 words, to name it in a "
+                  "list. Reply with that line only.")
+HEADER = "[compacted conversation]\n"
+TASK, LATEST, RULES, WORK = ("Original task (verbatim):\n", "Latest request (verbatim):\n",
+                             f"Project rules from {AGENTS_FILE} (verbatim):\n", "Summary of the work so far:\n")
+RESULT_CLIP = 2000   # characters of each tool result the summariser sees
+
+_CONTEXT_ERRORS = re.compile(
+    r"context[ _-]?(length|window)|maximum context|too many tokens|prompt is too long|"
+    r"reduce the length|input is too long|exceeds? the (context|maximum)|n_ctx", re.I)
+
+
+def is_context_overflow(error: Exception) -> bool:
+    return isinstance(error, APIError) and error.status in (400, 413, 422, None) \
+        and bool(_CONTEXT_ERRORS.search(str(error)))
+
+
+def ask(provider: Provider, messages: list[dict], instruction: str, delays: tuple[float, ...],
+        on_event: OnEvent = ignore) -> str:
+    """One tool-free request: the conversation plus an instruction; returns the reply text."""
+    def call() -> str:
+        reply = provider.complete(messages + [{"role": "user", "content": instruction}], [], on_event)
+        return (reply.message.get("content") or "").strip()
+    return with_retries(call, on_event, delays)
+
+
+def compact(provider: Provider, messages: list[dict], delays: tuple[float, ...],
+            on_event: OnEvent = ignore, directory: str = ".") -> None:
+    """Replace `messages` in place by [system, summary message]."""
+    system = [m for m in messages[:1] if m.get("role") == "system"]
+    body = [m for m in messages[len(system):]]
+    task, latest = original_task(body), latest_request(body)
+    view = _readable(body)
+    while True:
+        try:
+            summary = ask(provider, system + view, COMPACT_PROMPT, delays, on_event)
+            break
+        except APIError as e:
+            if not is_context_overflow(e) or len(view) <= 2:
+                raise
+            view = view[len(view) // 2:]  # too long even to summarise: keep the later half
+            while view and view[0].get("role") == "tool":
+                view = view[1:]
+    messages[:] = system + [{"role": "user", "content": summary_message(task, latest, summary, directory)}]
+
+
+def summary_message(task: str, latest: str, summary: str, directory: str = ".") -> str:
+    parts = [HEADER + TASK + task]
+    if latest and latest != task:
+        parts.append(LATEST + latest)
+    rules = _agents_rules(directory)
+    if rules:
+        parts.append(RULES + rules)
+    parts.append(WORK + (summary or "(the model gave no summary)"))
+    return "\n\n".join(parts)
+
+
+def original_task(body: list[dict]) -> str:
+    first = next((m.get("content") for m in body if m.get("role") == "user"), "") or ""
+    if isinstance(first, str) and first.startswith(HEADER + TASK):  # compacted before
+        rest = first[len(HEADER + TASK):]
+        ends = [i for i in (rest.find("\n\n" + LATEST), rest.find("\n\n" + RULES),
+                            rest.find("\n\n" + WORK)) if i >= 0]
+        return rest[:min(ends)] if ends else rest
+    return first if isinstance(first, str) else str(first)
+
+
+def latest_request(body: list[dict]) -> str:
+    last = next((m.get("content") for m in reversed(body) if m.get("role") == "user"), "") or ""
+    return "" if not isinstance(last, str) or last.startswith(HEADER) else last
+
+
+def _agents_rules(directory: str) -> str:
+    try:
+        return Path(directory, AGENTS_FILE).read_text(encoding="utf-8", errors="replace")[:AGENTS_LIMIT].strip()
+    except OSError:
+        return ""
+
+
+def _readable(body: list[dict]) -> list[dict]:
+    """The conversation with long tool results clipped, so the summary request stays small."""
+    out = []
+    for m in body:
+        content = m.get("content")
+        if m.get("role") == "tool" and isinstance(content, str) and len(content) > RESULT_CLIP:
+            m = {**m, "content": content[:RESULT_CLIP] + f"\n[... {len(content) - RESULT_CLIP} characters clipped]"}
+        out.append(m)
+    return out

@@ -1,0 +1,18 @@
+"""rich's Markdown, with tables drawn in full box-drawing lines (seed 001) instead of rules only."""
+from __future__ import annotations
+
+from rich import box
+from rich.markdown import Markdown, TableElement
+from rich.table import Table
+
+
+class BoxedTable(TableElement):
+    def __rich_console__(self, console, options):
+        for part in super().__rich_console__(console, options):
+            if isinstance(part, Table):
+                part.box, part.pad_edge = box.SQUARE, True
+            yield part
+
+
+class BoxedMarkdown(Markdown):
+    elements = {**Markdown.elements, "table_open": BoxedTable}

@@ -1,0 +1,269 @@
+"""The interactive front end: the line editor, slash commands, sessions and compaction.
+
+It drives the same loop, provider and tools as the one-shot mode; everything here is wiring.
+"""
+from __future__ import annotations
+
+import sys
+from typing import Callable
+
+from . import __version__, compact, config, loop, sessions
+from .errors import BantamError, ConfigError, LimitReached, ProviderError
+from .events import Done, Error, Notice, quiet
+from .lineeditor import Reader, make_reader
+from .prompt import system_prompt
+from .providers import context_window_soon, make_provider
+from .render import make_renderer
+from .tools import ToolContext, make_toolbox
+from .tools.shell import run_shell
+
+COMPACT_AT = 0.6  # offer compaction when the context is this full (seed 001)
+HELP = """\
+/save [name]        save the conversation (default name: this project's session) with a summary
+/continue, /cont    load this project's session
+/list               saved sessions, newest first (* marks this project's)
+/load <id>          load a session by id or unique prefix
+/compact            summarise the conversation and continue from the summary
+/cfg <key> [value]  show or set a configuration key (written to .bantam.cfg); /cfg lists them all
+/model [name]       show or set the model
+/endpoint [url]     show or set the API endpoint
+/models             the endpoint's models, the current one marked with *
+!<command>          run a shell command; its output is not added to the conversation
+/clear              start a new conversation
+/help               this list
+/quit               exit (so does Ctrl+D on an empty line)
+Enter sends, Ctrl+J starts a new line, Ctrl+C clears the line or stops a running turn."""
+
+
+class Repl:
+    def __init__(self, flags: dict[str, str], read: Reader | None = None,
+                 out=sys.stdout, err=sys.stderr):
+        self.flags = dict(flags)
+        self.read = read or make_reader()
+        self.out, self.err = out, err
+        self.autosave = sessions.Autosave()
+        self.changed = False  # only a conversation this process touched is autosaved
+        self.messages: list[dict] = []
+        self.configure(config.load(self.flags))
+        self.messages = [self.system()]
+
+    def configure(self, cfg: config.Config) -> None:
+        self.cfg = cfg
+        self.provider = make_provider(cfg)
+        self.window = context_window_soon(self.provider, cfg)
+        self.render = make_renderer(cfg, False, self.out, self.err, self.window)
+        self.toolbox = make_toolbox(cfg.tools, ToolContext(cfg, self.provider, system_prompt(cfg), self.render))
+        if self.messages:
+            self.messages[0] = self.system()
+
+    def system(self) -> dict:
+        return {"role": "system", "content": system_prompt(self.cfg)}
+
+    # --- the main loop ------------------------------------------------------------------------
+
+    def run(self) -> int:
+        self.say(f"bantam {__version__} · {self.cfg.model} at {self.cfg.endpoint} · /help for commands")
+        if (sessions.sessions_dir() / f"{self.autosave.id}.json").exists():
+            self.say("this project has a saved conversation: /continue resumes it")
+        while True:
+            try:
+                line = self.read("> ")
+            except KeyboardInterrupt:
+                continue
+            except EOFError:
+                break
+            if line.strip() and not self.handle(line.strip() if line.startswith(("/", "!")) else line):
+                break
+        self.save_auto()
+        return 0
+
+    def handle(self, line: str) -> bool:
+        """Act on one input; False to quit."""
+        if line.startswith("!"):
+            self.shell(line[1:].strip())
+            return True
+        name, _, arg = line.partition(" ")
+        if line.startswith("/") and "/" not in name[1:]:
+            return self.command(name, arg.strip())
+        self.turn(line)
+        return True
+
+    def turn(self, prompt: str) -> None:
+        self.messages.append({"role": "user", "content": prompt})
+        self.changed = True
+        try:
+            done = loop.run(self.provider, self.messages, self.toolbox, loop.Limits.from_config(self.cfg),
+                            self.render)
+            self.render(Done(text=done.text, usage=done.usage))
+        except KeyboardInterrupt:
+            self.render.reset()
+            self.say("interrupted")
+            return self.save_auto()
+        except (ProviderError, LimitReached) as e:
+            self.render(Error(message=str(e)))
+            return self.save_auto()
+        self.save_auto()
+        self.offer_compaction(done.usage.context_tokens)
+
+    def offer_compaction(self, tokens: int) -> None:
+        window = self.window()
+        if not tokens or tokens < COMPACT_AT * window:
+            return
+        question = (f"Context usage is at {100 * tokens / window:.1f}% ({tokens} / {window} tokens). "
+                    "Compact conversation? [Y/n]: ")
+        try:
+            answer = self.read(question).strip().lower()
+        except (KeyboardInterrupt, EOFError):
+            return
+        if answer in ("", "y", "yes"):
+            self.cmd_compact("")
+
+    # --- commands -----------------------------------------------------------------------------
+
+    def command(self, name: str, arg: str) -> bool:
+        if name == "/quit":
+            return False
+        handler: Callable[[str], None] | None = getattr(self, "cmd_" + ALIASES.get(name, name[1:]), None)
+        if handler is None:
+            self.say(f"unknown command {name}; /help lists the commands")
+            return True
+        try:
+            handler(arg)
+        except KeyboardInterrupt:
+            self.render.reset()
+            self.say("interrupted")
+        except BantamError as e:
+            self.render(Error(message=str(e)))
+        return True
+
+    def cmd_help(self, arg: str) -> None:
+        self.print(HELP)
+
+    def cmd_clear(self, arg: str) -> None:
+        self.messages[:] = [self.system()]
+        self.changed = True
+        self.save_auto()
+        self.say("conversation cleared")
+
+    def cmd_save(self, arg: str) -> None:
+        name = sessions.check_id(arg) if arg else self.autosave.id
+        try:
+            summary = compact.ask(self.provider, self.messages, compact.SUMMARY_PROMPT,
+                                  self.cfg.retry_delays, quiet(self.render))
+        except ProviderError as e:
+            summary = ""
+            self.say(f"no summary from the model ({e}); using the first request")
+        path = sessions.save(name, self.messages, summary=" ".join(summary.split())[:200],
+                             model=self.cfg.model, secret=self.cfg.api_key)
+        if name == self.autosave.id:
+            self.autosave.adopt()
+        self.say(f"saved {len(self.messages)} messages to {path}")
+
+    def cmd_continue(self, arg: str) -> None:
+        self.load(self.autosave.id)
+
+    def cmd_load(self, arg: str) -> None:
+        if not arg:
+            raise ConfigError("usage: /load <id or unique prefix>; /list shows the ids")
+        self.load(arg)
+
+    def load(self, key: str) -> None:
+        try:
+            found, messages = sessions.load(key)
+        except sessions.SessionError as e:
+            if key == self.autosave.id and "no session" in str(e):
+                raise sessions.SessionError("no saved conversation for this project yet") from None
+            raise
+        if found == self.autosave.id:
+            self.autosave.adopt()
+        self.messages[:] = [self.system()] + [m for m in messages if m.get("role") != "system"]
+        self.changed = True
+        self.save_auto()
+        self.say(f"loaded {found}: {len(self.messages)} messages")
+
+    def cmd_list(self, arg: str) -> None:
+        import time
+        rows = sessions.listing()
+        if not rows:
+            self.print("no saved sessions")
+        for s in rows:
+            mark = "*" if s.id == self.autosave.id else " "
+            when = time.strftime("%Y-%m-%d %H:%M", time.localtime(s.updated))
+            what = f"unreadable: {s.problem}" if s.problem else f"{s.count:4d} msgs  {s.summary}"
+            self.print(f"{mark} {s.id}  {when}  {what}")
+
+    def cmd_compact(self, arg: str) -> None:
+        before = len(self.messages)
+        if before <= 2:
+            return self.say("nothing to compact yet")
+        compact.compact(self.provider, self.messages, self.cfg.retry_delays, quiet(self.render))
+        self.changed = True
+        self.save_auto()
+        self.say(f"compacted {before} messages into {len(self.messages)}")
+
+    def cmd_cfg(self, arg: str) -> None:
+        key, _, value = arg.partition(" ")
+        if not key:
+            for name in config.known_keys():
+                self.print(f"{name}={self.shown(name)}")
+            for name, v in self.cfg.forward.items():
+                self.print(f"{name}={v}")
+            return
+        if not value.strip():
+            return self.print(f"{key}={self.shown(key)}")
+        path = config.write_value(key, value.strip())
+        self.flags.pop(key, None)  # the value just set must win over a flag given at start
+        self.configure(config.load(self.flags))
+        self.say(f"{key}={self.shown(key)} (written to {path.name})")
+
+    def cmd_model(self, arg: str) -> None:
+        self.cmd_cfg(f"model {arg}")
+
+    def cmd_endpoint(self, arg: str) -> None:
+        self.cmd_cfg(f"endpoint {arg}")
+
+    def cmd_models(self, arg: str) -> None:
+        for name in self.provider.list_models():
+            self.print(f"{'*' if name == self.cfg.model else ' '} {name}")
+
+    def shown(self, key: str) -> str:
+        if key == "api_key":
+            return "***" if self.cfg.api_key else ""
+        value = getattr(self.cfg, key, self.cfg.forward.get(key, ""))
+        if isinstance(value, tuple):
+            return ",".join(f"{v:g}" if isinstance(v, float) else str(v) for v in value)
+        return "" if value is None else str(value).lower() if isinstance(value, bool) else f"{value:g}" \
+            if isinstance(value, float) else str(value)
+
+    def shell(self, command: str) -> None:
+        if not command:
+            return self.say("usage: !<command>")
+        try:
+            result = run_shell(command, self.cfg.shell_timeout, self.cfg.tool_output_limit)
+        except KeyboardInterrupt:
+            return self.say("interrupted")
+        self.print(result.output.rstrip("\n"))
+        self.say(f"exit: {result.exit_code}")
+
+    # --- output and persistence ---------------------------------------------------------------
+
+    def save_auto(self) -> None:
+        if not self.changed:
+            return
+        warning = self.autosave(self.messages, model=self.cfg.model, secret=self.cfg.api_key)
+        if warning:
+            self.render(Error(message=warning))
+
+    def say(self, text: str) -> None:
+        self.render(Notice(message=text))
+
+    def print(self, text: str) -> None:
+        self.out.write(text + "\n")
+        self.out.flush()
+
+
+ALIASES = {"/cont": "continue"}
+
+
+def run_repl(flags: dict[str, str]) -> int:
+    return Repl(flags).run()
