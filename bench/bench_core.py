@@ -8,6 +8,8 @@
    49 `shell_exec` calls of `true N`, then a text answer. `bantam -p go` against a floor peer, a
    bare script doing the same 50 streamed requests with httpx over one connection, the same SSE
    parsing and the same 49 `bash -c "true N"`. Overhead per step = (bantam - floor) / 50.
+3. Start-up to the first interactive prompt on a pseudo-terminal: `bantam` against a bare
+   prompt_toolkit `PromptSession().prompt()`, the floor for any REPL built on that editor.
 Runs of the compared commands are interleaved so drift on the machine hits all of them alike.
 Prints markdown tables; --write puts them in bench/RESULTS.md (between this script's markers).
 Standard library and httpx only. No timing here is asserted anywhere.
@@ -96,9 +98,6 @@ def conversation(runner) -> float:
     script = [tool_reply("shell_exec", {"command": f"true {i}"}, call_id=f"call_{i}")
               for i in range(1, STEPS)] + [text_reply("done")]
     server = FakeServer(script)
-    # The fake server writes each SSE piece on its own; without TCP_NODELAY, Nagle's algorithm and
-    # the client's delayed ACK add ~40 ms per response, which would swamp what is measured here.
-    server.httpd.RequestHandlerClass.disable_nagle_algorithm = True
     with server, tempfile.TemporaryDirectory() as work:
         seconds = runner(server.url, work)
         if len(server.chat_requests()) != STEPS or server.script:
@@ -152,6 +151,46 @@ def loop_table(reps: int) -> str:
                       f"{ms(per_step[min])} ms on minimums."])
 
 
+PROMPT_READY = b"\x1b[?2004h"  # prompt_toolkit turns on bracketed paste when a prompt starts
+PEER_PROMPT = "from prompt_toolkit import PromptSession; PromptSession().prompt('> ')"
+
+
+def to_prompt(cmd: list[str], cwd: str, env: dict[str, str]) -> float:
+    """Seconds from spawning `cmd` on a pseudo-terminal to its first prompt; then it is killed."""
+    import pty
+    import select
+    leader, follower = pty.openpty()
+    t0 = time.perf_counter()
+    p = subprocess.Popen(cmd, stdin=follower, stdout=follower, stderr=follower, cwd=cwd, env=env,
+                         start_new_session=True)
+    os.close(follower)
+    seen = b""
+    try:
+        while PROMPT_READY not in seen:
+            if time.perf_counter() - t0 > 30 or not select.select([leader], [], [], 30)[0]:
+                sys.exit(f"bench: no prompt from {cmd}: {seen[-500:]!r}")
+            seen += os.read(leader, 65536)
+        return time.perf_counter() - t0
+    finally:
+        p.kill()
+        p.wait()
+        os.close(leader)
+
+
+def prompt_table(n: int) -> str:
+    """Start-up to the first interactive prompt: bantam against a bare prompt_toolkit prompt."""
+    with FakeServer() as server, tempfile.TemporaryDirectory() as work:
+        Path(work, ".bantam.cfg").write_text(f"endpoint={server.url}\nmodel=test-model\n")
+        env = {**{k: v for k, v in os.environ.items() if not k.startswith(("LLM_", "BANTAM_", "AGENT_"))},
+               "HOME": work, "TERM": "xterm", "PROMPT_TOOLKIT_NO_CPR": "1"}
+        cases = {"bare `PromptSession().prompt()` (peer)": [PY, "-c", PEER_PROMPT], "`bantam`": [BANTAM]}
+        times = interleaved({k: (lambda c=c: to_prompt(c, work, env)) for k, c in cases.items()}, n)
+    rows = [f"| {name} | {ms(min(t))} | {ms(statistics.median(t))} | {ms(max(t))} |"
+            for name, t in times.items()]
+    return "\n".join([f"### Start-up to the first interactive prompt ({n} runs each, on a pseudo-terminal)", "",
+                      "| command | min ms | median ms | max ms |", "|---|---:|---:|---:|", *rows])
+
+
 def machine() -> str:
     version = subprocess.run([BANTAM, "--version"], capture_output=True, text=True).stdout.strip()
     import httpx
@@ -183,11 +222,12 @@ def main() -> None:
     section = "\n".join([
         "## Core: start-up and harness overhead per loop step", "",
         "`bantam` beside a floor doing the same work with no harness, in one run; the fake server "
-        "(tests/fakes/openai_server.py, TCP_NODELAY on) answers at once, so only client-side cost "
+        "(tests/fakes/openai_server.py) answers at once, so only client-side cost "
         "is measured. bantam also makes one `GET /models` at the end (the context window for its "
         "footer); the floor does not.", "",
         "Command: `.venv/bin/python bench/bench_core.py --write`", "",
-        f"Machine: {machine()}", "", startup_table(args.runs), "", loop_table(args.reps)])
+        f"Machine: {machine()}", "", startup_table(args.runs), "", prompt_table(args.runs), "",
+        loop_table(args.reps)])
     print(section)
     if args.write:
         write_results(section)

@@ -1,0 +1,122 @@
+"""Sessions and compaction on real files, with a real server for the model's side."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from bantam import compact, sessions
+from bantam.config import Config
+from bantam.errors import APIError
+from bantam.providers.openai import OpenAIProvider
+from tests.fakes.openai_server import json_reply, text_reply
+
+MESSAGES = [{"role": "system", "content": "S"}, {"role": "user", "content": "fix the bug"},
+            {"role": "assistant", "content": "done"}]
+
+
+def test_save_load_prefix_and_listing(home):
+    sessions.save("alpha-1", MESSAGES, summary="first", secret="sk-hide-me")
+    sessions.save("alpha-2", MESSAGES + [{"role": "user", "content": "key sk-hide-me"}])
+    sessions.save("beta", MESSAGES)
+    assert sessions.load("beta") == ("beta", MESSAGES)
+    assert sessions.load("alpha-1")[0] == "alpha-1"
+    with pytest.raises(sessions.SessionError, match="matches 2 sessions"):
+        sessions.load("alpha")
+    with pytest.raises(sessions.SessionError, match="no session matches"):
+        sessions.load("gamma")
+    rows = sessions.listing()
+    assert [r.id for r in rows] == ["beta", "alpha-2", "alpha-1"]  # newest first
+    assert rows[2].summary == "first" and rows[1].summary == "fix the bug" and rows[1].count == 4
+    folder = sessions.sessions_dir()
+    assert folder.stat().st_mode & 0o777 == 0o700
+    assert all(p.stat().st_mode & 0o777 == 0o600 for p in folder.iterdir())
+
+
+def test_secret_never_written(home):
+    path = sessions.save("s", MESSAGES + [{"role": "user", "content": "my key is sk-hide-me"}], secret="sk-hide-me")
+    assert "sk-hide-me" not in path.read_text() and "***" in path.read_text()
+
+
+def test_unreadable_files_are_listed_not_lost(home):
+    folder = sessions.sessions_dir()
+    folder.mkdir(parents=True)
+    (folder / "broken.json").write_text("{not json")
+    (folder / "wrong.json").write_text(json.dumps({"messages": "nope"}))
+    rows = {r.id: r for r in sessions.listing()}
+    assert "not a readable session" in rows["broken"].problem and rows["wrong"].problem
+    with pytest.raises(sessions.SessionError, match="broken.json: not a readable session"):
+        sessions.load("broken")
+    assert (folder / "broken.json").read_text() == "{not json"
+
+
+def test_autosave_refuses_to_overwrite_an_unreadable_file(home):
+    save = sessions.Autosave()
+    path = sessions.sessions_dir() / f"{save.id}.json"
+    path.parent.mkdir(parents=True)
+    path.write_text("garbage")
+    assert "will not overwrite" in save(MESSAGES)
+    save(MESSAGES)
+    assert path.read_text() == "garbage"
+    save.adopt()
+    save(MESSAGES)
+    assert json.loads(path.read_text())["messages"] == MESSAGES
+
+
+def test_project_id_is_md5_of_the_directory(home):
+    import hashlib
+    assert sessions.project_id(home) == hashlib.md5(str(home.resolve()).encode()).hexdigest()
+
+
+def provider(server):
+    return OpenAIProvider(Config(endpoint=server.url, model="test-model"))
+
+
+def test_compact_keeps_task_latest_request_and_rules(home, server):
+    (home / "AGENTS.md").write_text("Rule: run tests first.")
+    messages = MESSAGES + [{"role": "user", "content": "now add docs"}]
+    server.add(text_reply("Fixed the bug; docs pending."))
+    compact.compact(provider(server), messages, (0,))
+    assert [m["role"] for m in messages] == ["system", "user"]
+    text = messages[1]["content"]
+    for part in ("Original task (verbatim):\nfix the bug", "Latest request (verbatim):\nnow add docs",
+                 "Rule: run tests first.", "Fixed the bug; docs pending."):
+        assert part in text
+    # compacting again keeps the original task, not the previous summary
+    messages += [{"role": "assistant", "content": "docs added"}]
+    server.add(text_reply("All done."))
+    compact.compact(provider(server), messages, (0,))
+    assert "Original task (verbatim):\nfix the bug\n\n" in messages[1]["content"]
+    assert messages[1]["content"].count("Original task") == 1
+
+
+def test_compact_when_even_the_summary_request_is_too_long(home, server):
+    long = [{"role": "system", "content": "S"}] + [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": f"message {i}"} for i in range(16)]
+    overflow = {"error": {"message": "prompt is too long: 300000 tokens > 200000 maximum"}}
+    server.add(json_reply(overflow, status=400), json_reply(overflow, status=400), text_reply("short summary"))
+    compact.compact(provider(server), long, (0,))
+    sizes = [len(r.body["messages"]) for r in server.chat_requests()]
+    assert sizes[0] > sizes[1] > sizes[2]
+    assert "short summary" in long[1]["content"] and "message 0" in long[1]["content"]
+
+
+def test_compact_fails_cleanly_on_other_errors(home, server):
+    messages = list(MESSAGES)
+    server.add(json_reply({"error": {"message": "bad key"}}, status=401))
+    with pytest.raises(APIError):
+        compact.compact(provider(server), messages, ())
+    assert messages == MESSAGES
+
+
+def test_front_ends_import_only_what_they_need(home, server):
+    (home / ".bantam.cfg").write_text(f"endpoint={server.url}\nmodel=test-model\n")
+    server.add(text_reply("ok"))
+    code = ("import sys; from bantam.cli import main; main(['-p', 'x']); "
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'rich', 'prompt_toolkit', 'pygments'}))")
+    r = subprocess.run([sys.executable, "-c", code], cwd=home, capture_output=True, text=True,
+                       stdin=subprocess.DEVNULL, timeout=60)
+    assert r.stdout.strip().endswith("[]"), r.stdout + r.stderr
+    code = "import sys; import bantam.repl; print(sorted(m for m in sys.modules if m.startswith('bantam.render.jsonl')))"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.stdout.strip() == "[]"
