@@ -34,6 +34,9 @@ def make_provider(cfg: Config) -> Provider:
     if cfg.provider == "openai":
         from .openai import OpenAIProvider
         return OpenAIProvider(cfg)
+    if cfg.provider == "anthropic":
+        from .anthropic import AnthropicProvider
+        return AnthropicProvider(cfg)
     raise ConfigError(f"provider {cfg.provider!r} is not available in this version of bantam "
                       f"(use an OpenAI-compatible endpoint, or set provider=openai)")
 

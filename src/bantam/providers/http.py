@@ -1,4 +1,8 @@
-"""What every HTTP provider shares: the client, error mapping, and reading error bodies."""
+"""What every HTTP provider shares: the client, the request, error mapping, reading error bodies.
+
+`HTTPProvider.complete` sends one request and hands the answer to the subclass: `read_stream` for
+server-sent events, `read_json` for a whole JSON body. Subclasses own only their wire format.
+"""
 from __future__ import annotations
 
 import contextlib
@@ -11,12 +15,87 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 from ..config import Config
 from ..errors import APIError, ProviderError
+from ..events import OnEvent, RequestStarted
 
 if TYPE_CHECKING:
     import httpx
 
+    from . import Reply
+
 USER_AGENT = "Mozilla/5.0 (compatible; Bantam/1.0)"  # seed: avoids gateway 403 blocks
 RETRYABLE_STATUS = {408, 429}  # and every 5xx
+DISCOVERY_TIMEOUT = 10.0       # seconds for side requests such as GET /models
+
+
+class HTTPProvider:
+    """One client per provider, so every loop step reuses the same connection."""
+
+    def __init__(self, cfg: Config, base_url: str, url: str):
+        self.cfg = cfg
+        self.model = cfg.model
+        self.base_url, self.url = base_url, url
+        self._client = None
+
+    @property
+    def client(self) -> "httpx.Client":
+        if self._client is None:
+            self._client = make_client(self.cfg)
+        return self._client
+
+    def headers(self) -> dict[str, str]:
+        raise NotImplementedError
+
+    def request_body(self, messages: list[dict], tools: list[dict]) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def read_stream(self, lines: Iterator[str], on_event: OnEvent) -> "Reply":
+        raise NotImplementedError
+
+    def read_json(self, data: Any, on_event: OnEvent) -> "Reply":
+        raise NotImplementedError
+
+    def complete(self, messages: list[dict], tools: list[dict], on_event: OnEvent) -> "Reply":
+        body = self.request_body(messages, tools)
+        on_event(RequestStarted(model=self.model))
+        with mapped_errors(self.url, self.cfg):
+            with self.client.stream("POST", self.url, json=body, headers=self.headers()) as resp:
+                kind = resp.headers.get("content-type", "")
+                if resp.status_code >= 400 or "html" in kind:  # a web page at 200: wrong endpoint
+                    raise error_from_response(resp, resp.read(), self.cfg.api_key)
+                if "json" in kind or (not body.get("stream") and "event-stream" not in kind):
+                    return self.read_json(parse_json(resp.read(), self.url), on_event)
+                return self.read_stream(resp.iter_lines(), on_event)
+
+    def get_json(self, url: str, post: dict | None = None) -> Any:
+        """A side request (model list, server properties); ProviderError if it fails."""
+        with mapped_errors(url, self.cfg):
+            resp = self.client.request("POST" if post else "GET", url, json=post, headers=self.headers(),
+                                       timeout=min(self.cfg.timeout, DISCOVERY_TIMEOUT))
+        if resp.status_code >= 400:
+            raise error_from_response(resp, resp.content, self.cfg.api_key)
+        return parse_json(resp.content, url)
+
+    def models(self) -> list[Any]:
+        data = self.get_json(self.base_url + "/models")
+        models = data.get("data", data.get("models")) if isinstance(data, dict) else data
+        return models if isinstance(models, list) else []
+
+    def list_models(self) -> list[str]:
+        return [str(m.get("id")) for m in self.models() if isinstance(m, dict) and m.get("id")]
+
+    def context_window(self) -> int | None:
+        return None
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+
+
+def parse_json(raw: bytes, url: str) -> Any:
+    try:
+        return json.loads(raw)
+    except ValueError:
+        raise ProviderError(f"{url} sent a body that is not JSON: {raw[:200]!r}", retryable=False) from None
 
 
 def make_client(cfg: Config) -> "httpx.Client":

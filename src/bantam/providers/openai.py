@@ -2,17 +2,17 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Iterator
 
 from ..config import Config
 from ..errors import APIError, ProviderError
-from ..events import Notice, OnEvent, Reasoning, RequestStarted, Text, Usage
+from ..events import Notice, OnEvent, Reasoning, Text, Usage
 from . import Reply
-from .http import error_from_response, error_message, make_client, mapped_errors, redact
+from .http import HTTPProvider, error_message, redact
 from .sse import iter_sse
 from .think import ThinkSplitter
 
-DISCOVERY_TIMEOUT = 10.0
+MESSAGE_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name")  # what the API accepts
 
 
 def split_endpoint(endpoint: str) -> tuple[str, str]:
@@ -23,26 +23,18 @@ def split_endpoint(endpoint: str) -> tuple[str, str]:
     return endpoint, endpoint + "/chat/completions"
 
 
-class OpenAIProvider:
+class OpenAIProvider(HTTPProvider):
     def __init__(self, cfg: Config):
-        self.cfg = cfg
-        self.model = cfg.model
-        self.base_url, self.chat_url = split_endpoint(cfg.endpoint)
-        self._client = None
+        super().__init__(cfg, *split_endpoint(cfg.endpoint))
+        self.chat_url = self.url
         self.send_reasoning_effort = True
-
-    @property
-    def client(self):
-        if self._client is None:
-            self._client = make_client(self.cfg)
-        return self._client
 
     def headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.cfg.api_key}"} if self.cfg.api_key else {}
 
     def request_body(self, messages: list[dict], tools: list[dict]) -> dict[str, Any]:
         cfg = self.cfg
-        body: dict[str, Any] = {"model": self.model, "messages": messages,
+        body: dict[str, Any] = {"model": self.model, "messages": [_wire(m) for m in messages],
                                 "temperature": cfg.temperature, "stream": cfg.stream}
         if cfg.reasoning_effort and self.send_reasoning_effort:
             body["reasoning_effort"] = cfg.reasoning_effort
@@ -55,7 +47,7 @@ class OpenAIProvider:
 
     def complete(self, messages: list[dict], tools: list[dict], on_event: OnEvent) -> Reply:
         try:
-            return self._complete(messages, tools, on_event)
+            return super().complete(messages, tools, on_event)
         except APIError as e:
             # Seed default `reasoning_effort=high` is rejected by non-reasoning models (gpt-4o):
             # leave it out from now on rather than fail every request.
@@ -63,23 +55,9 @@ class OpenAIProvider:
                 raise
             self.send_reasoning_effort = False
             on_event(Notice(message=f"{self.model} does not take reasoning_effort; sending without it"))
-            return self._complete(messages, tools, on_event)
+            return super().complete(messages, tools, on_event)
 
-    def _complete(self, messages: list[dict], tools: list[dict], on_event: OnEvent) -> Reply:
-        body = self.request_body(messages, tools)
-        on_event(RequestStarted(model=self.model))
-        with mapped_errors(self.chat_url, self.cfg):
-            with self.client.stream("POST", self.chat_url, json=body, headers=self.headers()) as resp:
-                if resp.status_code >= 400:
-                    raise error_from_response(resp, resp.read(), self.cfg.api_key)
-                kind = resp.headers.get("content-type", "")
-                if "html" in kind:  # a web page at 200: the endpoint is wrong
-                    raise error_from_response(resp, resp.read(), self.cfg.api_key)
-                if "json" in kind or (not body["stream"] and "event-stream" not in kind):
-                    return self._read_json(resp.read(), on_event)
-                return self._read_stream(resp.iter_lines(), on_event)
-
-    def _read_stream(self, lines, on_event: OnEvent) -> Reply:
+    def read_stream(self, lines: Iterator[str], on_event: OnEvent) -> Reply:
         turn = TurnBuilder(on_event, self.cfg.api_key)
         for _event, data in iter_sse(lines):
             if data.strip() == "[DONE]":
@@ -92,42 +70,21 @@ class OpenAIProvider:
             turn.add_chunk(chunk)
         return turn.finish()
 
-    def _read_json(self, raw: bytes, on_event: OnEvent) -> Reply:
-        try:
-            data = json.loads(raw)
-        except ValueError:
-            raise ProviderError(f"server sent a body that is not JSON: {raw[:200]!r}",
-                                retryable=False) from None
+    def read_json(self, data: Any, on_event: OnEvent) -> Reply:
         turn = TurnBuilder(on_event, self.cfg.api_key)
         turn.add_chunk(data)
         turn.done = True
         return turn.finish()
 
-    def list_models(self) -> list[str]:
-        return [str(m.get("id")) for m in self._models() if isinstance(m, dict) and m.get("id")]
-
-    def _models(self) -> list[Any]:
-        with mapped_errors(self.base_url + "/models", self.cfg):
-            resp = self.client.get(self.base_url + "/models", headers=self.headers(),
-                                   timeout=min(self.cfg.timeout, DISCOVERY_TIMEOUT))
-            if resp.status_code >= 400:
-                raise error_from_response(resp, resp.content, self.cfg.api_key)
-        try:
-            data = resp.json()
-        except ValueError:
-            raise ProviderError(f"{self.base_url}/models did not return JSON", retryable=False) from None
-        models = data.get("data", data.get("models")) if isinstance(data, dict) else data
-        return models if isinstance(models, list) else []
-
     def context_window(self) -> int | None:
         """Ask the server: `/models`, then llama.cpp's `/props` or Ollama's `/api/show`."""
         try:
-            entry = next((m for m in self._models() if isinstance(m, dict)
+            entry = next((m for m in self.models() if isinstance(m, dict)
                           and self.model in (m.get("id"), m.get("name"), m.get("model"))), {})
             root = self.base_url.removesuffix("/v1")
             owner = str(entry.get("owned_by", ""))
             if owner == "llamacpp":
-                return _positive(self._get(root + "/props"), "default_generation_settings", "n_ctx") \
+                return _positive(self._optional(root + "/props"), "default_generation_settings", "n_ctx") \
                     or _positive(entry, "meta", "n_ctx_train")
             if owner in ("library", "ollama") or ":11434" in root:
                 return self._ollama_context(root)
@@ -140,7 +97,7 @@ class OpenAIProvider:
             return None
 
     def _ollama_context(self, root: str) -> int | None:
-        info = self._get(root + "/api/show", {"model": self.model})
+        info = self._optional(root + "/api/show", {"model": self.model})
         for line in str(info.get("parameters", "")).splitlines():
             name, _, value = line.partition(" ")
             if name == "num_ctx" and value.strip().isdigit():
@@ -149,28 +106,24 @@ class OpenAIProvider:
         return next((int(v) for k, v in details.items()
                      if k.endswith(".context_length") and isinstance(v, int) and v > 0), None)
 
-    def _get(self, url: str, post: dict | None = None) -> dict:
-        with mapped_errors(url, self.cfg):
-            resp = self.client.request("POST" if post else "GET", url, json=post,
-                                       headers=self.headers(),
-                                       timeout=min(self.cfg.timeout, DISCOVERY_TIMEOUT))
+    def _optional(self, url: str, post: dict | None = None) -> dict:
         try:
-            data = resp.json() if resp.status_code < 400 else {}
-        except ValueError:
-            data = {}
+            data = self.get_json(url, post)
+        except ProviderError:
+            return {}
         return data if isinstance(data, dict) else {}
 
-    def close(self) -> None:
-        if self._client is not None:
-            self._client.close()
+
+def _wire(message: dict) -> dict:
+    """The message as the API takes it: bantam's own keys (Anthropic thinking blocks) stay home."""
+    return message if all(k in MESSAGE_KEYS for k in message) else \
+        {k: v for k, v in message.items() if k in MESSAGE_KEYS}
 
 
 def _positive(obj: Any, *path: str) -> int | None:
     for key in path:
         obj = obj.get(key) if isinstance(obj, dict) else None
     return obj if isinstance(obj, int) and not isinstance(obj, bool) and obj > 0 else None
-
-
 class TurnBuilder:
     """Assembles one assistant message from stream chunks (or one whole JSON response)."""
 

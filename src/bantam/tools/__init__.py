@@ -24,6 +24,9 @@ REGISTRY = {
     "shell_exec": "bantam.tools.shell:ShellExec",
     "write_file": "bantam.tools.files:WriteFile",
     "run_subagent": "bantam.tools.subagent:RunSubagent",
+    "spawn_agent": "bantam.tools.spawn:SpawnAgent",
+    "read_image": "bantam.tools.media:ReadImage",
+    "read_pdf": "bantam.tools.media:ReadPdf",
 }
 DELEGATING = {"run_subagent", "spawn_agent"}  # children never get these
 
