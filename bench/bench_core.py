@@ -200,14 +200,15 @@ def machine() -> str:
             f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC.")
 
 
-def write_results(section: str) -> None:
-    block = f"{BEGIN}\n{section}\n{END}"
+def write_results(section: str, begin: str = BEGIN, end: str = END) -> None:
+    """Replace this script's section of bench/RESULTS.md (between its markers), or add it."""
+    block = f"{begin}\n{section}\n{end}"
     text = RESULTS.read_text() if RESULTS.exists() else (
         "# Benchmark results\n\nMeasured by the scripts in `bench/`; each section says the command "
         "that produced it. Numbers are wall-clock times on the machine named; compare rows within "
         "one section, not across machines.\n\n")
-    if BEGIN in text and END in text:
-        text = text[:text.index(BEGIN)] + block + text[text.index(END) + len(END):]
+    if begin in text and end in text:
+        text = text[:text.index(begin)] + block + text[text.index(end) + len(end):]
     else:
         text = text.rstrip("\n") + "\n\n" + block + "\n"
     RESULTS.write_text(text)

@@ -104,3 +104,8 @@ def test_known_keys_cover_the_seed():
                  "bantam_tools_dir", "provider", "tools", "tool_budget", "max_fanout",
                  "tool_output_limit", "model_path"}
     assert seed_keys <= set(config.known_keys())
+
+
+def test_anthropic_provider_without_endpoint_uses_anthropic(home):
+    cfg = load({"provider": "anthropic"}, environ={"ANTHROPIC_API_KEY": "sk-ant"})
+    assert cfg.endpoint == "https://api.anthropic.com/v1" and cfg.api_key == "sk-ant"

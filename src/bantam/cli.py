@@ -14,8 +14,10 @@ bantam                         interactive session
 bantam FILE                    prompt read from FILE (a prompt starting with ! runs that command)
 bantam -p TEXT                 one-shot prompt
 CMD | bantam [-p TEXT]         prompt from standard input (added after TEXT when both are given)
-bantam models                  list the endpoint's models, the current one marked with *"""
-LATER = {"run", "status", "resume", "daemon", "handler"}  # modes of later issues
+bantam --thread ID [-p TEXT]   continue a persistent thread (without a prompt: resume its last request)
+bantam models                  list the endpoint's models, the current one marked with *
+bantam handler                 queue handler: task on stdin, "$ACTOR_RESULT_TOPIC\nRESULT" on stdout"""
+LATER = {"run", "status", "resume", "daemon"}  # modes of later issues
 
 
 def parser() -> argparse.ArgumentParser:
@@ -24,6 +26,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("words", nargs="*", help=argparse.SUPPRESS)
     p.add_argument("-p", "--prompt", help="the prompt to answer")
     p.add_argument("--json", action="store_true", help="JSON Lines events on stdout")
+    p.add_argument("--thread", metavar="ID", help="keep the conversation in thread ID across runs")
     p.add_argument("--model", help="model name")
     p.add_argument("--endpoint", help="API base URL")
     p.add_argument("--provider", help="openai, anthropic or local")
@@ -67,20 +70,23 @@ def dispatch(args: argparse.Namespace) -> int:
     words = args.words
     if words and words[0] == "models" and not os.path.isfile("models"):
         return list_models(cfg)
+    if words and words[0] == "handler" and not os.path.isfile("handler"):
+        from .oneshot import run_handler
+        return run_handler(cfg, read_stdin())
     if words and words[0] in LATER and not os.path.isfile(words[0]):
         raise ConfigError(f"'bantam {words[0]}' is not available in this version")
     if len(words) > 1:
         raise ConfigError(f"expected at most one prompt file, got {len(words)} arguments")
     prompt = read_prompt(args.prompt, words[0] if words else None)
-    if prompt is None:
+    if prompt is not None and not prompt.strip():
+        raise ConfigError("the prompt is empty")
+    if prompt is None and not args.thread:
         if args.json:
             raise ConfigError("--json needs a prompt: -p TEXT, a FILE, or standard input")
         from .repl import run_repl
         return run_repl(flags(args))
-    if not prompt.strip():
-        raise ConfigError("the prompt is empty")
     from .oneshot import run_prompt
-    return run_prompt(cfg, prompt, args.json)
+    return run_prompt(cfg, prompt, args.json, args.thread)
 
 
 def read_prompt(text: str | None, path: str | None) -> str | None:

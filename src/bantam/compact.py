@@ -6,13 +6,12 @@ project's AGENTS.md verbatim, so no compaction can lose what the user asked for 
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 from .errors import APIError
 from .events import OnEvent, ignore
+from . import providers
 from .providers import Provider
-from .providers.retry import with_retries
-from .prompt import AGENTS_FILE, AGENTS_LIMIT
+from .prompt import AGENTS_FILE, agents_md
 
 COMPACT_PROMPT = (
     "You are now acting as a compaction engine. Summarize the preceding conversation concisely but "
@@ -38,11 +37,8 @@ def is_context_overflow(error: Exception) -> bool:
 
 def ask(provider: Provider, messages: list[dict], instruction: str, delays: tuple[float, ...],
         on_event: OnEvent = ignore) -> str:
-    """One tool-free request: the conversation plus an instruction; returns the reply text."""
-    def call() -> str:
-        reply = provider.complete(messages + [{"role": "user", "content": instruction}], [], on_event)
-        return (reply.message.get("content") or "").strip()
-    return with_retries(call, on_event, delays)
+    """The conversation plus one instruction, without tools; returns the reply text."""
+    return providers.ask(provider, messages + [{"role": "user", "content": instruction}], delays, on_event)
 
 
 def compact(provider: Provider, messages: list[dict], delays: tuple[float, ...],
@@ -69,7 +65,7 @@ def summary_message(task: str, latest: str, summary: str, directory: str = ".") 
     parts = [HEADER + TASK + task]
     if latest and latest != task:
         parts.append(LATEST + latest)
-    rules = _agents_rules(directory)
+    rules = agents_md(directory)
     if rules:
         parts.append(RULES + rules)
     parts.append(WORK + (summary or "(the model gave no summary)"))
@@ -89,13 +85,6 @@ def original_task(body: list[dict]) -> str:
 def latest_request(body: list[dict]) -> str:
     last = next((m.get("content") for m in reversed(body) if m.get("role") == "user"), "") or ""
     return "" if not isinstance(last, str) or last.startswith(HEADER) else last
-
-
-def _agents_rules(directory: str) -> str:
-    try:
-        return Path(directory, AGENTS_FILE).read_text(encoding="utf-8", errors="replace")[:AGENTS_LIMIT].strip()
-    except OSError:
-        return ""
 
 
 def _readable(body: list[dict]) -> list[dict]:

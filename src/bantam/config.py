@@ -17,6 +17,7 @@ from .errors import ConfigError
 
 DEFAULT_ENDPOINT = "https://api.kilo.ai/api/openrouter"  # seed 001's default
 DEFAULT_MODEL = "openrouter/free"
+ANTHROPIC_ENDPOINT = "https://api.anthropic.com/v1"  # when provider=anthropic names no endpoint
 FALLBACK_CONTEXT_WINDOW = 200_000
 FIBONACCI_DELAYS = (1.0, 1.0, 2.0, 3.0, 5.0, 8.0, 13.0, 21.0, 34.0)
 CONFIG_FILES = (".bantam.cfg", "model.cfg")  # the first one present wins
@@ -195,6 +196,8 @@ def load(flags: Mapping[str, str] | None = None, directory: str | os.PathLike = 
             raise ConfigError(f"{where}: {key}: {e}") from None
     if not values.get("provider"):
         values["provider"] = infer_provider(values.get("endpoint", DEFAULT_ENDPOINT))
+    elif values["provider"] == "anthropic" and "endpoint" not in values:
+        values["endpoint"] = ANTHROPIC_ENDPOINT
     if not values.get("api_key"):
         fallback = "ANTHROPIC_API_KEY" if values["provider"] == "anthropic" else "OPENAI_API_KEY"
         values["api_key"] = environ.get("LLM_API_KEY") or environ.get(fallback) or ""

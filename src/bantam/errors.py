@@ -45,7 +45,11 @@ class APIError(ProviderError):
 
 
 class LimitReached(BantamError):
-    """The loop stopped because an iteration or tool budget ran out."""
+    """The loop stopped because an iteration or tool budget ran out; `turn` holds what was done."""
+
+    def __init__(self, message: str, turn: object = None):
+        super().__init__(message)
+        self.turn = turn
 
 
 class ToolError(BantamError):

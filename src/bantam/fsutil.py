@@ -1,6 +1,7 @@
 """The one way bantam writes files: atomically, so a crash never leaves half a file."""
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from pathlib import Path
@@ -49,3 +50,59 @@ def private_dir(path: str | os.PathLike) -> Path:
 def bantam_home() -> Path:
     """`$BANTAM_HOME`, else `~/.bantam`. Nothing is created here."""
     return Path(os.environ.get("BANTAM_HOME") or Path.home() / ".bantam")
+
+
+class JsonlLog:
+    """An append-only JSON Lines file of records (dicts): a thread, a sub-agent's progress.
+
+    `read` heals a torn last line (a crash mid-append) by cutting it off. `sync(records)` appends
+    what is new since the last sync, or rewrites the file atomically when the records were
+    replaced (a compaction), so the file always equals a prefix-complete list of records.
+    """
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        self.saved = 0          # how many records the file holds
+        self.last: object = None  # the last record object written, to notice a replaced list
+
+    def read(self) -> list[dict]:
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            return []
+        records, good = [], 0
+        for number, line in enumerate(data.split(b"\n"), 1):
+            end = good + len(line) + 1
+            if not line.strip():
+                good = min(end, len(data))
+                continue
+            try:
+                record = json.loads(line)
+                if not isinstance(record, dict) or end > len(data):  # no newline: a torn append
+                    raise ValueError("incomplete")
+            except ValueError:
+                if data[end - 1:].strip():  # something follows: not a torn tail but damage
+                    raise ValueError(f"{self.path}:{number}: not a JSON object") from None
+                with open(self.path, "r+b") as f:  # heal: drop the torn last line
+                    f.truncate(good)
+                break
+            records.append(record)
+            good = end
+        self.saved, self.last = len(records), records[-1] if records else None
+        return records
+
+    def sync(self, records: list[dict]) -> None:
+        if self.saved and (len(records) < self.saved or records[self.saved - 1] is not self.last):
+            atomic_write(self.path, b"".join(_line(r) for r in records), mode=0o600)
+        elif len(records) > self.saved:
+            private_dir(self.path.parent)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            with os.fdopen(fd, "ab") as f:
+                f.write(b"".join(_line(r) for r in records[self.saved:]))
+                f.flush()
+                os.fsync(f.fileno())
+        self.saved, self.last = len(records), records[-1] if records else None
+
+
+def _line(record: dict) -> bytes:
+    return (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")

@@ -4,17 +4,20 @@
 
 `messages` (OpenAI chat shape) is extended in place with complete messages only: a failed or
 interrupted step leaves it exactly as it was before that step. (One exception, on purpose: a
-request refused for context length compacts the conversation and is sent again.) Everything the loop has to say
-goes out through `on_event`; it never prints.
+request refused for context length compacts the conversation and is sent again.) After every
+complete step `checkpoint(messages)` is called, so a front end can persist progress. Everything
+the loop has to say goes out through `on_event`; it never prints.
 """
 from __future__ import annotations
 
 import json
+import threading
 from dataclasses import dataclass, field
+from typing import Callable
 
+from .compact import compact, is_context_overflow
 from .config import FIBONACCI_DELAYS, Config
 from .errors import APIError, LimitReached
-from .compact import compact, is_context_overflow
 from .events import Notice, OnEvent, ToolCall, ToolResult, Usage, UsageReport, quiet
 from .providers import Provider, Reply
 from .providers.retry import with_retries
@@ -22,6 +25,7 @@ from .sanitize import sanitize
 from .tools import Outcome, Toolbox
 
 REPEAT_LIMIT = 3  # the same call this many times in a row is refused, not run again
+Checkpoint = Callable[[list[dict]], None]
 
 
 @dataclass(frozen=True)
@@ -37,42 +41,50 @@ class Limits:
 
 @dataclass
 class Turn:
-    text: str                   # the final answer
+    text: str                   # the final answer (or the last text seen, when a limit stopped it)
     usage: Usage = field(default_factory=Usage)
+    steps: int = 0              # model requests made
 
 
 def run(provider: Provider, messages: list[dict], toolbox: Toolbox, limits: Limits,
-        on_event: OnEvent) -> Turn:
+        on_event: OnEvent, checkpoint: Checkpoint | None = None) -> Turn:
     """Run until the model answers without tool calls; raise LimitReached if a budget runs out."""
-    usage = Usage()
+    turn = Turn("")
     schemas = toolbox.schemas()
     repeats = RepeatGuard()
-    budget_left = limits.tool_budget
+    budget = [limits.tool_budget]
+    toolbox.start_run()
     try:
-        for _ in range(limits.max_iterations):
+        for turn.steps in range(1, limits.max_iterations + 1):
+            if toolbox.ctx.cancel.is_set():
+                raise KeyboardInterrupt
             reply = request(provider, messages, schemas, limits, on_event)
             if reply.usage:
-                usage.add(reply.usage)
+                turn.usage.add(reply.usage)
+            turn.text = reply.message.get("content") or turn.text
             calls = reply.message.get("tool_calls")
             if not calls:
-                return Turn(_finish(reply, messages, on_event), usage)
+                turn.text = _finish(reply, messages, on_event)
+                if checkpoint:
+                    checkpoint(messages)
+                return turn
             step_start = len(messages)
             try:
                 messages.append(reply.message)
-                for call in calls:
-                    budget_left -= 1
-                    outcome = _run_call(call, toolbox, repeats, budget_left, on_event)
-                    messages.append({"role": "tool", "tool_call_id": call.get("id", ""),
-                                     "content": outcome.content})
-                if budget_left < 0:
-                    raise LimitReached(f"tool_budget ({limits.tool_budget}) ran out before a final answer")
+                outcomes = run_calls(calls, toolbox, repeats, budget, on_event)
+                messages.extend({"role": "tool", "tool_call_id": call.get("id", ""), "content": o.content}
+                                for call, o in zip(calls, outcomes))
             except KeyboardInterrupt:
                 del messages[step_start:]
                 raise
-        raise LimitReached(f"max_al_iterations ({limits.max_iterations}) reached before a final answer")
+            if checkpoint:
+                checkpoint(messages)
+            if budget[0] < 0:
+                raise LimitReached(f"tool_budget ({limits.tool_budget}) ran out before a final answer", turn)
+        raise LimitReached(f"max_al_iterations ({limits.max_iterations}) reached before a final answer", turn)
     finally:
-        if usage.prompt_tokens or usage.completion_tokens:
-            on_event(UsageReport(model=provider.model, usage=usage))
+        if turn.usage.prompt_tokens or turn.usage.completion_tokens:
+            on_event(UsageReport(model=provider.model, usage=turn.usage))
 
 
 def request(provider: Provider, messages: list[dict], schemas: list[dict], limits: Limits,
@@ -110,27 +122,75 @@ def drop_last_assistant(messages: list[dict]) -> bool:
 def _finish(reply: Reply, messages: list[dict], on_event: OnEvent) -> str:
     text = reply.message.get("content") or ""
     if text:
-        messages.append({"role": "assistant", "content": text})
+        messages.append({k: v for k, v in reply.message.items() if k != "tool_calls"})
     else:  # an empty assistant message would be rejected by the API on the next turn
         on_event(Notice(message="the model returned an empty answer"))
     return text
 
 
-def _run_call(call: dict, toolbox: Toolbox, repeats: "RepeatGuard", budget_left: int,
-              on_event: OnEvent) -> Outcome:
-    function = call.get("function") or {}
-    name, arguments = str(function.get("name", "")), str(function.get("arguments", ""))
-    on_event(ToolCall(id=call.get("id", ""), name=name, arguments=sanitize(arguments)))
-    if budget_left < 0:
-        outcome = Outcome("error: the tool budget for this turn is used up; not run", True)
-    elif repeats.count(name, arguments) >= REPEAT_LIMIT:
-        outcome = Outcome(f"error: this exact call was made {REPEAT_LIMIT} times in a row and was "
-                          "not run again; its result will not change. Try a different approach.", True)
-    else:
-        outcome = toolbox.execute(name, arguments)
-    on_event(ToolResult(id=call.get("id", ""), name=name, content=outcome.content,
-                        is_error=outcome.is_error))
-    return outcome
+def run_calls(calls: list[dict], toolbox: Toolbox, repeats: "RepeatGuard", budget: list[int],
+              on_event: OnEvent) -> list[Outcome]:
+    """Run one assistant message's tool calls. Consecutive calls of a tool marked `parallel`
+    (sub-agents) run at the same time; results are always reported in call order."""
+    outcomes: list[Outcome | None] = [None] * len(calls)
+    batch: list[tuple[int, str, str]] = []
+    reported = 0
+
+    def settle() -> None:
+        nonlocal batch, reported
+        _run_batch(batch, toolbox, outcomes)
+        batch = []
+        while reported < len(calls) and outcomes[reported] is not None:
+            call, outcome = calls[reported], outcomes[reported]
+            on_event(ToolResult(id=call.get("id", ""), name=_name(call), content=outcome.content,
+                                is_error=outcome.is_error))
+            reported += 1
+
+    for i, call in enumerate(calls):
+        name, arguments = _name(call), str((call.get("function") or {}).get("arguments", ""))
+        on_event(ToolCall(id=call.get("id", ""), name=name, arguments=sanitize(arguments)))
+        budget[0] -= 1
+        if budget[0] < 0:
+            outcomes[i] = Outcome("error: the tool budget for this turn is used up; not run", True)
+        elif repeats.count(name, arguments) >= REPEAT_LIMIT:
+            outcomes[i] = Outcome(f"error: this exact call was made {REPEAT_LIMIT} times in a row and "
+                                  "was not run again; its result will not change. Try a different "
+                                  "approach.", True)
+        elif toolbox.parallel(name):
+            batch.append((i, name, arguments))
+            continue
+        else:
+            settle()
+            outcomes[i] = toolbox.execute(name, arguments)
+        settle()
+    settle()
+    return outcomes  # type: ignore[return-value]
+
+
+def _name(call: dict) -> str:
+    return str((call.get("function") or {}).get("name", ""))
+
+
+def _run_batch(batch: list[tuple[int, str, str]], toolbox: Toolbox, outcomes: list) -> None:
+    if len(batch) <= 1:
+        for i, name, arguments in batch:
+            outcomes[i] = toolbox.execute(name, arguments)
+        return
+    def work(i: int, name: str, arguments: str) -> None:
+        try:
+            outcomes[i] = toolbox.execute(name, arguments)
+        except KeyboardInterrupt:  # cancelled with its parent, which re-raises for everyone
+            pass
+    workers = [threading.Thread(target=work, args=item, daemon=True) for item in batch]
+    for w in workers:
+        w.start()
+    try:
+        for w in workers:
+            while w.is_alive():
+                w.join(0.1)  # short waits, so Ctrl+C is seen at once
+    except KeyboardInterrupt:
+        toolbox.ctx.cancel.set()  # the children stop at their next step or shell poll
+        raise
 
 
 class RepeatGuard:

@@ -1,36 +1,59 @@
-"""The one-shot front end: `bantam -p TEXT`, `bantam FILE`, `CMD | bantam`."""
+"""Front ends without a conversation on screen: `bantam -p TEXT`, `bantam FILE`, `CMD | bantam`,
+`bantam --thread ID`, and `bantam handler` (a queue handler: task on stdin, topic and result out)."""
 from __future__ import annotations
 
+import io
+import os
 import sys
+from typing import IO
 
 from . import loop
 from .config import Config
-from .errors import LimitReached, ProviderError
-from .events import Done, Error
+from .errors import ConfigError, LimitReached, ProviderError
+from .events import Done, Error, OnEvent
 from .prompt import system_prompt
 from .providers import context_window_soon, make_provider
 from .render import make_renderer
+from .sessions import Thread
 from .tools import ToolContext, make_toolbox
 from .tools.shell import run_shell
 
 
-def run_prompt(cfg: Config, prompt: str, json_lines: bool = False) -> int:
-    """Answer one prompt; return the exit code (0 done, 1 the model failed or a budget ran out)."""
-    if prompt.startswith("!"):
+def run_prompt(cfg: Config, prompt: str | None, json_lines: bool = False, thread_id: str | None = None,
+               out: IO[str] | None = None) -> int:
+    """Answer one prompt (or resume a thread's unanswered one); return the exit code."""
+    if prompt is not None and prompt.startswith("!"):
         return run_command(cfg, prompt[1:].strip())
     provider = make_provider(cfg)
-    window = context_window_soon(provider, cfg)
-    render = make_renderer(cfg, json_lines, sys.stdout, sys.stderr, window)
-    system = system_prompt(cfg)
-    messages = [{"role": "system", "content": system}, {"role": "user", "content": prompt}]
-    toolbox = make_toolbox(cfg.tools, ToolContext(cfg, provider, system, render))
-    try:
-        turn = loop.run(provider, messages, toolbox, loop.Limits.from_config(cfg), render)
-    except (ProviderError, LimitReached) as e:
-        render(Error(message=str(e)))
+    render = make_renderer(cfg, json_lines, out or sys.stdout, sys.stderr, context_window_soon(provider, cfg))
+    turn = answer(cfg, provider, prompt, render, thread_id)
+    if turn is None:
         return 1
     render(Done(text=turn.text, usage=turn.usage))
     return 0
+
+
+def answer(cfg: Config, provider, prompt: str | None, render: OnEvent,
+           thread_id: str | None = None) -> loop.Turn | None:
+    """Run the loop on a new conversation, or on a thread's; None if the model or a budget failed."""
+    system = system_prompt(cfg)
+    thread = Thread(thread_id) if thread_id else None
+    messages = [{"role": "system", "content": system}, *(thread.history() if thread else [])]
+    if prompt is not None:
+        messages.append({"role": "user", "content": prompt})
+    elif messages[-1]["role"] != "user":
+        raise ConfigError(f"thread {thread_id} has no unanswered request to resume; give a prompt")
+    turn_number = sum(m["role"] == "user" for m in messages)
+    ctx = ToolContext(cfg, provider, system, render, durable=thread.agents(turn_number) if thread else None)
+    toolbox = make_toolbox(cfg.tools, ctx)
+    if thread:
+        thread.checkpoint(messages)  # the request is on disk before any work starts
+    try:
+        return loop.run(provider, messages, toolbox, loop.Limits.from_config(cfg), render,
+                        thread.checkpoint if thread else None)
+    except (ProviderError, LimitReached) as e:
+        render(Error(message=str(e)))
+        return None
 
 
 def run_command(cfg: Config, command: str) -> int:
@@ -41,3 +64,19 @@ def run_command(cfg: Config, command: str) -> int:
     sys.stdout.flush()
     sys.stderr.write(f"exit: {result.exit_code}\n")
     return min(result.exit_code, 255)
+
+
+def run_handler(cfg: Config, task: str | None) -> int:
+    """Actor-mesh handler (seed 004): the task on stdin; `ACTOR_RESULT_TOPIC\\nRESULT` on stdout."""
+    if not task or not task.strip():
+        raise ConfigError("bantam handler: no task on standard input")
+    provider = make_provider(cfg)
+    quiet_out = io.StringIO()  # the answer is written once, whole, after the topic line
+    render = make_renderer(cfg, False, quiet_out, sys.stderr, context_window_soon(provider, cfg))
+    turn = answer(cfg, provider, task, render)
+    if turn is None:
+        return 1
+    topic = os.environ.get("ACTOR_RESULT_TOPIC")
+    sys.stdout.write(f"{topic}\n{turn.text}" if topic else turn.text)
+    sys.stdout.flush()
+    return 0

@@ -1,10 +1,12 @@
-"""The built-in system prompt."""
+"""The system prompt: the built-in one (or `$AGENT_DIR/system.md`), the skills in
+`$AGENT_DIR/skills/*.md` in name order, the project's AGENTS.md, and the extra-tools line."""
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
 from .config import Config
+from .fsutil import bantam_home
 
 AGENTS_FILE = "AGENTS.md"
 AGENTS_LIMIT = 32_000  # characters of AGENTS.md included; a larger file is clipped
@@ -20,15 +22,34 @@ is done. Answer plainly and briefly. Respect the instructions in AGENTS.md in th
 is one: they come from the people who own it."""
 
 
+def agent_dir() -> Path:
+    """`$AGENT_DIR` (seed 004), else `~/.bantam/agent`."""
+    return Path(os.environ.get("AGENT_DIR") or bantam_home() / "agent")
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace").strip()
+    except OSError:
+        return ""
+
+
+def agents_md(directory: str | os.PathLike = ".") -> str:
+    """The project's AGENTS.md (clipped), or "" when there is none."""
+    return _read(Path(directory, AGENTS_FILE))[:AGENTS_LIMIT]
+
+
 def system_prompt(cfg: Config, directory: str | os.PathLike = ".") -> str:
-    parts = [SYSTEM_PROMPT]
-    agents = Path(directory, AGENTS_FILE)
-    if agents.is_file():
-        try:
-            text = agents.read_text(encoding="utf-8", errors="replace")[:AGENTS_LIMIT]
-            parts.append(f"Contents of {AGENTS_FILE}:\n{text}")
-        except OSError:
-            pass
+    home = agent_dir()
+    parts = [_read(home / "system.md") or SYSTEM_PROMPT]
+    skills = home / "skills"
+    for path in sorted(skills.glob("*.md")) if skills.is_dir() else []:
+        text = _read(path)
+        if text:
+            parts.append(f"Skill {path.stem}:\n{text}")
+    rules = agents_md(directory)
+    if rules:
+        parts.append(f"Contents of {AGENTS_FILE}:\n{rules}")
     tools_dir = cfg.bantam_tools_dir
     if tools_dir:
         parts.append(f"Extra shell tools can be found at {tools_dir}")

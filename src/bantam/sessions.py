@@ -1,8 +1,10 @@
-"""Sessions on disk: `~/.bantam/sessions/<id>.json`, one JSON document each, written atomically.
+"""Conversations on disk.
 
-The autosave of a project is the session whose id is the MD5 of the project directory. A file
-that cannot be read is reported and left where it is: bantam never overwrites what it could not
-parse.
+Sessions (the terminal): `~/.bantam/sessions/<id>.json`, one JSON document each, written
+atomically; the autosave of a project is the session whose id is the MD5 of its directory.
+Threads (`--thread ID`): `~/.bantam/threads/<id>.jsonl`, appended after every step, with durable
+sub-agents' progress beside it in `<id>.agents/`. A file that cannot be read is reported and left
+where it is: bantam never overwrites what it could not parse.
 """
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import BantamError
-from .fsutil import atomic_write, bantam_home, private_dir
+from .fsutil import JsonlLog, atomic_write, bantam_home, private_dir
 
 VALID_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
@@ -147,3 +149,59 @@ class Autosave:
     def adopt(self) -> None:
         """The file was just loaded (so it is readable) or replaced on purpose: ours to write."""
         self.checked, self.blocked = True, ""
+
+
+def threads_dir() -> Path:
+    return bantam_home() / "threads"
+
+
+def read_log(log: JsonlLog) -> list[dict]:
+    try:
+        return log.read()
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise SessionError(f"{log.path}: unreadable ({e}); it was left as it is") from None
+
+
+class Thread:
+    """A conversation continued across runs: every complete step is appended to its file."""
+
+    def __init__(self, thread_id: str):
+        self.id = check_id(thread_id)
+        self.log = JsonlLog(threads_dir() / f"{thread_id}.jsonl")
+
+    def history(self) -> list[dict]:
+        return [m for m in read_log(self.log) if m.get("role") != "system"]
+
+    def checkpoint(self, messages: list[dict]) -> None:
+        self.log.sync([m for m in messages if m.get("role") != "system"])
+
+    def agents(self, turn: int) -> "DurableAgents":
+        return DurableAgents(threads_dir() / f"{self.id}.agents", turn)
+
+
+class DurableAgents:
+    """Durable sub-agents of one thread turn: their progress and results survive a killed run.
+
+    A sub-agent is known by the turn it was started in and its task, so re-running an interrupted
+    turn finds it again, while the same task in a later turn starts afresh.
+    """
+
+    def __init__(self, folder: Path, turn: int):
+        self.folder, self.turn = folder, turn
+
+    def key(self, task: str, checks: list[str]) -> str:
+        return hashlib.md5(json.dumps([self.turn, task, checks]).encode()).hexdigest()[:16]
+
+    def progress(self, key: str) -> JsonlLog:
+        return JsonlLog(self.folder / f"{key}.jsonl")
+
+    def result(self, key: str) -> dict | None:
+        try:
+            doc = json.loads((self.folder / f"{key}.result.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return doc if isinstance(doc, dict) else None
+
+    def finish(self, key: str, result: dict) -> None:
+        private_dir(self.folder)
+        atomic_write(self.folder / f"{key}.result.json", json.dumps(result).encode("utf-8"), mode=0o600)

@@ -1,8 +1,9 @@
 """A real HTTP server on 127.0.0.1 speaking the OpenAI chat-completions wire format from a script.
 
-Each POST to /chat/completions takes the next scripted Response; the bytes go out exactly as the
-script says (chunked SSE, CRLF or LF, comments, cut connections, stalls), so bantam's real client
-and parser are what is tested. Every request is recorded, with the client's port.
+Each POST to /chat/completions (or Anthropic's /messages: see anthropic_server.py) takes the next
+scripted Response; the bytes go out exactly as the script says (chunked SSE, CRLF or LF, comments,
+cut connections, stalls), so bantam's real client and parser are what is tested. Every request
+is recorded, with the client's port.
 """
 from __future__ import annotations
 
@@ -130,7 +131,7 @@ class FakeServer:
         self.props, self.show = props, show
         self.requests: list[Recorded] = []
         self.lock = threading.Lock()
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self.httpd = _QuietServer(("127.0.0.1", 0), _handler(self))
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.02,), daemon=True)
 
@@ -145,7 +146,8 @@ class FakeServer:
     def chat_requests(self) -> list[Recorded]:
         return [r for r in self.requests if r.path.endswith("/chat/completions")]
 
-    def next_response(self) -> Response:
+    def next_response(self, body: Any = None) -> Response:
+        """The next scripted response; a subclass may choose by the request `body` instead."""
         with self.lock:
             if self.script:
                 return self.script.pop(0)
@@ -158,6 +160,14 @@ class FakeServer:
     def __exit__(self, *exc: Any) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+class _QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that hangs up mid-response (a cancelled or timed-out test) is not news."""
+        import sys
+        if not isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+            super().handle_error(request, client_address)
 
 
 def _handler(server: FakeServer) -> type[BaseHTTPRequestHandler]:
@@ -182,7 +192,7 @@ def _handler(server: FakeServer) -> type[BaseHTTPRequestHandler]:
 
         def do_GET(self) -> None:
             self._record()
-            if self.path.endswith("/models"):
+            if self.path.split("?")[0].endswith("/models"):
                 self._send(json_reply({"object": "list", "data": server.models}))
             elif self.path == "/props" and server.props is not None:
                 self._send(json_reply(server.props))
@@ -190,9 +200,9 @@ def _handler(server: FakeServer) -> type[BaseHTTPRequestHandler]:
                 self._send(json_reply({"error": {"message": "not found"}}, status=404))
 
         def do_POST(self) -> None:
-            self._record()
-            if self.path.endswith("/chat/completions"):
-                self._send(server.next_response())
+            body = self._record()
+            if self.path.endswith(("/chat/completions", "/messages")):  # OpenAI or Anthropic
+                self._send(server.next_response(body))
             elif self.path == "/api/show" and server.show is not None:
                 self._send(json_reply(server.show))
             else:

@@ -41,6 +41,15 @@ def make_provider(cfg: Config) -> Provider:
                       f"(use an OpenAI-compatible endpoint, or set provider=openai)")
 
 
+def ask(provider: Provider, messages: list[dict], delays: tuple[float, ...], on_event: OnEvent) -> str:
+    """One tool-free side request (a summary, a look at an image), retried; its answer text."""
+    from .retry import with_retries
+
+    def call() -> str:
+        return (provider.complete(messages, [], on_event).message.get("content") or "").strip()
+    return with_retries(call, on_event, delays)
+
+
 def context_window(provider: Provider, cfg: Config) -> int:
     """What the server says, else the config's `context_window`, else 200000."""
     return provider.context_window() or cfg.context_window or FALLBACK_CONTEXT_WINDOW

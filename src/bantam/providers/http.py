@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 from ..config import Config
 from ..errors import APIError, ProviderError
-from ..events import OnEvent, RequestStarted
+from ..events import Notice, OnEvent, RequestStarted
 
 if TYPE_CHECKING:
     import httpx
@@ -54,7 +54,22 @@ class HTTPProvider:
     def read_json(self, data: Any, on_event: OnEvent) -> "Reply":
         raise NotImplementedError
 
+    def adjust(self, error: APIError) -> str | None:
+        """A 400 some models give for a setting bantam sends by default: change the setting and
+        say so (the request is then sent once more), or None to let the error stand."""
+        return None
+
     def complete(self, messages: list[dict], tools: list[dict], on_event: OnEvent) -> "Reply":
+        try:
+            return self.send(messages, tools, on_event)
+        except APIError as e:
+            notice = self.adjust(e) if e.status == 400 else None
+            if not notice:
+                raise
+            on_event(Notice(message=notice))
+            return self.send(messages, tools, on_event)
+
+    def send(self, messages: list[dict], tools: list[dict], on_event: OnEvent) -> "Reply":
         body = self.request_body(messages, tools)
         on_event(RequestStarted(model=self.model))
         with mapped_errors(self.url, self.cfg):

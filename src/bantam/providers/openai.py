@@ -6,7 +6,7 @@ from typing import Any, Iterator
 
 from ..config import Config
 from ..errors import APIError, ProviderError
-from ..events import Notice, OnEvent, Reasoning, Text, Usage
+from ..events import OnEvent, Reasoning, Text, Usage
 from . import Reply
 from .http import HTTPProvider, error_message, redact
 from .sse import iter_sse
@@ -45,17 +45,12 @@ class OpenAIProvider(HTTPProvider):
         body.update(cfg.forward)
         return body
 
-    def complete(self, messages: list[dict], tools: list[dict], on_event: OnEvent) -> Reply:
-        try:
-            return super().complete(messages, tools, on_event)
-        except APIError as e:
-            # Seed default `reasoning_effort=high` is rejected by non-reasoning models (gpt-4o):
-            # leave it out from now on rather than fail every request.
-            if e.status != 400 or "reasoning_effort" not in str(e) or not self.send_reasoning_effort:
-                raise
-            self.send_reasoning_effort = False
-            on_event(Notice(message=f"{self.model} does not take reasoning_effort; sending without it"))
-            return super().complete(messages, tools, on_event)
+    def adjust(self, error: APIError) -> str | None:
+        # The seed's default `reasoning_effort=high` is refused by non-reasoning models (gpt-4o).
+        if "reasoning_effort" not in str(error) or not self.send_reasoning_effort:
+            return None
+        self.send_reasoning_effort = False
+        return f"{self.model} does not take reasoning_effort; sending without it"
 
     def read_stream(self, lines: Iterator[str], on_event: OnEvent) -> Reply:
         turn = TurnBuilder(on_event, self.cfg.api_key)

@@ -7,7 +7,9 @@ failure into a result the model can read, and sanitises arguments and results.
 from __future__ import annotations
 
 import importlib
+import itertools
 import json
+import threading
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -47,9 +49,12 @@ class ToolContext:
     system_prompt: str = ""
     on_event: OnEvent = ignore
     depth: int = 0  # 0 for the agent the user talks to, 1 for its children
+    cancel: threading.Event = field(default_factory=threading.Event)  # set: stop at the next step
+    spawn_numbers: Any = field(default_factory=itertools.count)  # sub-agents started this run
+    durable: Any = None  # a thread's DurableAgents, when the run belongs to a thread
 
     def child(self, on_event: OnEvent) -> "ToolContext":
-        return replace(self, depth=self.depth + 1, on_event=on_event)
+        return replace(self, depth=self.depth + 1, on_event=on_event, durable=None)
 
 
 @dataclass(slots=True)
@@ -64,6 +69,17 @@ class Toolbox:
     tools: dict[str, Tool]
     ctx: ToolContext
     used: int = field(default=0)  # tool calls made through this toolbox
+
+    def start_run(self) -> None:
+        """Per-run counters start again. A cancel flag left set by an interrupted run is replaced
+        (its children keep the old one); an unset one stays shared with the parent."""
+        self.used = 0
+        if self.ctx.cancel.is_set():
+            self.ctx.cancel = threading.Event()
+        self.ctx.spawn_numbers = itertools.count()
+
+    def parallel(self, name: str) -> bool:
+        return getattr(self.tools.get(name), "parallel", False)
 
     def schemas(self) -> list[dict[str, Any]]:
         return [{"type": "function", "function": {"name": t.name, "description": t.description,

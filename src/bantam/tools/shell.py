@@ -7,6 +7,7 @@ import selectors
 import shutil
 import signal
 import subprocess
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -41,11 +42,14 @@ class ShellExec:
                   "properties": {"command": {"type": "string", "description": "the command line"}}}
 
     def run(self, args: dict[str, Any], ctx: Any) -> str:
-        return run_shell(args["command"], ctx.cfg.shell_timeout, ctx.cfg.tool_output_limit).for_model()
+        return run_shell(args["command"], ctx.cfg.shell_timeout, ctx.cfg.tool_output_limit,
+                         ctx.cancel).for_model()
 
 
-def run_shell(command: str, timeout: float, output_limit: int) -> ShellResult:
-    """Run `command` in its own session; kill the whole process group at `timeout` or on Ctrl+C."""
+def run_shell(command: str, timeout: float, output_limit: int,
+              cancel: threading.Event | None = None) -> ShellResult:
+    """Run `command` in its own session; kill the whole process group at `timeout`, on Ctrl+C,
+    or when `cancel` is set (a sub-agent whose parent was interrupted): then KeyboardInterrupt."""
     proc = subprocess.Popen([SHELL, "-c", command], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, start_new_session=True,
                             env={**os.environ, **NON_INTERACTIVE_ENV})
@@ -53,7 +57,7 @@ def run_shell(command: str, timeout: float, output_limit: int) -> ShellResult:
     timed_out = False
     deadline = time.monotonic() + timeout
     try:
-        timed_out = _read_until_done(proc, output, deadline)
+        timed_out = _read_until_done(proc, output, deadline, cancel)
         if not timed_out:
             # EOF can come before the exit: `cat` closes stdout, then exits. Killing it now would
             # turn a success into 137, so wait for the real exit status.
@@ -70,7 +74,8 @@ def run_shell(command: str, timeout: float, output_limit: int) -> ShellResult:
     return ShellResult(text, 128 - code if code < 0 else code)
 
 
-def _read_until_done(proc: subprocess.Popen, output: "ClippedOutput", deadline: float) -> bool:
+def _read_until_done(proc: subprocess.Popen, output: "ClippedOutput", deadline: float,
+                     cancel: threading.Event | None) -> bool:
     """Read until EOF (or shortly after the shell exits); True if the deadline passed."""
     fd = proc.stdout.fileno()
     exited_at = None
@@ -80,6 +85,8 @@ def _read_until_done(proc: subprocess.Popen, output: "ClippedOutput", deadline: 
             now = time.monotonic()
             if now >= deadline:
                 return True
+            if cancel is not None and cancel.is_set():
+                raise KeyboardInterrupt
             if exited_at is None and proc.poll() is not None:
                 exited_at = now
             if exited_at is not None and now - exited_at > DRAIN_AFTER_EXIT:

@@ -1,0 +1,84 @@
+"""Sub-agents side by side: one parent turn that spawns 1 sub-agent, and one that spawns 3 at once.
+
+    .venv/bin/python bench/bench_agents.py --write    # from the repository root; --reps N
+
+Every request to the local fake server (tests/fakes) takes a fixed 1 s, as a slow remote model
+would. A parent run is: parent asks (1 s), the sub-agents ask (1 s each), the parent answers
+(1 s). Sub-agents run concurrently, so three should cost about what one does; run one after the
+other they would add 2 s. Prints a markdown table; --write puts it in bench/RESULTS.md.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from bench.bench_core import BANTAM, ms, write_results  # noqa: E402
+from tests.fakes.openai_server import FakeServer, chunk, sse, text_reply  # noqa: E402
+
+LATENCY = 1.0
+BEGIN, END = "<!-- bench_agents:begin -->", "<!-- bench_agents:end -->"
+
+
+class SlowServer(FakeServer):
+    """Each request waits LATENCY seconds; sub-agents (told apart by their task) get their answer."""
+
+    def next_response(self, body=None):
+        time.sleep(LATENCY)
+        messages = body["messages"]
+        if "this is a child agent" in messages[0]["content"]:
+            return text_reply(f"{messages[1]['content']}: done\nSTATUS: success")
+        return super().next_response(body)
+
+
+def parent_run(children: int) -> float:
+    calls = [{"index": i, "id": f"call_{i}", "type": "function",
+              "function": {"name": "spawn_agent", "arguments": json.dumps({"task": f"subtask {i}"})}}
+             for i in range(children)]
+    script = [sse([chunk(tool_calls=calls), chunk(finish="tool_calls")]), text_reply("all done")]
+    with SlowServer(script) as server, tempfile.TemporaryDirectory() as work:
+        Path(work, ".bantam.cfg").write_text(
+            f"endpoint={server.url}\nmodel=test-model\ntools=shell_exec,write_file,spawn_agent\n")
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("LLM_", "BANTAM_", "AGENT_"))}
+        t0 = time.perf_counter()
+        p = subprocess.run([BANTAM, "-p", "go"], cwd=work, env={**env, "HOME": work},
+                           stdin=subprocess.DEVNULL, capture_output=True, text=True)
+        elapsed = time.perf_counter() - t0
+        if p.returncode != 0 or len(server.chat_requests()) != children + 2:
+            sys.exit(f"bench: parent with {children} sub-agents failed:\n{p.stderr[-2000:]}")
+    return elapsed
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--write", action="store_true")
+    args = ap.parse_args()
+    times = {n: [parent_run(n) for _ in range(args.reps)] for n in (1, 3)}
+    one, three = (statistics.median(times[n]) for n in (1, 3))
+    rows = [f"| parent + {n} sub-agent{'s' if n > 1 else ''} | {ms(min(t))} | {ms(statistics.median(t))} | "
+            f"{ms(max(t))} |" for n, t in times.items()]
+    section = "\n".join([
+        "## Sub-agents in parallel", "",
+        f"Each request to the fake server takes {LATENCY:g} s. One parent turn spawns 1 or 3 sub-agents in "
+        "one assistant message (each sub-agent answers in one request), then the parent answers.", "",
+        "Command: `.venv/bin/python bench/bench_agents.py --write`", "",
+        f"| run ({args.reps} repetitions) | min ms | median ms | max ms |", "|---|---:|---:|---:|", *rows, "",
+        f"Three sub-agents cost **{ms(three - one)} ms** more than one (run one after another they would "
+        f"add about {ms(2 * LATENCY)} ms); the sub-agent phase of the 3-agent run takes "
+        f"{(three - 2 * LATENCY) / (one - 2 * LATENCY):.2f}x the 1-agent one."])
+    print(section)
+    if args.write:
+        write_results(section, BEGIN, END)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,126 @@
+"""spawn_agent: a sub-agent with a fresh, isolated context and a structured result (seed 004).
+
+The child runs the same loop with its own tool budget and cannot delegate. It ends its answer
+with `STATUS:` and `UNMET:` lines, which become the JSON result's `status` and `unmet_checks`.
+In a `--thread` run a durable child saves each step and its result, so a killed run resumes it.
+"""
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+from ..errors import LimitReached, ProviderError, ToolError
+from ..events import Event, OnEvent, quiet
+from . import ToolContext, make_toolbox
+from .subagent import CHILD_NOTE
+
+STATUSES = ("success", "partial", "failure", "blocked")
+REPORT = """
+
+When you finish, end your answer with one line `STATUS: success` (the task is done{checked}),
+`STATUS: partial` (some of it is done), `STATUS: failure` (it could not be done) or
+`STATUS: blocked` (you lack something you need: say what)."""
+CHECKS = """
+Before you report success, verify each of these checks by testing it, not by assumption. Put
+each check you could not meet on its own line as `UNMET: <check>`.
+Checks:
+{items}"""
+_events_lock = threading.Lock()  # sub-agents run side by side; their traces must not interleave
+
+
+class SpawnAgent:
+    name = "spawn_agent"
+    parallel = True  # several calls in one assistant message run at the same time
+    description = ("Delegate a self-contained subtask to a sub-agent with a fresh, isolated context "
+                   "and the same tools. Returns JSON: status (success|partial|failure|blocked), "
+                   "output, steps_taken, unmet_checks. Several calls in one message run in parallel.")
+    parameters = {
+        "type": "object", "required": ["task"],
+        "properties": {
+            "task": {"type": "string", "description": "the complete subtask; the child sees nothing else"},
+            "checks": {"type": "array", "items": {"type": "string"},
+                       "description": "requirements the result must satisfy, verified by the child"},
+            "persistence": {"type": "string", "enum": ["ephemeral", "durable"],
+                            "description": "durable: resumes after a restart (in a --thread run)"},
+            "max_iter": {"type": "integer", "description": "the child's iteration budget"},
+        },
+    }
+
+    def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
+        if ctx.depth > 0 or ctx.provider is None:
+            raise ToolError("a sub-agent cannot start another agent")
+        if next(ctx.spawn_numbers) >= ctx.cfg.max_fanout:
+            raise ToolError(f"the fan-out cap of {ctx.cfg.max_fanout} sub-agents for this run is reached; "
+                            "do the rest yourself or combine subtasks")
+        checks = [str(c) for c in args.get("checks") or []]
+        persistence = args.get("persistence") or "ephemeral"
+        if persistence not in ("ephemeral", "durable"):
+            raise ToolError(f"persistence must be ephemeral or durable, got {persistence!r}")
+        max_iter = args.get("max_iter") or ctx.cfg.max_al_iterations
+        if max_iter < 1:
+            raise ToolError("max_iter must be at least 1")
+        return json.dumps(spawn(ctx, args["task"], checks, persistence, max_iter), ensure_ascii=False)
+
+
+def spawn(ctx: ToolContext, task: str, checks: list[str], persistence: str, max_iter: int) -> dict:
+    from ..loop import Limits, run
+    durable = ctx.durable if persistence == "durable" else None
+    key = durable.key(task, checks) if durable else ""
+    if durable and durable.result(key) is not None:
+        return durable.result(key)  # finished before the run was killed
+    progress = durable.progress(key) if durable else None
+    messages = (progress.read() if progress else []) or [
+        {"role": "system", "content": ctx.system_prompt + CHILD_NOTE + instructions(checks)},
+        {"role": "user", "content": task}]
+    child = ctx.child(_serialized(quiet(ctx.on_event)))
+    box = make_toolbox(ctx.cfg.tools, child)
+    limits = Limits(max_iter, ctx.cfg.tool_budget, ctx.cfg.retry_delays)
+    resumed = len(messages) > 2
+    try:
+        turn = run(ctx.provider, messages, box, limits, child.on_event, progress.sync if progress else None)
+        status, output, unmet = read_report(turn.text, checks)
+        steps = turn.steps
+    except LimitReached as e:
+        status, output, unmet = "partial", f"stopped: {e}. Last output: {getattr(e.turn, 'text', '')}", checks
+        steps = getattr(e.turn, "steps", 0)
+    except ProviderError as e:
+        status, output, unmet, steps = "failure", f"the model failed: {e}", checks, 0
+    result = {"status": status, "output": output, "steps_taken": steps, "tool_calls": box.used,
+              "unmet_checks": unmet, "persistence": persistence}
+    if durable:
+        result["resumed"] = resumed
+        durable.finish(key, result)
+    return result
+
+
+def instructions(checks: list[str]) -> str:
+    if not checks:
+        return REPORT.format(checked="")
+    items = "\n".join(f"- {c}" for c in checks)
+    return REPORT.format(checked=" and every check is met") + CHECKS.format(items=items)
+
+
+def read_report(text: str, checks: list[str]) -> tuple[str, str, list[str]]:
+    """(status, output without the report lines, unmet checks) from the child's final answer."""
+    status, unmet, kept = "", [], []
+    for line in text.splitlines():
+        head, _, rest = line.strip().partition(":")
+        if head.upper() == "STATUS" and rest.strip().lower() in STATUSES:
+            status = rest.strip().lower()
+        elif head.upper() == "UNMET" and rest.strip():
+            unmet.append(rest.strip())
+        else:
+            kept.append(line)
+    if not status:  # no report: checks cannot be taken as verified
+        status, unmet = ("partial", unmet or checks) if checks else ("success", unmet)
+    elif status == "success" and unmet:
+        status = "partial"
+    return status, "\n".join(kept).strip(), unmet
+
+
+def _serialized(on_event: OnEvent) -> OnEvent:
+    def forward(event: Event) -> None:
+        with _events_lock:
+            on_event(event)
+    return forward

@@ -1,0 +1,271 @@
+"""Sub-agents (spawn_agent), threads, durable sub-agents, skills and the queue handler (seed 004),
+against real local servers, real shells and real files."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from bantam import loop
+from bantam.config import Config
+from bantam.providers.openai import OpenAIProvider
+from bantam.tools import ToolContext, make_toolbox
+from bantam.tools.spawn import read_report
+from bantam.tools.subagent import CHILD_NOTE
+from tests.conftest import base_cfg, run_bantam, write_cfg
+from tests.fakes.openai_server import FakeServer, chunk, json_reply, sse, text_reply, tool_reply
+
+TOOLS = "shell_exec,write_file,spawn_agent"
+
+
+class RoutedServer(FakeServer):
+    """Sub-agents ask at the same time, so each gets the replies scripted for its own task."""
+
+    def __init__(self, parent, children, barrier=None):
+        super().__init__(parent)
+        self.children = {task: list(replies) for task, replies in children.items()}
+        self.barrier = barrier
+
+    def next_response(self, body=None):
+        messages = body["messages"]
+        if CHILD_NOTE not in messages[0]["content"]:
+            return super().next_response(body)
+        task = messages[1]["content"]
+        if self.barrier and len(messages) == 2:
+            self.barrier.wait(timeout=10)  # breaks (and the test fails) unless all children ask at once
+        with self.lock:
+            return self.children[task].pop(0)
+
+
+def spawn_calls(*tasks, **extra):
+    calls = [{"index": i, "id": f"call_{i}", "type": "function",
+              "function": {"name": "spawn_agent", "arguments": json.dumps({"task": t, **extra})}}
+             for i, t in enumerate(tasks)]
+    return sse([chunk(tool_calls=calls), chunk(finish="tool_calls")])
+
+
+def parent_run(server, home, **cfg_values):
+    cfg = Config(endpoint=server.url, model="test-model", tools=tuple(TOOLS.split(",")),
+                 retry_delays=(0,), **cfg_values)
+    provider = OpenAIProvider(cfg)
+    events = []
+    box = make_toolbox(cfg.tools, ToolContext(cfg, provider, "SYSTEM", events.append))
+    messages = [{"role": "system", "content": "SYSTEM"}, {"role": "user", "content": "go"}]
+    turn = loop.run(provider, messages, box, loop.Limits(retry_delays=(0,)), events.append)
+    return turn, messages, events
+
+
+def results(messages):
+    return [json.loads(m["content"]) for m in messages if m["role"] == "tool"]
+
+
+def test_three_sub_agents_run_at_once_and_report_in_order(home):
+    children = {t: [text_reply(f"{t} finished\nSTATUS: success")] for t in ("task A", "task B", "task C")}
+    server = RoutedServer([spawn_calls("task A", "task B", "task C"), text_reply("all three done")],
+                          children, barrier=threading.Barrier(3))
+    with server:
+        turn, messages, _ = parent_run(server, home)
+    assert turn.text == "all three done"
+    tool_messages = [m for m in messages if m["role"] == "tool"]
+    assert [m["tool_call_id"] for m in tool_messages] == ["call_0", "call_1", "call_2"]
+    got = results(messages)
+    assert [r["output"] for r in got] == ["task A finished", "task B finished", "task C finished"]
+    assert all(r["status"] == "success" and r["steps_taken"] == 1 for r in got)
+
+
+def test_child_context_is_fresh_and_cannot_delegate(home):
+    children = {"count files": [tool_reply("shell_exec", {"command": "echo child-ran"}),
+                                text_reply("3 files\nSTATUS: success")]}
+    server = RoutedServer([spawn_calls("count files"), text_reply("ok")], children)
+    with server:
+        _, messages, _ = parent_run(server, home)
+        child_first = [r.body for r in server.chat_requests()
+                       if CHILD_NOTE in r.body["messages"][0]["content"]][0]
+    assert [m["role"] for m in child_first["messages"]] == ["system", "user"]
+    assert child_first["messages"][1]["content"] == "count files"
+    assert [t["function"]["name"] for t in child_first["tools"]] == ["shell_exec", "write_file"]
+    assert "STATUS: success" in child_first["messages"][0]["content"]
+    result = results(messages)[0]
+    assert result == {"status": "success", "output": "3 files", "steps_taken": 2, "tool_calls": 1,
+                      "unmet_checks": [], "persistence": "ephemeral"}
+
+
+def test_checks_are_reported(home):
+    children = {"find TODOs": [text_reply("found 2\nUNMET: cite file:line for each\nSTATUS: success")],
+                "quiet child": [text_reply("did it, no report")]}
+    server = RoutedServer([spawn_calls("find TODOs", checks=["cite file:line for each"]),
+                           spawn_calls("quiet child", checks=["tests pass"]), text_reply("ok")], children)
+    with server:
+        _, messages, _ = parent_run(server, home)
+        system = [r.body for r in server.chat_requests()
+                  if CHILD_NOTE in r.body["messages"][0]["content"]][0]["messages"][0]["content"]
+    assert "- cite file:line for each" in system and "UNMET:" in system
+    first, second = results(messages)
+    assert (first["status"], first["output"], first["unmet_checks"]) == ("partial", "found 2", ["cite file:line for each"])
+    assert (second["status"], second["unmet_checks"]) == ("partial", ["tests pass"])
+
+
+def test_read_report():
+    assert read_report("done\nSTATUS: blocked", []) == ("blocked", "done", [])
+    assert read_report("plain answer", []) == ("success", "plain answer", [])
+    assert read_report("x\nstatus: FAILURE", ["c"]) == ("failure", "x", [])
+
+
+def test_fan_out_cap(home):
+    children = {t: [text_reply("ok\nSTATUS: success")] for t in ("a", "b")}
+    server = RoutedServer([spawn_calls("a", "b", "c"), text_reply("done")], children)
+    with server:
+        _, messages, _ = parent_run(server, home, max_fanout=2)
+    contents = [m["content"] for m in messages if m["role"] == "tool"]
+    assert json.loads(contents[0])["status"] == json.loads(contents[1])["status"] == "success"
+    assert contents[2].startswith("error: the fan-out cap of 2 sub-agents")
+
+
+def test_child_budget_and_failure(home):
+    children = {"loop forever": [tool_reply("shell_exec", {"command": "true"})],
+                "doomed": [json_reply({"error": {"message": "model overloaded badly"}}, status=400)]}
+    server = RoutedServer([spawn_calls("loop forever", max_iter=1), spawn_calls("doomed"), text_reply("ok")], children)
+    with server:
+        _, messages, _ = parent_run(server, home)
+    limited, failed = results(messages)
+    assert limited["status"] == "partial" and limited["steps_taken"] == 1 and "max_al_iterations (1)" in limited["output"]
+    assert failed["status"] == "failure" and "model overloaded badly" in failed["output"]
+
+
+def test_bad_spawn_arguments(home):
+    server = RoutedServer([spawn_calls("x", persistence="forever"), text_reply("ok")], {})
+    with server:
+        _, messages, _ = parent_run(server, home)
+    assert "persistence must be ephemeral or durable" in messages[3]["content"]
+
+
+# --- threads ----------------------------------------------------------------------------------
+
+def thread_file(name):
+    return Path(os.environ["HOME"], ".bantam", "threads", f"{name}.jsonl")
+
+
+def test_thread_continues_across_runs(home, server):
+    write_cfg(home, **base_cfg(server))
+    server.add(tool_reply("shell_exec", {"command": "echo noted"}), text_reply("Noted: blue."),
+               text_reply("You said blue."))
+    assert run_bantam("--thread", "colors", "-p", "my favourite colour is blue", cwd=home).returncode == 0
+    r = run_bantam("--thread", "colors", "-p", "what did I say?", cwd=home)
+    assert r.stdout == "You said blue.\n"
+    sent = server.chat_requests()[2].body["messages"]
+    assert [m["role"] for m in sent] == ["system", "user", "assistant", "tool", "assistant", "user"]
+    path = thread_file("colors")
+    lines = path.read_text().splitlines()
+    assert [json.loads(line)["role"] for line in lines] == ["user", "assistant", "tool", "assistant", "user", "assistant"]
+    assert path.stat().st_mode & 0o777 == 0o600
+
+
+def test_torn_thread_line_is_healed(home, server):
+    write_cfg(home, **base_cfg(server))
+    path = thread_file("t")
+    path.parent.mkdir(parents=True)
+    good = json.dumps({"role": "user", "content": "hi"}) + "\n" + json.dumps({"role": "assistant", "content": "hello"}) + "\n"
+    path.write_text(good + '{"role": "user", "content": "half')
+    server.add(text_reply("fine"))
+    r = run_bantam("--thread", "t", "-p", "again", cwd=home)
+    assert r.returncode == 0, r.stderr
+    assert [m["role"] for m in server.chat_requests()[0].body["messages"]] == ["system", "user", "assistant", "user"]
+    assert path.read_text().startswith(good) and all(json.loads(l) for l in path.read_text().splitlines())
+
+
+def test_damaged_thread_is_reported_and_left_alone(home, server):
+    write_cfg(home, **base_cfg(server))
+    path = thread_file("bad")
+    path.parent.mkdir(parents=True)
+    path.write_text('{"role": "user", "content": "a"}\nnot json at all\n{"role": "assistant", "content": "b"}\n')
+    before = path.read_text()
+    r = run_bantam("--thread", "bad", "-p", "x", cwd=home)
+    assert r.returncode == 1 and "bad.jsonl:2" in r.stderr and "Traceback" not in r.stderr
+    assert path.read_text() == before and server.chat_requests() == []
+
+
+def test_thread_without_prompt_needs_something_to_resume(home, server):
+    write_cfg(home, **base_cfg(server))
+    r = run_bantam("--thread", "empty", cwd=home)
+    assert r.returncode == 2 and "no unanswered request" in r.stderr
+
+
+def test_killed_thread_resumes_its_durable_sub_agent(home, server):
+    write_cfg(home, **base_cfg(server, tools=TOOLS))
+    spawn = {"task": "build the report", "persistence": "durable"}
+    server.add(tool_reply("spawn_agent", spawn),                                     # run 1: parent
+               tool_reply("shell_exec", {"command": "echo step1 >> log.txt"}),       # child step 1
+               tool_reply("shell_exec", {"command": "echo $$ > sleeper.pid; sleep 30"}))  # child step 2
+    proc = subprocess.Popen([sys.executable, "-m", "bantam", "--thread", "job", "-p", "make the report"],
+                            cwd=home, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    pid_file = home / "sleeper.pid"
+    deadline = time.monotonic() + 30
+    while not pid_file.exists() or not pid_file.read_text().strip():
+        assert time.monotonic() < deadline and proc.poll() is None, proc.stderr.read() if proc.poll() else ""
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    os.killpg(int(pid_file.read_text()), signal.SIGKILL)  # the orphaned sleep, in its own group
+
+    server.add(tool_reply("spawn_agent", spawn, call_id="call_again"),  # run 2: the turn runs again
+               text_reply("report built\nSTATUS: success"),              # the child carries on
+               text_reply("The report is built."))
+    r = run_bantam("--thread", "job", cwd=home)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "The report is built.\n"
+    assert (home / "log.txt").read_text() == "step1\n"  # step 1 was not done again
+    resumed_child = server.chat_requests()[4].body["messages"]
+    assert [m["role"] for m in resumed_child] == ["system", "user", "assistant", "tool"]
+    assert resumed_child[3]["content"] == "\n\nexit: 0"
+    history = [json.loads(line) for line in thread_file("job").read_text().splitlines()]
+    assert [m["role"] for m in history] == ["user", "assistant", "tool", "assistant"]
+    assert json.loads(history[2]["content"])["resumed"] is True
+
+
+# --- skills and the handler ---------------------------------------------------------------------
+
+def test_agent_dir_system_and_skills(home, server):
+    agent = home / "agent-dir"
+    (agent / "skills").mkdir(parents=True)
+    (agent / "system.md").write_text("You are the release bot.")
+    (agent / "skills" / "02-rules.md").write_text("Never push on Fridays.")
+    (agent / "skills" / "01-domain.md").write_text("We ship wheels.")
+    (home / "AGENTS.md").write_text("Use tabs.")
+    write_cfg(home, **base_cfg(server))
+    server.add(text_reply("ok"))
+    run_bantam("-p", "x", cwd=home, env={"AGENT_DIR": str(agent)})
+    system = server.chat_requests()[0].body["messages"][0]["content"]
+    assert system.startswith("You are the release bot.")
+    assert system.index("We ship wheels.") < system.index("Never push on Fridays.") < system.index("Use tabs.")
+
+
+def test_handler_fed_through_a_pipe(home, server):
+    write_cfg(home, **base_cfg(server))
+    server.add(tool_reply("shell_exec", {"command": "echo 7"}), text_reply("The answer is 7."),
+               text_reply("Second task done."))
+    env = {**os.environ, "ACTOR_ID": "ai-agent", "ACTOR_TOPIC": "ai_task", "ACTOR_RESULT_TOPIC": "ai_result"}
+    for task, expected in (("compute it", "ai_result\nThe answer is 7."), ("next task", "ai_result\nSecond task done.")):
+        broker = subprocess.Popen([sys.executable, "-m", "bantam", "handler"], cwd=home, env=env,
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        out, err = broker.communicate(task, timeout=60)
+        assert broker.returncode == 0, err
+        assert out == expected
+    assert "[tool call: shell_exec" in err or server.chat_requests()[0]
+    assert server.chat_requests()[0].body["messages"][1]["content"] == "compute it"
+
+
+def test_handler_without_topic_and_without_task(home, server):
+    write_cfg(home, **base_cfg(server))
+    server.add(text_reply("plain result"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ACTOR_")}
+    r = subprocess.run([sys.executable, "-m", "bantam", "handler"], cwd=home, env=env, input="task",
+                       capture_output=True, text=True, timeout=60)
+    assert r.stdout == "plain result"
+    r = subprocess.run([sys.executable, "-m", "bantam", "handler"], cwd=home, env=env, input="  ",
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "no task on standard input" in r.stderr
