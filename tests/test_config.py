@@ -8,8 +8,10 @@ from tests.conftest import write_cfg
 
 
 def test_defaults(home):
+    from bantam.providers.local import available
     cfg = load(environ={})
-    assert cfg == Config(provider="openai")
+    embedded = available()  # with the local extra, nothing configured means the bundled model
+    assert cfg == Config(provider="local" if embedded else "openai", embedded=embedded)
     assert (cfg.endpoint, cfg.model, cfg.temperature, cfg.stream, cfg.color) == (
         "https://api.kilo.ai/api/openrouter", "openrouter/free", 0.7, True, "auto")
     assert (cfg.timeout, cfg.shell_timeout, cfg.max_al_iterations, cfg.reasoning_effort) == (300, 120, 1000, "high")

@@ -43,10 +43,13 @@ class Config:
     tool_budget: int = 200                # tool calls per turn
     max_fanout: int = 8                   # sub-agents one call may start
     tool_output_limit: int = 30_000       # bytes of tool output the model sees; the rest is clipped
-    model_path: str = ""                  # a local GGUF file for provider=local
+    model_path: str = ""                  # a local GGUF file for provider=local (default: bundled)
+    n_ctx: int | None = None              # provider=local: context size (default 8192)
+    n_threads: int | None = None          # provider=local: CPU threads (default: llama.cpp's)
     retry_delays: tuple[float, ...] = FIBONACCI_DELAYS  # seconds between retries of a request
     forward: Mapping[str, Any] = field(default_factory=dict)  # unknown keys, sent to the API
     file: str = ""                        # the config file that was read, if any
+    embedded: bool = False                # nothing configured: running the bundled local model
 
     def with_values(self, **changes: Any) -> "Config":
         return replace(self, **changes)
@@ -116,6 +119,8 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "max_fanout": _number(int, 1),
     "tool_output_limit": _number(int, 200),
     "model_path": _text,
+    "n_ctx": _number(int, 16),
+    "n_threads": _number(int, 1),
     "retry_delays": _delays,
 }
 
@@ -165,6 +170,10 @@ def read_config_file(directory: str | os.PathLike = ".") -> tuple[Path | None, l
     return path, entries
 
 
+EMBEDDED_NOTICE = ("no endpoint configured: answering with the bundled SmolLM2-135M-Instruct on this "
+                   "machine (set endpoint= and model= in .bantam.cfg, or --endpoint, for a remote model)")
+
+
 def infer_provider(endpoint: str) -> str:
     return "anthropic" if "/v1/messages" in endpoint or "anthropic.com" in endpoint else "openai"
 
@@ -194,6 +203,12 @@ def load(flags: Mapping[str, str] | None = None, directory: str | os.PathLike = 
             values[key] = parser(text)
         except ValueError as e:
             raise ConfigError(f"{where}: {key}: {e}") from None
+    embedded = False
+    if not values.get("provider") and "endpoint" not in values:
+        from .providers.local import available  # the bundled model, when the local extra is installed
+        embedded = available()
+        if embedded:
+            values["provider"] = "local"
     if not values.get("provider"):
         values["provider"] = infer_provider(values.get("endpoint", DEFAULT_ENDPOINT))
     elif values["provider"] == "anthropic" and "endpoint" not in values:
@@ -201,7 +216,7 @@ def load(flags: Mapping[str, str] | None = None, directory: str | os.PathLike = 
     if not values.get("api_key"):
         fallback = "ANTHROPIC_API_KEY" if values["provider"] == "anthropic" else "OPENAI_API_KEY"
         values["api_key"] = environ.get("LLM_API_KEY") or environ.get(fallback) or ""
-    return Config(**values, forward=forward, file=str(path) if path else "")
+    return Config(**values, forward=forward, file=str(path) if path else "", embedded=embedded)
 
 
 def known_keys() -> list[str]:

@@ -8,9 +8,9 @@ import sys
 from typing import IO
 
 from . import loop
-from .config import Config
+from .config import EMBEDDED_NOTICE, Config
 from .errors import ConfigError, LimitReached, ProviderError
-from .events import Done, Error, OnEvent
+from .events import Done, Error, Notice, OnEvent
 from .prompt import system_prompt
 from .providers import context_window_soon, make_provider
 from .render import make_renderer
@@ -46,6 +46,8 @@ def answer(cfg: Config, provider, prompt: str | None, render: OnEvent,
     turn_number = sum(m["role"] == "user" for m in messages)
     ctx = ToolContext(cfg, provider, system, render, durable=thread.agents(turn_number) if thread else None)
     toolbox = make_toolbox(cfg.tools, ctx)
+    if cfg.embedded:
+        render(Notice(message=EMBEDDED_NOTICE))
     if thread:
         thread.checkpoint(messages)  # the request is on disk before any work starts
     try:

@@ -62,7 +62,10 @@ class Repl:
     # --- the main loop ------------------------------------------------------------------------
 
     def run(self) -> int:
-        self.say(f"bantam {__version__} · {self.cfg.model} at {self.cfg.endpoint} · /help for commands")
+        where = "this machine" if self.cfg.provider == "local" else self.cfg.endpoint
+        self.say(f"bantam {__version__} · {self.provider.model} at {where} · /help for commands")
+        if self.cfg.embedded:
+            self.say(config.EMBEDDED_NOTICE)
         if (sessions.sessions_dir() / f"{self.autosave.id}.json").exists():
             self.say("this project has a saved conversation: /continue resumes it")
         while True:

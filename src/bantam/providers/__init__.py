@@ -37,6 +37,9 @@ def make_provider(cfg: Config) -> Provider:
     if cfg.provider == "anthropic":
         from .anthropic import AnthropicProvider
         return AnthropicProvider(cfg)
+    if cfg.provider == "local":
+        from .local import LocalProvider
+        return LocalProvider(cfg)
     raise ConfigError(f"provider {cfg.provider!r} is not available in this version of bantam "
                       f"(use an OpenAI-compatible endpoint, or set provider=openai)")
 

