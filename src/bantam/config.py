@@ -17,6 +17,7 @@ from .errors import ConfigError
 
 DEFAULT_ENDPOINT = "https://api.kilo.ai/api/openrouter"  # seed 001's default
 DEFAULT_MODEL = "openrouter/free"
+LOCAL_TEMPERATURE = 0.2  # small local models wander at the seed's 0.7 (SmolLM2's authors use 0.2)
 ANTHROPIC_ENDPOINT = "https://api.anthropic.com/v1"  # when provider=anthropic names no endpoint
 FALLBACK_CONTEXT_WINDOW = 200_000
 FIBONACCI_DELAYS = (1.0, 1.0, 2.0, 3.0, 5.0, 8.0, 13.0, 21.0, 34.0)
@@ -211,6 +212,8 @@ def load(flags: Mapping[str, str] | None = None, directory: str | os.PathLike = 
             values["provider"] = "local"
     if not values.get("provider"):
         values["provider"] = infer_provider(values.get("endpoint", DEFAULT_ENDPOINT))
+    if values["provider"] == "local" and "temperature" not in values:
+        values["temperature"] = LOCAL_TEMPERATURE
     elif values["provider"] == "anthropic" and "endpoint" not in values:
         values["endpoint"] = ANTHROPIC_ENDPOINT
     if not values.get("api_key"):
