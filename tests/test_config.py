@@ -24,9 +24,9 @@ def test_defaults(home):
 
 
 def test_bantam_cfg_wins_over_model_cfg(home):
-    write_cfg(home, "model.cfg", model="from-model-cfg", temperature="0.1")
+    write_cfg(home, "model.cfg", model="from-model-cfg", temperature="0.1", endpoint="http://a/v1")
     assert load(environ={}).model == "from-model-cfg"
-    write_cfg(home, ".bantam.cfg", model="from-bantam-cfg")
+    write_cfg(home, ".bantam.cfg", model="from-bantam-cfg", endpoint="http://b/v1")
     cfg = load(environ={})
     assert cfg.model == "from-bantam-cfg" and cfg.temperature == 0.7  # files are not merged
     assert cfg.file.endswith(".bantam.cfg")
