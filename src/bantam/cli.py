@@ -17,7 +17,25 @@ CMD | bantam [-p TEXT]         prompt from standard input (added after TEXT when
 bantam --thread ID [-p TEXT]   continue a persistent thread (without a prompt: resume its last request)
 bantam models                  list the endpoint's models, the current one marked with *
 bantam handler                 queue handler: task on stdin, "$ACTOR_RESULT_TOPIC\nRESULT" on stdout"""
-LATER = {"run", "status", "resume", "daemon"}  # modes of later issues
+# Modes with options of their own: `bantam WORD ...` hands the rest of the line to MODULE:FUNCTION,
+# which parses it (with common_options) and returns the exit code.
+SUBCOMMANDS = {
+    "run": "bantam.runs.cli:run_main",
+    "status": "bantam.runs.cli:status_main",
+    "resume": "bantam.runs.cli:resume_main",
+    "daemon": "bantam.daemon:main",
+    "web": "bantam.web:main",
+}
+
+
+def common_options(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The options every mode takes: model, endpoint, provider, --set."""
+    p.add_argument("--model", help="model name")
+    p.add_argument("--endpoint", help="API base URL")
+    p.add_argument("--provider", help="openai, anthropic or local")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="any configuration key (repeatable)")
+    return p
 
 
 def parser() -> argparse.ArgumentParser:
@@ -27,19 +45,35 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("-p", "--prompt", help="the prompt to answer")
     p.add_argument("--json", action="store_true", help="JSON Lines events on stdout")
     p.add_argument("--thread", metavar="ID", help="keep the conversation in thread ID across runs")
-    p.add_argument("--model", help="model name")
-    p.add_argument("--endpoint", help="API base URL")
-    p.add_argument("--provider", help="openai, anthropic or local")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="any configuration key (repeatable)")
+    common_options(p)
     p.add_argument("--version", action="version", version=f"bantam {__version__}")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] in SUBCOMMANDS and not os.path.isfile(argv[0]):
+        return guarded(lambda: subcommand(argv[0], argv[1:]))
     args = parser().parse_args(argv)
+    return guarded(lambda: dispatch(args))
+
+
+def subcommand(word: str, rest: list[str]) -> int:
+    import importlib
+    module, _, function = SUBCOMMANDS[word].partition(":")
     try:
-        return dispatch(args)
+        entry = getattr(importlib.import_module(module), function)
+    except ModuleNotFoundError as e:
+        if not (e.name and module.startswith(e.name)):  # a missing dependency is a real error
+            raise
+        raise ConfigError(f"'bantam {word}' is not available in this version") from None
+    return entry(rest)
+
+
+def guarded(run) -> int:
+    """Run a front end; bantam's own errors become one line and an exit code, never a traceback."""
+    try:
+        return run()
     except ConfigError as e:
         print(f"bantam: {e}", file=sys.stderr)
         return 2
@@ -54,6 +88,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
 
+def load_config(args: argparse.Namespace):
+    """The configuration, with this command line's options on top."""
+    from . import config
+    return config.load(flags(args))
+
+
 def flags(args: argparse.Namespace) -> dict[str, str]:
     values = {k: v for k in ("model", "endpoint", "provider") if (v := getattr(args, k)) is not None}
     for item in args.set:
@@ -65,16 +105,13 @@ def flags(args: argparse.Namespace) -> dict[str, str]:
 
 
 def dispatch(args: argparse.Namespace) -> int:
-    from . import config
-    cfg = config.load(flags(args))  # bad configuration stops every mode here, before anything runs
+    cfg = load_config(args)  # bad configuration stops every mode here, before anything runs
     words = args.words
     if words and words[0] == "models" and not os.path.isfile("models"):
         return list_models(cfg)
     if words and words[0] == "handler" and not os.path.isfile("handler"):
         from .oneshot import run_handler
         return run_handler(cfg, read_stdin())
-    if words and words[0] in LATER and not os.path.isfile(words[0]):
-        raise ConfigError(f"'bantam {words[0]}' is not available in this version")
     if len(words) > 1:
         raise ConfigError(f"expected at most one prompt file, got {len(words)} arguments")
     prompt = read_prompt(args.prompt, words[0] if words else None)
