@@ -1,11 +1,11 @@
-"""Sub-agents side by side: one parent turn that spawns 1 sub-agent, and one that spawns 3 at once.
+"""Sub-agents side by side: one parent turn that spawns N = 1, 2, 4, 8 sub-agents at once.
 
     .venv/bin/python bench/bench_agents.py --write    # from the repository root; --reps N
 
 Every request to the local fake server (tests/fakes) takes a fixed 1 s, as a slow remote model
 would. A parent run is: parent asks (1 s), the sub-agents ask (1 s each), the parent answers
-(1 s). Sub-agents run concurrently, so three should cost about what one does; run one after the
-other they would add 2 s. Prints a markdown table; --write puts it in bench/RESULTS.md.
+(1 s). Sub-agents run concurrently, so N of them should cost about what one does; run one after
+the other they would add N-1 seconds. Prints a markdown table; --write puts it in bench/RESULTS.md.
 """
 from __future__ import annotations
 
@@ -59,22 +59,21 @@ def parent_run(children: int) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--write", action="store_true")
     args = ap.parse_args()
-    times = {n: [parent_run(n) for _ in range(args.reps)] for n in (1, 3)}
-    one, three = (statistics.median(times[n]) for n in (1, 3))
-    rows = [f"| parent + {n} sub-agent{'s' if n > 1 else ''} | {ms(min(t))} | {ms(statistics.median(t))} | "
-            f"{ms(max(t))} |" for n, t in times.items()]
+    counts = (1, 2, 4, 8)
+    times = {n: [parent_run(n) for _ in range(args.reps)] for n in counts}
+    one = statistics.median(times[1])
+    rows = [f"| {n} | {ms(min(t))} | {ms(statistics.median(t))} | {ms(max(t))} | "
+            f"{ms(statistics.median(t) - one)} | {ms((n - 1) * LATENCY)} |" for n, t in times.items()]
     section = "\n".join([
-        "## Sub-agents in parallel", "",
-        f"Each request to the fake server takes {LATENCY:g} s. One parent turn spawns 1 or 3 sub-agents in "
-        "one assistant message (each sub-agent answers in one request), then the parent answers.", "",
+        "## Sub-agents in parallel (fan-out)", "",
+        f"Each request to the fake server takes {LATENCY:g} s. One parent turn spawns N sub-agents in one "
+        "assistant message (each answers in one request), then the parent answers.", "",
         "Command: `.venv/bin/python bench/bench_agents.py --write`", "",
-        f"| run ({args.reps} repetitions) | min ms | median ms | max ms |", "|---|---:|---:|---:|", *rows, "",
-        f"Three sub-agents cost **{ms(three - one)} ms** more than one (run one after another they would "
-        f"add about {ms(2 * LATENCY)} ms); the sub-agent phase of the 3-agent run takes "
-        f"{(three - 2 * LATENCY) / (one - 2 * LATENCY):.2f}x the 1-agent one."])
+        f"| N ({args.reps} repetitions) | min ms | median ms | max ms | median over N=1 ms | "
+        "one after another would add ms |", "|---:|---:|---:|---:|---:|---:|", *rows])
     print(section)
     if args.write:
         write_results(section, BEGIN, END)
