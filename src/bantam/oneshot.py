@@ -41,7 +41,7 @@ def answer(cfg: Config, provider, prompt: str | None, render: OnEvent,
     messages = [{"role": "system", "content": system}, *(thread.history() if thread else [])]
     if prompt is not None:
         messages.append({"role": "user", "content": prompt})
-    elif messages[-1]["role"] != "user":
+    elif messages[-1]["role"] not in ("user", "tool"):  # a request, or a turn cut off between steps
         raise ConfigError(f"thread {thread_id} has no unanswered request to resume; give a prompt")
     turn_number = sum(m["role"] == "user" for m in messages)
     ctx = ToolContext(cfg, provider, system, render, durable=thread.agents(turn_number) if thread else None)

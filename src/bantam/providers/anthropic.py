@@ -75,7 +75,7 @@ class AnthropicProvider(HTTPProvider):
 
     def read_stream(self, lines: Iterator[str], on_event: OnEvent) -> Reply:
         turn = TurnBuilder(on_event, self.cfg.api_key)
-        for event, data in iter_sse(lines):
+        for event, data in iter_sse(lines, idle=self.cfg.timeout):
             try:
                 payload = json.loads(data)
             except ValueError:

@@ -108,6 +108,8 @@ class HTTPProvider:
 
 
 def parse_json(raw: bytes, url: str) -> Any:
+    if not raw.strip():  # an empty 200 is a hiccup of some proxy: worth another try
+        raise ProviderError(f"{url} sent an empty response")
     try:
         return json.loads(raw)
     except ValueError:

@@ -54,7 +54,7 @@ class OpenAIProvider(HTTPProvider):
 
     def read_stream(self, lines: Iterator[str], on_event: OnEvent) -> Reply:
         turn = TurnBuilder(on_event, self.cfg.api_key)
-        for _event, data in iter_sse(lines):
+        for _event, data in iter_sse(lines, idle=self.cfg.timeout):
             if data.strip() == "[DONE]":
                 turn.done = True
                 continue

@@ -32,5 +32,6 @@ def make_renderer(cfg: Config, json_lines: bool, out: IO[str], err: IO[str],
         from .jsonl import JsonRenderer
         return JsonRenderer(out, err, context_window)
     from .text import TextRenderer
+    terminal = out.isatty()
     return TextRenderer(out, err, use_color(cfg, err), context_window, status=err.isatty(),
-                        markdown=out.isatty())
+                        markdown=terminal, live=terminal)

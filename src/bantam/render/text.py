@@ -18,11 +18,14 @@ CALL_CHARS = 2000    # characters of tool arguments shown
 
 class TextRenderer:
     def __init__(self, out: IO[str], err: IO[str], color: bool, context_window: Callable[[], int],
-                 status: bool = False, markdown: bool = False):
+                 status: bool = False, markdown: bool = False, live: bool = False):
         self.out, self.err = out, err
         self.color = color
         self.markdown = markdown      # redraw each answer as rendered Markdown (stdout is a terminal)
-        self.segment: list[str] = []  # the answer text streamed since the last redraw
+        # On a terminal the answer streams as it comes, and a retried request's partial answer is
+        # erased; into a pipe or file each response is written whole, so none is ever left behind.
+        self.live = live
+        self.segment: list[str] = []  # the answer text of the response in progress
         self.context_window = context_window
         self.status = status          # show `...requesting...` in place (a terminal only)
         self.status_shown = False
@@ -47,11 +50,12 @@ class TextRenderer:
             return
         self._end_reasoning()
         if isinstance(event, Text):
-            self.out.write(event.text)
-            self.out.flush()
             self.segment.append(event.text)
-            self.mid_line = self.answer_mid_line = not event.text.endswith("\n")
+            if self.live:
+                self._answer(event.text)
             return
+        if isinstance(event, Retry):
+            self._discard_answer()
         self._end_answer()
         if isinstance(event, ToolCall):
             args = event.arguments if len(event.arguments) <= CALL_CHARS else event.arguments[:CALL_CHARS] + "…"
@@ -79,25 +83,43 @@ class TextRenderer:
             self.err.write("\n")
         self.in_reasoning = self.status_shown = self.mid_line = self.answer_mid_line = False
 
-    def _end_answer(self) -> None:
-        """The streamed answer is complete: draw it again as Markdown, in place."""
-        text, self.segment = "".join(self.segment), []
-        if not (self.markdown and MARKDOWN_HINT.search(text)):
-            return
-        from rich.cells import cell_len
-        from rich.console import Console
+    def _answer(self, text: str) -> None:
+        self.out.write(text)
+        self.out.flush()
+        if text:
+            self.mid_line = self.answer_mid_line = not text.endswith("\n")
 
-        from .markdown import BoxedMarkdown
+    def _end_answer(self) -> None:
+        """The response's answer is complete: written now (not live), or redrawn as Markdown."""
+        text, self.segment = "".join(self.segment), []
+        if not self.live:
+            self._answer(text)
+        elif self.markdown and MARKDOWN_HINT.search(text) and self._erase(text):
+            from rich.console import Console
+
+            from .markdown import BoxedMarkdown
+            console = Console(file=self.out, width=shutil.get_terminal_size().columns, force_terminal=True,
+                              no_color=not self.color, highlight=False)
+            console.print(BoxedMarkdown(text))
+            self.out.flush()
+            self.mid_line = self.answer_mid_line = False
+
+    def _discard_answer(self) -> None:
+        """A request failed part-way and will be sent again: its partial answer must not stay."""
+        text, self.segment = "".join(self.segment), []
+        if text and self.live and not self._erase(text):
+            self._line("[the partial answer above was cut off; it is asked for again]", DIM)
+
+    def _erase(self, text: str) -> bool:
+        """Move the cursor back over `text` just written and clear it; False if it scrolled away."""
+        from rich.cells import cell_len
         size = shutil.get_terminal_size()
         rows = sum(max(1, -(-cell_len(line) // size.columns)) for line in text.split("\n"))
-        if rows >= size.lines:  # part of it scrolled off the top: it cannot be redrawn in place
-            return
+        if rows >= size.lines:
+            return False
         self.out.write(f"\r\033[{rows - 1}A\033[J" if rows > 1 else "\r\033[J")
-        console = Console(file=self.out, width=size.columns, force_terminal=True,
-                          no_color=not self.color, highlight=False)
-        console.print(BoxedMarkdown(text))
-        self.out.flush()
         self.mid_line = self.answer_mid_line = False
+        return True
 
     def _end_reasoning(self) -> None:
         if self.in_reasoning:
