@@ -196,6 +196,18 @@ def test_shell_returns_when_the_shell_exits_despite_background_children(home, re
     try:
         assert (r.output, r.exit_code, r.timed_out) == ("done\n", 0, False)
         assert elapsed < 10  # well before the 20 s timeout
+        assert _wait_gone(pid), "a background child was left behind"
+    finally:
+        _kill(pid)
+
+
+def test_shell_setsid_keeps_a_server_running(home):
+    pidfile = home / "server.pid"
+    r = run_shell(f"setsid nohup sleep 1000 > /dev/null 2>&1 & echo $! > {pidfile}", 20, 30_000)
+    pid = _read_pid(pidfile)
+    try:
+        assert r.exit_code == 0
+        os.kill(pid, 0)  # still running: it asked to be detached
     finally:
         _kill(pid)
 

@@ -91,7 +91,10 @@ def guarded(run) -> int:
 def load_config(args: argparse.Namespace):
     """The configuration, with this command line's options on top."""
     from . import config
-    return config.load(flags(args))
+    cfg = config.load(flags(args))
+    if cfg.warning:
+        print(f"bantam: warning: {cfg.warning}", file=sys.stderr)
+    return cfg
 
 
 def flags(args: argparse.Namespace) -> dict[str, str]:

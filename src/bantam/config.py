@@ -50,6 +50,7 @@ class Config:
     retry_delays: tuple[float, ...] = FIBONACCI_DELAYS  # seconds between retries of a request
     forward: Mapping[str, Any] = field(default_factory=dict)  # unknown keys, sent to the API
     file: str = ""                        # the config file that was read, if any
+    warning: str = ""                     # something the user should hear about the config file
     embedded: bool = False                # nothing configured: running the bundled local model
 
     def with_values(self, **changes: Any) -> "Config":
@@ -175,6 +176,17 @@ EMBEDDED_NOTICE = ("no endpoint configured: answering with the bundled SmolLM2-1
                    "machine (set endpoint= and model= in .bantam.cfg, or --endpoint, for a remote model)")
 
 
+def exposed_key_warning(path: Path | None, entries: list[tuple[str, str, str]]) -> str:
+    """A config file holding an API key that other users can read deserves a word."""
+    if path is None or not any(key == "api_key" and value for key, value, _ in entries):
+        return ""
+    try:
+        exposed = path.stat().st_mode & 0o077
+    except OSError:
+        return ""
+    return f"{path} holds an api_key and other users can read it (chmod 600 {path})" if exposed else ""
+
+
 def infer_provider(endpoint: str) -> str:
     return "anthropic" if "/v1/messages" in endpoint or "anthropic.com" in endpoint else "openai"
 
@@ -219,7 +231,8 @@ def load(flags: Mapping[str, str] | None = None, directory: str | os.PathLike = 
     if not values.get("api_key"):
         fallback = "ANTHROPIC_API_KEY" if values["provider"] == "anthropic" else "OPENAI_API_KEY"
         values["api_key"] = environ.get("LLM_API_KEY") or environ.get(fallback) or ""
-    return Config(**values, forward=forward, file=str(path) if path else "", embedded=embedded)
+    return Config(**values, forward=forward, file=str(path) if path else "", embedded=embedded,
+                  warning=exposed_key_warning(path, entries))
 
 
 def known_keys() -> list[str]:

@@ -10,7 +10,7 @@ import subprocess
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from ..fsutil import bantam_home, private_dir
 
@@ -37,7 +37,8 @@ class ShellExec:
     name = "shell_exec"
     description = ("Run a shell command (bash) in the current directory and return its output "
                    "(stdout and stderr merged) followed by the exit code. stdin is closed: use "
-                   "non-interactive flags.")
+                   "non-interactive flags. Background processes end when the command returns; to "
+                   "keep a server running, start it with `setsid nohup CMD > log 2>&1 &`.")
     parameters = {"type": "object", "required": ["command"],
                   "properties": {"command": {"type": "string", "description": "the command line"}}}
 
@@ -47,12 +48,16 @@ class ShellExec:
 
 
 def run_shell(command: str, timeout: float, output_limit: int,
-              cancel: threading.Event | None = None) -> ShellResult:
+              cancel: threading.Event | None = None,
+              on_start: Callable[[subprocess.Popen], None] | None = None) -> ShellResult:
     """Run `command` in its own session; kill the whole process group at `timeout`, on Ctrl+C,
-    or when `cancel` is set (a sub-agent whose parent was interrupted): then KeyboardInterrupt."""
+    or when `cancel` is set (a sub-agent whose parent was interrupted): then KeyboardInterrupt.
+    `on_start` is told the process as soon as it exists (the daemon records its pid)."""
     proc = subprocess.Popen([SHELL, "-c", command], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, start_new_session=True,
                             env={**os.environ, **NON_INTERACTIVE_ENV})
+    if on_start is not None:
+        on_start(proc)
     output = ClippedOutput(output_limit)
     timed_out = False
     deadline = time.monotonic() + timeout
@@ -63,8 +68,7 @@ def run_shell(command: str, timeout: float, output_limit: int,
             # turn a success into 137, so wait for the real exit status.
             timed_out = _wait_until(proc, deadline)
     finally:
-        if proc.poll() is None or timed_out:
-            _kill_group(proc)
+        _kill_group(proc)  # whatever the command left running in its group goes with it
         proc.stdout.close()
         proc.wait()
     text = output.text()
