@@ -39,15 +39,10 @@ def test_sse_lines(lines):
 @FAST
 @given(st.lists(json_values | st.text(max_size=40), max_size=12))
 def test_openai_stream_parser(values):
-    provider = OpenAIProvider(Config(endpoint="http://127.0.0.1:9/v1"))
     lines = []
     for v in values:
         lines += [f"data: {json.dumps(v)}" if not isinstance(v, str) else f"data: {v}", ""]
-    try:
-        reply = provider.read_stream(iter(lines), lambda e: None)
-        assert reply.message["role"] == "assistant"
-    except ProviderError:
-        pass
+    assert_reads(OpenAIProvider(Config(endpoint="http://127.0.0.1:9/v1")), lines)
 
 
 @FAST
@@ -55,10 +50,14 @@ def test_openai_stream_parser(values):
                                            "content_block_stop", "message_delta", "message_stop", "ping",
                                            "error", "weird"]), json_values), max_size=12))
 def test_anthropic_stream_parser(events):
-    provider = AnthropicProvider(Config(endpoint="http://127.0.0.1:9/v1", provider="anthropic"))
     lines = []
     for name, data in events:
         lines += [f"event: {name}", f"data: {json.dumps(data)}", ""]
+    assert_reads(AnthropicProvider(Config(endpoint="http://127.0.0.1:9/v1", provider="anthropic")), lines)
+
+
+def assert_reads(provider, lines):
+    """A stream parser answers with an assistant message or raises ProviderError, nothing else."""
     try:
         reply = provider.read_stream(iter(lines), lambda e: None)
         assert reply.message["role"] == "assistant"

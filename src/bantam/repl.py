@@ -29,6 +29,12 @@ HELP = """\
 /endpoint [url]     show or set the API endpoint
 /models             the endpoint's models, the current one marked with *
 !<command>          run a shell command; its output is not added to the conversation
+/run GOAL           start a controlled run in ./runs/ (options: --workspace DIR --config FILE)
+/fix ERROR          a correction run on the last run's goal and workspace
+/pause              how to pause a run (Ctrl+C while it works; /resume continues)
+/resume [--retry-blocked]  continue the last run
+/status             the last run's progress, budgets and completion state
+/files              the files in the last run's workspace
 /clear              start a new conversation
 /help               this list
 /quit               exit (so does Ctrl+D on an empty line)
@@ -43,6 +49,7 @@ class Repl:
         self.out, self.err = out, err
         self.autosave = sessions.Autosave()
         self.changed = False  # only a conversation this process touched is autosaved
+        self.last_run = None  # the controlled run this session started or resumed
         self.messages: list[dict] = []
         self.configure(config.load(self.flags))
         self.messages = [self.system()]
@@ -228,6 +235,38 @@ class Repl:
     def cmd_models(self, arg: str) -> None:
         for name in self.provider.list_models():
             self.print(f"{'*' if name == self.cfg.model else ' '} {name}")
+
+    # --- controlled runs (seed 002): synchronous here, Ctrl+C pauses one ------------------
+
+    def cmd_run(self, arg: str) -> None:
+        from .runs import chat
+        self.run_outcome(chat.start(self.flags, arg, self.render))
+
+    def cmd_fix(self, arg: str) -> None:
+        from .runs import chat
+        self.run_outcome(chat.fix(self.flags, self.last_run, arg, self.render))
+
+    def cmd_resume(self, arg: str) -> None:
+        from .runs import chat
+        self.run_outcome(chat.resume(self.flags, self.last_run, arg, self.render))
+
+    def cmd_pause(self, arg: str) -> None:
+        from .runs.chat import PAUSE_HELP
+        self.say(PAUSE_HELP)
+
+    def cmd_status(self, arg: str) -> None:
+        from .runs import chat
+        self.print(chat.status(self.last_run))
+
+    def cmd_files(self, arg: str) -> None:
+        from .runs import chat
+        self.print(chat.files(self.last_run))
+
+    def run_outcome(self, outcome: tuple) -> None:
+        self.last_run, answer, line = outcome
+        if answer:
+            self.print(answer)
+        self.say(line)
 
     def shown(self, key: str) -> str:
         if key == "api_key":
