@@ -1,0 +1,287 @@
+"""One agent directory, one process: the seed's loop, on bantam's loop.run.
+
+    wait until messages.jsonl changes
+    read it (finishing an interrupted rewrite, healing), run any STASH_MESSAGE directive
+    build the request: system prompt + conversation + LIFE tail; stash the middle half if over 80%
+    if the last message wants an answer: loop.run(provider, request, toolbox, ...), whose
+        checkpoint after every step appends the step to messages.jsonl and rebuilds the request
+        from the file, so each step sees a fresh prompt and whatever arrived meanwhile
+    send the final text to the chat unless muted; inject the next queued trigger once idle
+
+Channel threads (telegram, triggers, mail) and background-work emitters only append to the file;
+the loop is the only thing that calls the model.
+"""
+from __future__ import annotations
+
+import json
+import os
+import threading
+import traceback
+from typing import Any
+
+from .. import loop
+from ..config import Config
+from ..errors import LimitReached, ProviderError
+from ..events import Error, Event, Notice, Retry, ToolCall, quiet
+from ..providers import ask
+from ..tools import ToolContext
+from . import mail, watch
+from .bus import Conversation, system_message, unwrap
+from .layout import AgentDir, life
+from .prompt import life_message, system_prompt
+from .settings import Settings
+from .stash import (CHARS_PER_TOKEN, SUMMARY_PROMPT, Blobs, directive, middle_half, over_budget,
+                    render, stash_range)
+from .tools import make_toolbox
+from .triggers import Triggers
+
+INOTIFY_WAIT_S = 60.0   # with inotify the loop needs no polling; this is only a safety net
+
+
+class Agent:
+    def __init__(self, agent_dir: AgentDir, settings: Settings, cfg: Config):
+        from .bg import Background
+        from .provider import load_provider
+        self.dir, self.settings, self.cfg = agent_dir, settings, cfg
+        self.stop = threading.Event()
+        self.wake, self.trigger_wake, self.mail_wake = threading.Event(), threading.Event(), threading.Event()
+        self.conv = Conversation(agent_dir / "messages.jsonl", on_change=self.wake.set)
+        self.blobs = Blobs(agent_dir / "blobs", f"{agent_dir.rel()}/blobs")
+        self.provider = load_provider(agent_dir, settings, cfg)
+        self.telegram = self._telegram()
+        self.bg = Background(agent_dir / "bg", settings.tool_timeout, self.clip, self.deliver_system,
+                             self.log)
+        self.triggers = Triggers(self)
+        self.toolbox = make_toolbox(self, ToolContext(cfg, self.provider, "", self.on_event))
+        self.limits = loop.Limits.from_config(cfg)
+        self.wait_s = settings.poll_s
+        self.busy = False          # a turn is running: triggers wait
+        self.current_call = ""     # the tool call being run, for bg's "tc:" note
+        self.pending: list[dict] = []   # image messages READ_FILE attached, added after the step
+        self.known: list[dict] = []     # the conversation as last read
+        self.live: set[int] = set()     # ids of the request's messages as last built
+        self._web: Any = None
+
+    def _telegram(self) -> Any:
+        if not self.settings.telegram_token:
+            return None
+        from .telegram import Telegram
+        return Telegram(self.settings, self.cfg, self.dir / "inbound", self.dir / "tg_poll.offset", self.log)
+
+    # --- running ------------------------------------------------------------------------------
+
+    def serve(self) -> None:
+        """Run until stopped (SIGTERM / SIGINT raise KeyboardInterrupt here)."""
+        try:
+            self.start()
+            self.run_loop()
+        except KeyboardInterrupt:
+            pass
+        finally:
+            self.shutdown()
+
+    def start(self) -> None:
+        for job in self.bg.lost():
+            self.deliver_system(f"[bg {job.get('id')} lost: bantam restarted before it finished "
+                                f"({job.get('tool', 'tool')}, pid {job.get('pid')})]")
+        threads = [(self.triggers.run, (self.stop, self.trigger_wake)),
+                   (mail.run, (self, self.stop, self.mail_wake))]
+        if self.telegram is not None:
+            threads.append((self.telegram.poll_forever, (self.stop, self.deliver_user)))
+        for target, args in threads:
+            threading.Thread(target=target, args=args, daemon=True).start()
+        if self.settings.watch == "auto" and watch.start(
+                {self.dir.root: self.wake.set, self.dir / "triggers": self.trigger_wake.set,
+                 self.dir / "mail_inbox": self.mail_wake.set}, self.stop, self._watch_failed):
+            self.wait_s = INOTIFY_WAIT_S
+        self.log("start", f"pid {os.getpid()}, model {self.cfg.model}, "
+                          f"{'inotify' if self.wait_s == INOTIFY_WAIT_S else 'polling'}")
+        self.deliver_system(f"[start] bantam daemon started (pid {os.getpid()}, model {self.cfg.model})")
+
+    def _watch_failed(self, message: str) -> None:
+        self.log("watch", message)
+        self.wait_s = self.settings.poll_s
+
+    def run_loop(self) -> None:
+        handled = None
+        while not self.stop.is_set():
+            self.wake.clear()
+            seen = self.conv.signature()
+            if seen != handled:
+                handled = seen  # what this step acts on; anything later changes the signature
+                self.safe_step()
+                continue
+            if self.triggers.inject_next():
+                continue
+            self.wake.wait(self.wait_s)
+
+    def safe_step(self) -> None:
+        try:
+            self.step()
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except Exception as e:  # a bug must not end the agent: log it, wait for the next change
+            where = traceback.extract_tb(e.__traceback__)[-1]
+            self.log("error", f"{type(e).__name__}: {e} (at {where.filename}:{where.lineno})")
+
+    def step(self) -> None:
+        request = self.refresh()
+        if self.known and self.known[-1].get("role") in ("user", "tool"):
+            self.turn(request)
+
+    def turn(self, request: list[dict]) -> None:
+        self.busy = True
+        try:
+            result = loop.run(self.provider, request, self.toolbox, self.limits, self.on_event,
+                              self.checkpoint)
+            self.reply(result.text)
+        except (ProviderError, LimitReached) as e:
+            self.log("error", f"{e}; waiting for new input")
+        finally:
+            self.busy, self.current_call = False, ""
+
+    def shutdown(self) -> None:
+        self.stop.set()
+        for event in (self.wake, self.trigger_wake, self.mail_wake):
+            event.set()
+        self.log("stop", f"pid {os.getpid()}")
+        if self.telegram is not None:
+            self.telegram.close()
+
+    # --- the request, rebuilt from the file -------------------------------------------------
+
+    def refresh(self) -> list[dict]:
+        conv = self.run_directives(self.conv.read())
+        system = system_prompt(self.dir, self.settings, self.telegram is not None)
+        tail = life_message(self.dir, self.settings.life_tail)
+        size = len(system) + len(tail["content"]) + len(json.dumps(conv, ensure_ascii=False))
+        if over_budget(size, self.settings.context_tokens) and len(conv) >= 4:
+            self.log("stash", f"context at ~{size // CHARS_PER_TOKEN} tokens, over 80% of "
+                              f"{self.settings.context_tokens}: stashing the middle half")
+            self.log("stash", stash_range(self.conv, self.blobs, self.summarize, *middle_half(conv)))
+            conv = self.conv.read()
+        self.known = conv
+        request = [{"role": "system", "content": system}, *conv, tail]
+        self.live = {id(m) for m in request}
+        return request
+
+    def run_directives(self, conv: list[dict]) -> list[dict]:
+        """STASH_MESSAGE: <start> <end> | all, intercepted before the model sees it."""
+        while True:
+            found = next(((i, m, d) for i, m in enumerate(conv) if (d := directive(m)) is not None), None)
+            if found is None:
+                return conv
+            self._run_directive(*found)
+            conv = self.conv.read()
+
+    def _run_directive(self, i: int, message: dict, found: str | tuple[int, int]) -> None:
+        def drop(cur: list[dict]) -> list[dict] | None:
+            return cur[:i] + cur[i + 1:] if cur[i:i + 1] == [message] else None
+        if not self.conv.edit(drop):
+            return  # the file moved on meanwhile: the directive is found again at its new place
+        if found == "all":
+            start, end = 0, len(self.conv.read())
+        else:  # 1-based, inclusive, numbered as the file was with the directive still in it
+            start, end = found[0] - 1 - (found[0] - 1 > i), found[1] - (found[1] > i)
+        done = stash_range(self.conv, self.blobs, self.summarize, start, end)
+        self.log("stash", f"directive {unwrap(message.get('content'))[1].strip()[:80]}: {done}")
+        after = self.conv.read()
+        if after and after[-1].get("role") == "assistant":  # the agent is owed a turn to re-orient
+            self.deliver_system(f"[stash] {done}. Re-read what you need and carry on.")
+
+    def checkpoint(self, request: list[dict]) -> None:
+        """After each step of loop.run: persist the step, then rebuild the request in place."""
+        new = [m for m in request if id(m) not in self.live]
+        if self.known and not any(id(m) in self.live for m in request[1:]):
+            new = self._adopt_compaction(new)
+        pending, self.pending = self.pending, []  # (READ_FILE's workers add to it)
+        new += pending
+        known = self.known
+        if new:  # before any line another writer added meanwhile: that is the order it happened
+            self.conv.edit(lambda cur: known + new + cur[len(known):] if cur[:len(known)] == known
+                           else cur + new)
+        request[:] = self.refresh()
+
+    def _adopt_compaction(self, new: list[dict]) -> list[dict]:
+        """loop.run compacted after a context-overflow error: keep its summary as a stash."""
+        summary = str(new[0].get("content", "")) if new else ""
+        self.log("stash", stash_range(self.conv, self.blobs, lambda _: summary, 0, len(self.known)))
+        self.known = self.conv.read()
+        return new[1:]
+
+    def summarize(self, chosen: list[dict]) -> str:
+        text = render(chosen, int(self.settings.context_tokens * CHARS_PER_TOKEN * 0.4))
+        try:
+            return ask(self.provider, [{"role": "system", "content": SUMMARY_PROMPT},
+                                       {"role": "user", "content": text}],
+                       self.cfg.retry_delays, quiet(self.on_event)) or "(the model gave no summary)"
+        except ProviderError as e:
+            self.log("stash", f"no summary: {e}")
+            return f"(no summary: {e})"
+
+    # --- channel out ------------------------------------------------------------------------
+
+    def reply(self, text: str) -> None:
+        if not text:
+            return
+        if is_muted(self.known):
+            self.log("reply", f"(muted) {text}")
+        elif self.telegram is None:
+            self.log("reply", text)
+        else:
+            self.log("reply", f"(to telegram) {text}")
+            self.tell_operator(text)
+
+    def tell_operator(self, text: str) -> None:
+        if self.telegram is None:
+            return
+        try:
+            self.telegram.send_text(text)
+        except ProviderError as e:
+            self.log("telegram", f"send failed: {e}")
+
+    # --- what the parts use --------------------------------------------------------------
+
+    def on_event(self, event: Event) -> None:
+        if isinstance(event, ToolCall):
+            self.current_call = event.id
+            self.log("tool", f"{event.name} {event.arguments[:300]}")
+        elif isinstance(event, Retry):
+            self.log("retry", f"{event.attempt} in {event.delay:g}s: {event.message}")
+        elif isinstance(event, (Notice, Error)):
+            self.log("notice", event.message)
+
+    def deliver_user(self, text: str) -> None:
+        self.conv.append({"role": "user", "content": text})
+
+    def deliver_system(self, text: str) -> None:
+        self.conv.append(system_message(text))
+
+    def attach(self, content: list[dict]) -> None:
+        self.pending.append({"role": "user", "content": content})
+
+    def clip(self, text: str) -> str:
+        return self.blobs.clip(text, self.settings.tool_output_limit)
+
+    def log(self, kind: str, text: str) -> None:
+        life(self.dir, kind, text)
+
+    @property
+    def web(self) -> Any:
+        if self._web is None:
+            from ..providers.http import make_client
+            self._web = make_client(self.cfg)
+        return self._web
+
+
+def is_muted(conv: list[dict]) -> bool:
+    """The seed: a reply is muted when everything it answers was a harness injection and the
+    turn did no tool work. The span is what came after the previous plain reply."""
+    plain = [i for i, m in enumerate(conv) if m.get("role") == "assistant" and not m.get("tool_calls")]
+    if not plain:
+        return False
+    span = conv[plain[-2] + 1 if len(plain) > 1 else 0:plain[-1]]
+    if any(m.get("role") == "assistant" for m in span):  # tool calls were made
+        return False
+    users = [m for m in span if m.get("role") == "user"]
+    return bool(users) and all(unwrap(m.get("content"))[0] for m in users)

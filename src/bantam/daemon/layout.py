@@ -1,0 +1,200 @@
+"""The agent directory: where each file is, first-start creation from templates, opt/ add-ons,
+the process lock, and LIFE.md (the append-only event log whose tail rides with every request)."""
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError
+from ..fsutil import atomic_write
+from . import templates
+from .bus import locked_append
+
+SUBCONSCIOUS = "subconscious"   # a directory of this name is a reviewer: no heartbeat, no chat
+BUILTIN_OPT = Path(__file__).resolve().parent / "opt"
+DIRS = ("memory", "triggers", "trigger-queue", "mail_inbox", "mail_inbox/processed", "inbound",
+        "bg", "tools", "providers", "blobs")
+LIFE_LINE_MAX = 600             # characters of one LIFE.md entry
+PRIMARY_MIN_LINES = 10          # primary.json fires once more lines than this are new
+
+
+@dataclass(frozen=True)
+class AgentDir:
+    root: Path  # absolute; its parent is the agent's home and its process's working directory
+
+    @property
+    def home(self) -> Path:
+        return self.root.parent
+
+    @property
+    def name(self) -> str:
+        return self.root.name
+
+    @property
+    def is_subconscious(self) -> bool:
+        return self.root.name == SUBCONSCIOUS
+
+    def __truediv__(self, part: str) -> Path:
+        return self.root / part
+
+    def rel(self, path: Path | None = None) -> str:
+        """A path as the agent writes it: relative to its home."""
+        return os.path.relpath(path or self.root, self.home)
+
+    def subconscious(self) -> Path | None:
+        sibling = self.home / SUBCONSCIOUS
+        return sibling if not self.is_subconscious and sibling.is_dir() else None
+
+
+def create(agent: AgentDir, primary: str = "agent") -> list[str]:
+    """Make whatever is missing, from templates; returns what was created (nothing, usually)."""
+    made = []
+    if not agent.root.is_dir():
+        agent.root.mkdir(parents=True, mode=0o700)
+        made.append(agent.rel())
+    for d in DIRS:
+        (agent / d).mkdir(mode=0o700, exist_ok=True)
+    fill = {"dir": agent.rel(), "primary": primary, "min_lines": PRIMARY_MIN_LINES}
+    soul = templates.SUBCONSCIOUS_SOUL if agent.is_subconscious else templates.SOUL
+    files = {"SOUL.md": soul.format(**fill), "MEMORY.md": templates.MEMORY.format(**fill),
+             "LIFE.md": "", "messages.jsonl": ""}
+    for name, text in files.items():
+        if not (agent / name).exists():
+            atomic_write(agent / name, text.encode("utf-8"), mode=0o600)
+            made.append(name)
+    if not (agent / "config.json").exists():
+        atomic_write(agent / "config.json", _json(_new_config(agent, primary)), mode=0o600)
+        made.append("config.json")
+    if agent.is_subconscious and "SOUL.md" in made:  # a new subconscious: its pre-seeded triggers
+        made += _seed_triggers(agent, fill)
+    return made
+
+
+def _json(data: Any) -> bytes:
+    return (json.dumps(data, indent=2) + "\n").encode("utf-8")
+
+
+def _new_config(agent: AgentDir, primary: str) -> dict[str, Any]:
+    if not agent.is_subconscious:
+        return {"model": "deepseek-v4-pro", "api_base": "https://api.deepseek.com/v1", "opt": []}
+    # the seed: the sibling needs its own provider settings; start from the primary's
+    config: dict[str, Any] = {}
+    try:
+        source = json.loads((agent.home / primary / "config.json").read_text(encoding="utf-8"))
+        keep = ("api_key", "model", "api_base", "provider", "temperature", "reasoning_effort",
+                "context_tokens", "request", "retry_delays", "timeout")
+        config = {k: v for k, v in source.items() if k in keep} if isinstance(source, dict) else {}
+    except (OSError, ValueError):
+        pass
+    return {**config, "primary_dir": primary, "opt": ["tools/nudge", "tools/stash_messages"]}
+
+
+def _seed_triggers(agent: AgentDir, fill: dict[str, Any]) -> list[str]:
+    made = []
+    for name, spec in (("primary", templates.PRIMARY_TRIGGER), ("selfwipe", templates.SELFWIPE_TRIGGER)):
+        if (agent / "triggers" / f"{name}.json").exists():
+            continue
+        filled = {k: v.format(**fill) if isinstance(v, str) else v for k, v in spec.items()}
+        atomic_write(agent / "triggers" / f"{name}.json", _json(filled), mode=0o600)
+        made.append(f"triggers/{name}.json")
+    return made
+
+
+def install_opt(agent: AgentDir, entries: tuple[str, ...], where: str) -> list[str]:
+    """Copy opt/<entry>.py to <agent>/<entry>.py unless the agent has it already: from then on
+    the agent owns its copy. The home's own opt/ wins over bantam's built-in one."""
+    copied = []
+    for entry in entries:
+        target = agent / f"{entry}.py"
+        if target.exists():
+            continue
+        source = find_opt(agent, entry)
+        if source is None:
+            raise ConfigError(f"{where}: opt: no {entry}.py in {agent.home / 'opt'} or bantam's "
+                              f"built-in opt/ (available: {', '.join(available_opt())})")
+        target.parent.mkdir(exist_ok=True)
+        shutil.copyfile(source, target)
+        copied.append(entry)
+    return copied
+
+
+def find_opt(agent: AgentDir, entry: str) -> Path | None:
+    if ".." in Path(entry).parts or entry.startswith("/"):
+        return None
+    for root in (agent.home / "opt", BUILTIN_OPT):
+        if (root / f"{entry}.py").is_file():
+            return root / f"{entry}.py"
+    return None
+
+
+def available_opt() -> list[str]:
+    return sorted(str(p.relative_to(BUILTIN_OPT).with_suffix("")) for p in BUILTIN_OPT.glob("*/*.py")
+                  if p.name != "__init__.py")
+
+
+def ensure_heartbeat(agent: AgentDir, every: float) -> bool:
+    """triggers/heartbeat.json, created at boot for a primary (the seed: not for subconscious dirs)."""
+    path = agent / "triggers" / "heartbeat.json"
+    if agent.is_subconscious or every <= 0 or path.exists():
+        return False
+    spec = {"next": time.time() + every, "repeat_s": every,
+            "message": "heartbeat: anything to do? If not, reply with one word."}
+    atomic_write(path, _json(spec), mode=0o600)
+    return True
+
+
+class ProcessLock:
+    """One daemon per agent directory: flock on <dir>/.lock, held for the process's life."""
+
+    def __init__(self, agent: AgentDir):
+        self.path = agent / ".lock"
+        self.fd: int | None = None
+
+    def acquire(self) -> None:
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 32).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            raise ConfigError(f"{self.path.parent} is in use by another bantam daemon "
+                              f"(pid {holder})") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self.fd = fd
+
+    def release(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+def life(agent: AgentDir, kind: str, text: str) -> None:
+    """One line in LIFE.md: `2026-01-31 12:00:00 kind: text`."""
+    flat = " ".join(str(text).split())
+    if len(flat) > LIFE_LINE_MAX:
+        flat = flat[:LIFE_LINE_MAX] + " [...]"
+    line = f"{time.strftime('%Y-%m-%d %H:%M:%S')} {kind}: {flat}\n"
+    locked_append(agent / "LIFE.md", line.encode("utf-8"))
+
+
+def life_tail(agent: AgentDir, lines: int) -> str:
+    """The last `lines` lines of LIFE.md, after "[N bytes earlier]" when there is more."""
+    path = agent / "LIFE.md"
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as f:
+            f.seek(max(0, size - lines * (LIFE_LINE_MAX + 40)))
+            data = f.read()
+    except OSError:
+        return ""
+    kept = data.splitlines()[-lines:]
+    earlier = size - sum(len(k) + 1 for k in kept)
+    text = "\n".join(k.decode("utf-8", "replace") for k in kept)
+    return f"[{earlier} bytes earlier]\n{text}" if earlier > 0 else text

@@ -1,0 +1,63 @@
+"""The request the daemon sends, rebuilt fresh every step:
+
+    system:  <soul> SOUL.md, <harness> how this harness works, <subconscious> (when a
+             subconscious/ sibling exists), <memory> MEMORY.md (middle elided past memory_limit)
+    then the conversation (messages.jsonl), then the LIFE.md tail as a trailing harness message.
+
+The tail and the clock ride at the end, not in the system prompt, so the long prefix stays the
+same from step to step and the provider's prompt cache keeps working.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from . import templates
+from .bus import system_message
+from .layout import AgentDir, life_tail
+from .settings import Settings
+
+SOURCE = Path(__file__).resolve().parent
+
+
+def system_prompt(agent: AgentDir, s: Settings, chat: bool) -> str:
+    parts = [f"<soul>\n{_read(agent / 'SOUL.md').strip()}\n</soul>",
+             f"<harness>\n{harness(agent, s, chat)}</harness>"]
+    sub = agent.subconscious()
+    if sub is not None:
+        parts.append(f"<subconscious>{templates.SUBCONSCIOUS_LINE.format(sub=agent.rel(sub))}</subconscious>")
+    parts.append(f"<memory>\n{memory(agent, s.memory_limit)}\n</memory>")
+    return "\n\n".join(parts)
+
+
+def harness(agent: AgentDir, s: Settings, chat: bool) -> str:
+    heartbeat = "" if agent.is_subconscious or not s.heartbeat_s else (
+        f" A heartbeat trigger wakes you every {s.heartbeat_s:g} s, less often while you are idle.")
+    return templates.HARNESS.format(
+        source=SOURCE, dir=agent.rel(), memory_limit=s.memory_limit, cmd_timeout=s.cmd_timeout,
+        trigger_tick=s.trigger_tick, heartbeat=heartbeat, tool_timeout=s.tool_timeout,
+        tool_output_limit=s.tool_output_limit, context_tokens=s.context_tokens,
+        chat=" (Telegram)" if chat else " (none is configured: replies stay in messages.jsonl)")
+
+
+def memory(agent: AgentDir, limit: int) -> str:
+    text = _read(agent / "MEMORY.md").strip()
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return (f"{text[:half]}\n[... {len(text) - 2 * half} characters elided: {agent.rel()}/MEMORY.md is "
+            f"over memory_limit ({limit}). Move detail into {agent.rel()}/memory/<name>.md files and "
+            f"keep one short pointer line per memory here ...]\n{text[-half:]}")
+
+
+def life_message(agent: AgentDir, lines: int) -> dict:
+    now = time.strftime("%Y-%m-%d %H:%M:%S %Z")
+    tail = life_tail(agent, lines)
+    return system_message(f"[now {now}] The end of {agent.rel()}/LIFE.md:\n{tail or '(empty)'}")
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""

@@ -1,0 +1,26 @@
+"""The agent's model client: bantam's provider, or <agent>/providers/<name>.py when config.json
+says `"provider": "<name>"` and the agent has that file (copied from opt/providers/ at first boot;
+`"provider": "anthropic"` brings opt/providers/anthropic.py with it). Such a file defines
+`make_provider(cfg) -> Provider`."""
+from __future__ import annotations
+
+import importlib.util
+
+from ..config import Config
+from ..errors import ConfigError
+from ..providers import Provider, make_provider
+from .layout import AgentDir
+from .settings import Settings
+
+
+def load_provider(agent: AgentDir, s: Settings, cfg: Config) -> Provider:
+    path = agent / "providers" / f"{s.provider}.py"
+    if not s.provider or not path.is_file():
+        return make_provider(cfg)
+    spec = importlib.util.spec_from_file_location(f"bantam_agent_providers.{s.provider}", path)
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)  # type: ignore[union-attr]
+        return module.make_provider(cfg)
+    except Exception as e:  # the agent's own file: say which and why, in one line
+        raise ConfigError(f"{path}: cannot make a provider: {type(e).__name__}: {e}") from None

@@ -1,0 +1,90 @@
+"""Start one agent directory in this process: create what is missing, validate, lock, serve."""
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+
+from ..config import PROVIDERS, Config
+from ..errors import ConfigError
+from . import layout, settings as settings_mod
+from .layout import AgentDir
+from .settings import Settings
+
+
+@dataclass
+class Prepared:
+    agent: AgentDir
+    settings: Settings
+    cfg: Config
+    notes: list[str]   # what first start created or copied, for LIFE.md
+
+
+def prepare(path: Path, cli: Mapping[str, str], primary: str = "agent") -> Prepared:
+    """Everything that can be wrong is found here, before any thread starts."""
+    agent = AgentDir(path.resolve())
+    if agent.root.exists() and not agent.root.is_dir():
+        raise ConfigError(f"{path} is not a directory")
+    made = layout.create(agent, primary)
+    if "config.json" in made:
+        print(f"bantam: new agent in {path}: make it yours by editing {path}/SOUL.md and "
+              f"{path}/config.json", file=sys.stderr)
+    where = str(agent / "config.json")
+    settings, cfg = settings_mod.load(agent / "config.json", cli)
+    copied = layout.install_opt(agent, (*settings.opt, *auto_opt(agent, settings)), where)
+    if settings.provider and settings.provider not in PROVIDERS and \
+            not (agent / "providers" / f"{settings.provider}.py").is_file():
+        raise ConfigError(f"{where}: provider: {settings.provider!r} is neither built in "
+                          f"({', '.join(PROVIDERS)}) nor a providers/{settings.provider}.py")
+    _warn_if_readable(agent, settings)
+    notes = [f"created {', '.join(made)} from templates"] if made else []
+    notes += [f"installed opt/{entry}.py" for entry in copied]
+    return Prepared(agent, settings, cfg, notes)
+
+
+def _warn_if_readable(agent: AgentDir, s: Settings) -> None:
+    """The seed: keep configurations holding credentials private (mode 600)."""
+    path = agent / "config.json"
+    if (s.api_key or s.telegram_token) and path.stat().st_mode & 0o077:
+        print(f"bantam: warning: {path} holds credentials and others can read it "
+              f"(chmod 600 {path})", file=sys.stderr)
+
+
+def auto_opt(agent: AgentDir, s: Settings) -> tuple[str, ...]:
+    """The seed's automatic add-ons: a provider file for a named provider, OCR for text-only models."""
+    entries = []
+    if s.provider and s.provider not in ("openai", "local"):
+        if s.provider == "anthropic" or layout.find_opt(agent, f"providers/{s.provider}"):
+            entries.append(f"providers/{s.provider}")
+    if not s.multimodal_support:
+        entries.append("tools/ocr_image")
+    return tuple(entries)
+
+
+def run_one(path: Path, cli: Mapping[str, str], primary: str = "agent") -> int:
+    ready = prepare(path, cli, primary)
+    lock = layout.ProcessLock(ready.agent)
+    lock.acquire()
+    try:
+        os.chdir(ready.agent.home)  # the agent's home is its working directory (the seed's $HOME)
+        for note in ready.notes:
+            layout.life(ready.agent, "setup", note)
+        if layout.ensure_heartbeat(ready.agent, ready.settings.heartbeat_s):
+            layout.life(ready.agent, "setup", "created triggers/heartbeat.json")
+        from .agent import Agent
+        agent = Agent(ready.agent, ready.settings, ready.cfg)
+        signal.signal(signal.SIGTERM, _interrupt)
+        agent.serve()
+    finally:
+        lock.release()
+    return 0
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    """SIGTERM stops the daemon as Ctrl+C does: the turn in flight is abandoned (its inbound
+    message stays unanswered in messages.jsonl and is answered after the next start)."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # one is enough; shutdown must not be cut short
+    raise KeyboardInterrupt

@@ -1,0 +1,173 @@
+"""The chat channel: Telegram's Bot API, long-polled. One operator, one chat (and topic).
+
+In: `poll_forever` long-polls getUpdates and appends "[telegram <message_id>] <text>" for
+messages from the configured chat (and thread); anything else is ignored and logged. Files sent
+with a message are saved in inbound/. The update cursor is kept in tg_poll.offset, written after
+the message is in the conversation (at-least-once). Out: `send_text` (split at chat_msg_max) and
+`send_file`. The base URL is configurable, so tests talk to a local fake Bot API server.
+The token is part of every URL; errors are redacted before they reach LIFE.md.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Callable
+
+from ..config import Config
+from ..errors import ProviderError
+from ..events import Retry
+from ..fsutil import atomic_write
+from ..providers.http import load_httpx, make_client, redact
+from ..providers.retry import with_retries
+from .settings import Settings
+
+# SEND_ATTACHMENT: Bot API method and field by file extension; anything else is a document
+MEDIA = {**dict.fromkeys(("jpg", "jpeg", "png", "webp"), ("sendPhoto", "photo")),
+         **dict.fromkeys(("ogg", "oga", "opus"), ("sendVoice", "voice")),
+         **dict.fromkeys(("mp4", "mov", "webm", "mkv"), ("sendVideo", "video")),
+         **dict.fromkeys(("mp3", "m4a", "wav", "flac", "aac"), ("sendAudio", "audio"))}
+FILE_KINDS = ("document", "voice", "audio", "video", "animation")  # inbound files, beside photo
+SEND_DELAYS = (1.0, 2.0, 5.0)  # a reply is worth a few quick retries, not minutes of them
+
+
+class Telegram:
+    def __init__(self, s: Settings, cfg: Config, inbound: Path, offset_file: Path,
+                 log: Callable[[str, str], None]):
+        self.token = s.telegram_token
+        self.chat_id, self.thread_id = s.telegram_chat_id, s.telegram_thread_id
+        self.api = f"{s.telegram_api_base.rstrip('/')}/bot{self.token}"
+        self.files = f"{s.telegram_api_base.rstrip('/')}/file/bot{self.token}"
+        self.poll_s, self.max_chars = s.telegram_poll_s, s.chat_msg_max
+        self.inbound, self.offset_file = inbound, offset_file
+        self.log = log
+        self.cfg = cfg
+        self.client = make_client(cfg)
+
+    # --- in ---------------------------------------------------------------------------------
+
+    def poll_forever(self, stop: Any, deliver: Callable[[str], None]) -> None:
+        offset = self._read_offset()
+        while not stop.is_set():
+            try:
+                updates = with_retries(lambda: self.call("getUpdates", {
+                    "offset": offset, "timeout": int(self.poll_s), "allowed_updates": ["message"]},
+                    timeout=self.poll_s + 15), self._on_retry, self.cfg.retry_delays)
+            except ProviderError as e:
+                self.log("telegram", f"getUpdates failed: {e}")
+                stop.wait(max(self.poll_s, 5.0))
+                continue
+            for update in updates if isinstance(updates, list) else []:
+                self.receive(update, deliver)
+                offset = int(update.get("update_id", offset - 1)) + 1
+                atomic_write(self.offset_file, f"{offset}\n".encode(), mode=0o600)
+
+    def receive(self, update: dict, deliver: Callable[[str], None]) -> None:
+        msg = update.get("message")
+        if not isinstance(msg, dict):
+            return
+        chat = str((msg.get("chat") or {}).get("id"))
+        thread = msg.get("message_thread_id")
+        if chat != self.chat_id or (self.thread_id and str(thread) != self.thread_id):
+            self.log("telegram", f"ignored a message from chat {chat}"
+                     + (f" thread {thread}" if thread else "") + " (not the configured chat)")
+            return
+        text = msg.get("text") or msg.get("caption") or ""
+        saved = self._download(msg)
+        content = f"[telegram {msg.get('message_id')}] {text}".rstrip()
+        if saved:
+            content += f"\n[file received: {saved}]"
+        deliver(content)
+        self.log("telegram", f"in: {content}")
+
+    def _download(self, msg: dict) -> str:
+        """Save an attached file in inbound/; its path as the agent names it, or ""."""
+        item = next((msg[k] for k in FILE_KINDS if isinstance(msg.get(k), dict)), None)
+        if item is None and isinstance(msg.get("photo"), list) and msg["photo"]:
+            item = msg["photo"][-1]  # the largest size
+        if not item or not item.get("file_id"):
+            return ""
+        try:
+            info = self.call("getFile", {"file_id": item["file_id"]})
+            response = self.client.get(f"{self.files}/{info['file_path']}")
+            response.raise_for_status()
+        except (ProviderError, KeyError, TypeError, load_httpx().HTTPError) as e:
+            self.log("telegram", f"could not fetch a file: {redact(str(e), self.token)}")
+            return ""
+        name = item.get("file_name") or os.path.basename(str(info["file_path"]))
+        target = self.inbound / f"{msg.get('message_id')}-{os.path.basename(name)}"
+        atomic_write(target, response.content, mode=0o600)
+        return os.path.relpath(target, self.inbound.parent.parent)
+
+    def _read_offset(self) -> int:
+        try:
+            return int(self.offset_file.read_text().strip() or 0)
+        except (OSError, ValueError):
+            return 0
+
+    def _on_retry(self, event: Any) -> None:
+        if isinstance(event, Retry):
+            self.log("telegram", f"retry {event.attempt} in {event.delay:g}s: {event.message}")
+
+    # --- out --------------------------------------------------------------------------------
+
+    def send_text(self, text: str) -> None:
+        for piece in split(text, self.max_chars):
+            with_retries(lambda: self.call("sendMessage", {**self._target(), "text": piece}),
+                         self._on_retry, SEND_DELAYS)
+
+    def send_file(self, path: Path, caption: str = "") -> str:
+        method, field = MEDIA.get(path.suffix.lower().lstrip("."), ("sendDocument", "document"))
+        data = {**self._target(), **({"caption": caption} if caption else {})}
+        with open(path, "rb") as f:
+            body = f.read()
+        with_retries(lambda: self.call(method, data, files={field: (path.name, body)}),
+                     self._on_retry, SEND_DELAYS)
+        return method
+
+    def _target(self) -> dict[str, Any]:
+        target: dict[str, Any] = {"chat_id": self.chat_id}
+        if self.thread_id:
+            target["message_thread_id"] = self.thread_id
+        return target
+
+    def call(self, method: str, params: dict, files: dict | None = None,
+             timeout: float | None = None) -> Any:
+        """One Bot API call; ProviderError (retryable for network trouble, 429, 5xx) on failure."""
+        httpx = load_httpx()
+        try:
+            if files:
+                r = self.client.post(f"{self.api}/{method}", data=params, files=files, timeout=timeout)
+            else:
+                r = self.client.post(f"{self.api}/{method}", json=params, timeout=timeout)
+        except httpx.HTTPError as e:
+            raise ProviderError(redact(f"telegram {method}: {e or type(e).__name__}", self.token)) from None
+        return self._result(method, r)
+
+    def _result(self, method: str, r: Any) -> Any:
+        try:
+            body = r.json()
+        except ValueError:
+            body = {}
+        if r.status_code < 400 and isinstance(body, dict) and body.get("ok"):
+            return body.get("result")
+        description = body.get("description") if isinstance(body, dict) else None
+        retry_after = ((body.get("parameters") or {}).get("retry_after")
+                       if isinstance(body, dict) else None)
+        raise ProviderError(redact(f"telegram {method}: HTTP {r.status_code}: "
+                                   f"{description or r.text[:200]}", self.token),
+                            retryable=r.status_code == 429 or r.status_code >= 500,
+                            retry_after=retry_after)
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def split(text: str, limit: int) -> list[str]:
+    """Pieces of at most `limit` characters, cut at a newline where one is near."""
+    pieces = []
+    while len(text) > limit:
+        cut = text.rfind("\n", limit // 2, limit)
+        cut = cut if cut > 0 else limit
+        pieces.append(text[:cut])
+        text = text[cut:].lstrip("\n")
+    return pieces + ([text] if text else [])

@@ -1,0 +1,228 @@
+"""The daemon's tools, declared as the seed does: TOOLS = [(NAME, fn, description, parameters)].
+
+`fn(args, agent)` returns text (or a Popen-like object, which is waited for). Each entry becomes a
+bantam Tool whose `run` goes through the agent's bg_run, so every call is inline within
+tool_timeout and backgrounded past it; bantam's Toolbox still checks arguments, sanitises and
+turns failures into results the model can read. Tools in <agent>/tools/*.py are added at start.
+"""
+from __future__ import annotations
+
+import base64
+import importlib.util
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from ..errors import ToolError
+from ..fsutil import atomic_write
+from ..tools import ToolContext, Toolbox
+from ..tools.files import write_file
+from ..tools.shell import run_shell
+from . import web
+from .bg import note_pid
+from .bus import Conversation
+from .stash import middle_half, stash_range
+
+if TYPE_CHECKING:
+    from .agent import Agent
+
+ToolFn = Callable[[dict, "Agent"], Any]
+READ_LIMIT = 50 * 1024 * 1024       # bytes READ_FILE reads at most
+IMAGE_LIMIT = 10 * 1024 * 1024      # bytes of an image shown to the model (it stays in messages.jsonl)
+READ_LINES = 2000                   # lines READ_FILE shows by default
+SHELL_CAPTURE = 2_000_000           # characters of BASH output kept (then clipped and stashed)
+IMAGES = {b"\x89PNG\r\n\x1a\n": "image/png", b"\xff\xd8\xff": "image/jpeg", b"GIF8": "image/gif"}
+
+
+def resolve(agent: "Agent", path: str) -> Path:
+    if not str(path).strip():
+        raise ToolError("path is empty")
+    return agent.dir.home / Path(path).expanduser()  # an absolute path stays absolute
+
+
+def image_type(data: bytes) -> str | None:
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "image/webp"
+    return next((mime for magic, mime in IMAGES.items() if data.startswith(magic)), None)
+
+
+def read_file(args: dict, agent: "Agent") -> str:
+    path = resolve(agent, args["path"])
+    try:
+        with open(path, "rb") as f:
+            data = f.read(READ_LIMIT)
+    except OSError as e:
+        raise ToolError(f"cannot read {args['path']}: {e.strerror or e}") from e
+    mime = image_type(data)
+    if mime:
+        return _image(args["path"], mime, data, agent)
+    if b"\0" in data[:8192]:
+        raise ToolError(f"{args['path']} is a binary file ({len(data)} bytes); use BASH to inspect it")
+    lines = data.decode("utf-8", "replace").splitlines()
+    start = max(1, int(args.get("offset") or 1))
+    count = max(1, int(args.get("limit") or READ_LINES))
+    shown = lines[start - 1:start - 1 + count]
+    text = "\n".join(f"{n:6}\t{line}" for n, line in enumerate(shown, start))
+    end = start + len(shown) - 1
+    if start > 1 or end < len(lines):
+        text += f"\n[lines {start}-{end} of {len(lines)}" + \
+            (f"; more with offset={end + 1}]" if end < len(lines) else "]")
+    return text or "(empty file)"
+
+
+def _image(name: str, mime: str, data: bytes, agent: "Agent") -> str:
+    if not agent.settings.multimodal_support:
+        hint = " (OCR_IMAGE reads its text)" if "OCR_IMAGE" in agent.toolbox.tools else ""
+        raise ToolError(f"{name} is an image ({mime}) and this model cannot see images "
+                        f"(multimodal_support is false){hint}")
+    if len(data) > IMAGE_LIMIT:
+        raise ToolError(f"{name} is too large to show ({len(data)} bytes; the limit is {IMAGE_LIMIT}): "
+                        "make a smaller copy with BASH first")
+    url = f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
+    agent.attach([{"type": "text", "text": f"<system-message>[image {name}]</system-message>"},
+                  {"type": "image_url", "image_url": {"url": url}}])
+    return f"[image {name}: {mime}, {len(data)} bytes; it follows as the next message]"
+
+
+def write(args: dict, agent: "Agent") -> str:
+    return write_file(str(resolve(agent, args["path"])), args["content"])
+
+
+def edit_file(args: dict, agent: "Agent") -> str:
+    path = resolve(agent, args["path"])
+    old, new = args["old_string"], args["new_string"]
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ToolError(f"cannot read {args['path']}: {getattr(e, 'strerror', None) or e}") from e
+    count = text.count(old) if old else 0
+    if count == 0:
+        raise ToolError(f"old_string was not found in {args['path']}" if old else "old_string is empty")
+    if count > 1 and not args.get("replace_all"):
+        raise ToolError(f"old_string occurs {count} times in {args['path']}: add context to make it "
+                        "unique, or set replace_all")
+    atomic_write(path, text.replace(old, new).encode("utf-8"))
+    return f"replaced {count if args.get('replace_all') else 1} occurrence(s) in {args['path']}"
+
+
+def bash(args: dict, agent: "Agent") -> str:
+    return run_shell(args["command"], agent.settings.bash_timeout, SHELL_CAPTURE, cancel=agent.stop,
+                     on_start=lambda proc: note_pid(proc.pid)).for_model()
+
+
+def search(args: dict, agent: "Agent") -> str:
+    return web.search(agent.web, agent.settings.search_url, args["query"])
+
+
+def fetch(args: dict, agent: "Agent") -> str:
+    return web.fetch(agent.web, args["url"])
+
+
+def stash(args: dict, agent: "Agent") -> str:
+    digest = agent.blobs.put(args["content"])
+    return f"[stash {digest}] saved as {agent.blobs.rel}/{digest}"
+
+
+def stash_messages(args: dict, agent: "Agent") -> str:
+    path = resolve(agent, args["path"]) if args.get("path") else agent.dir / "messages.jsonl"
+    conv = agent.conv if path == agent.dir / "messages.jsonl" else Conversation(path)
+    if args.get("start") is None and args.get("end") is None:
+        start, end = middle_half(conv.read())
+    else:
+        start, end = int(args.get("start") or 1) - 1, int(args.get("end") or 10**9)
+    return stash_range(conv, agent.blobs, agent.summarize, start, end)
+
+
+def send_attachment(args: dict, agent: "Agent") -> str:
+    if not args.get("path"):
+        raise ToolError("SEND_ATTACHMENT sends a file; plain text replies reach the chat by themselves")
+    if agent.telegram is None:
+        raise ToolError("there is no chat channel (no telegram_token in config.json)")
+    path = resolve(agent, args["path"])
+    if not path.is_file():
+        raise ToolError(f"{args['path']} is not a file")
+    method = agent.telegram.send_file(path, args.get("caption") or "")
+    return f"sent {args['path']} ({method})"
+
+
+def _obj(required: list[str], **props: tuple[str, str]) -> dict:
+    return {"type": "object", "required": required,
+            "properties": {k: {"type": t, "description": d} for k, (t, d) in props.items()}}
+
+
+PATH = ("string", "file path, relative to your home")
+TOOLS: list[tuple[str, ToolFn, str, dict]] = [
+    ("SEND_ATTACHMENT", send_attachment, "Send a file to the operator's chat (photo, voice, video, "
+     "audio or document by extension), with an optional caption.",
+     _obj(["path"], path=PATH, caption=("string", "text shown with the file"))),
+    ("READ_FILE", read_file, "Read a text file as numbered lines (offset: first line, from 1; "
+     "limit: how many lines). Images are shown to you when the model supports them.",
+     _obj(["path"], path=PATH, offset=("integer", "first line, from 1"),
+          limit=("integer", f"number of lines (default {READ_LINES})"))),
+    ("WRITE_FILE", write, "Write a whole file (parent directories are created).",
+     _obj(["path", "content"], path=PATH, content=("string", "the new content"))),
+    ("EDIT_FILE", edit_file, "Replace old_string by new_string in a file. old_string must be unique "
+     "unless replace_all is true.",
+     _obj(["path", "old_string", "new_string"], path=PATH, old_string=("string", "exact text to find"),
+          new_string=("string", "replacement"), replace_all=("boolean", "replace every occurrence"))),
+    ("BASH", bash, "Run a bash command in your home directory; returns its output and exit code. "
+     "stdin is closed.", _obj(["command"], command=("string", "the command line"))),
+    ("SEARCH", search, "Search the web; returns titles, links and snippets.",
+     _obj(["query"], query=("string", "what to search for"))),
+    ("WEB_FETCH", fetch, "Fetch a web page as Markdown (or a text file as it is).",
+     _obj(["url"], url=("string", "http(s) URL"))),
+    ("STASH", stash, "Save text in the content-addressed blob store; returns [stash <hash>].",
+     _obj(["content"], content=("string", "what to save"))),
+    ("STASH_MESSAGES", stash_messages, "Collapse lines start..end (from 1) of a messages.jsonl "
+     "(default: your own, its middle half) into one [stash <hash>] line with a summary.",
+     _obj([], start=("integer", "first line"), end=("integer", "last line, inclusive"),
+          path=("string", "another messages.jsonl (default: your own)"))),
+]
+
+
+@dataclass
+class FnTool:
+    """A (NAME, fn, description, parameters) entry as a bantam Tool, run through bg_run."""
+    name: str
+    fn: ToolFn
+    description: str
+    parameters: dict
+    agent: "Agent"
+
+    def run(self, args: dict, ctx: ToolContext) -> str:
+        return self.agent.bg.run(self.name, self.agent.current_call,
+                                 lambda: _text(self.fn(args, self.agent)))
+
+
+def _text(result: Any) -> str:
+    """A Popen-like result (the seed's streamed tools) is waited for here, in the worker."""
+    if hasattr(result, "pid") and hasattr(result, "communicate"):
+        note_pid(result.pid)
+        out, err = result.communicate()
+        parts = [p.decode("utf-8", "replace") if isinstance(p, bytes) else (p or "") for p in (out, err)]
+        return f"{''.join(parts)}\n\nexit: {result.returncode}"
+    return "" if result is None else str(result)
+
+
+def load_tool_files(folder: Path, log: Callable[[str, str], None]) -> list[tuple]:
+    """TOOLS from <agent>/tools/*.py; a file that fails to load is logged and skipped."""
+    entries = []
+    for path in sorted(folder.glob("*.py")):
+        try:
+            spec = importlib.util.spec_from_file_location(f"bantam_agent_tools.{path.stem}", path)
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)  # type: ignore[union-attr]
+            found = list(getattr(module, "TOOLS", []))
+            if not all(isinstance(t, tuple) and len(t) == 4 and callable(t[1]) for t in found):
+                raise TypeError("TOOLS must hold (NAME, fn, description, parameters) tuples")
+            entries.extend(found)
+        except Exception as e:  # the agent's own file: its mistake must not stop the daemon
+            log("tools", f"{path.name} not loaded: {type(e).__name__}: {e}")
+    return entries
+
+
+def make_toolbox(agent: "Agent", ctx: ToolContext) -> Toolbox:
+    tools: dict[str, Any] = {}
+    for name, fn, description, parameters in [*TOOLS, *load_tool_files(agent.dir / "tools", agent.log)]:
+        tools[name] = FnTool(name, fn, description, parameters, agent)
+    return Toolbox(tools, ctx)

@@ -1,0 +1,254 @@
+"""Triggers: the agent's schedule, as files in triggers/ (the seed's three kinds, plus cron).
+
+    {"next": <ts>, "repeat_s": <s?>, "message": "..."}   clock: one-shots are deleted after firing
+    {"cron": "*/5 * * * *", "message": "..."}            clock, by a cron expression (croniter)
+    {"watch": "<path>", "repeat_s": <cooldown?>, ...}     fires when the file's content changes
+    {"cmd": "<shell>", "repeat_s": <s?>}                  fires with the command's stdout, if any
+    {"watch": ..., "cmd": ...}                            the command runs when the file changes
+
+A fire is first written to trigger-queue/ (so it survives a crash), then the schedule is moved on
+or removed. Queued fires are injected one at a time, and only when the stream is idle (its last
+message is a plain assistant reply); if the previous trigger got nothing but an idle reply, that
+pair is removed first, so unanswered heartbeats do not pile up. The state a watch needs (the
+file's hash, when it last fired) is kept in its own json. subconscious-* fires are also shown
+to the operator. The heartbeat doubles its period each time it finds the agent idle, up to
+heartbeat_max_s, and drops back when something happened in between.
+"""
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..fsutil import atomic_write
+from ..tools.shell import run_shell
+from .bus import system_message, unwrap
+
+if TYPE_CHECKING:
+    from .agent import Agent
+
+HEARTBEAT = "heartbeat"
+SURFACED = "subconscious-"
+CMD_CAPTURE = 1_000_000  # characters of a cmd's output kept before clipping
+
+
+class Triggers:
+    def __init__(self, agent: "Agent"):
+        self.agent = agent
+        self.folder = agent.dir / "triggers"
+        self.queue = agent.dir / "trigger-queue"
+        self.lock = threading.Lock()        # the loop and the trigger thread both inject
+        self.reported: dict[str, float] = {}  # bad trigger files already logged (name -> mtime)
+
+    # --- the thread -------------------------------------------------------------------------
+
+    def run(self, stop: threading.Event, wake: threading.Event) -> None:
+        while not stop.is_set():
+            try:
+                soonest = self.tick()
+            except Exception as e:  # one bad tick must not end the schedule
+                self.agent.log("trigger", f"scan failed: {type(e).__name__}: {e}")
+                soonest = time.time() + self.agent.settings.trigger_tick
+            pause = min(self.agent.settings.trigger_tick, max(0.05, soonest - time.time()))
+            wake.wait(pause)
+            wake.clear()
+
+    def tick(self) -> float:
+        """Check every trigger; inject the next queued fire if idle. Returns the soonest 'next'."""
+        now = time.time()
+        soonest = now + self.agent.settings.trigger_tick
+        for path in sorted(self.folder.glob("*.json")):
+            spec = self._read(path)
+            if spec is not None:
+                nxt = self.check(path, spec, now)
+                soonest = min(soonest, nxt) if nxt is not None else soonest
+        self.inject_next()
+        return soonest
+
+    def check(self, path: Path, spec: dict, now: float) -> float | None:
+        name = path.stem
+        try:
+            if "watch" in spec:
+                return self._watch(path, name, spec, now)
+            if "cron" in spec and "next" not in spec:
+                spec["next"] = cron_next(str(spec["cron"]), now)
+                _save(path, spec)
+            if "next" not in spec and "cmd" in spec:
+                spec["next"] = now
+            if "next" not in spec:
+                raise ValueError("expected next, cron, watch or cmd")
+            if now < float(spec["next"]):
+                return float(spec["next"])
+            self._clock(path, name, spec, now)
+            return float(spec["next"]) if path.exists() else None
+        except (ValueError, TypeError, KeyError) as e:
+            self._report(path, f"{type(e).__name__}: {e}")
+        return None
+
+    # --- the kinds ----------------------------------------------------------------------------
+
+    def _clock(self, path: Path, name: str, spec: dict, now: float) -> None:
+        if "cmd" in spec:
+            output = self.run_cmd(str(spec["cmd"]))
+            if output:
+                self.fire(name, _join(spec.get("message"), output))
+        else:
+            self.fire(name, str(spec.get("message") or f"(trigger {name})"))
+        if "cron" in spec:
+            spec["next"] = cron_next(str(spec["cron"]), now)
+        elif spec.get("repeat_s"):
+            repeat = float(spec["repeat_s"])
+            later = float(spec["next"]) + repeat
+            spec["next"] = later if later > now else now + repeat  # missed ticks are skipped
+        else:  # a one-shot: its fire is already safe in trigger-queue/
+            path.unlink(missing_ok=True)
+            return
+        _save(path, spec)
+
+    def _watch(self, path: Path, name: str, spec: dict, now: float) -> float | None:
+        digest = file_hash(self.agent.dir.home / str(spec["watch"]))
+        if "hash" not in spec:  # first sight: remember the content, fire on the next change
+            spec["hash"] = digest
+            _save(path, spec)
+            return None
+        if digest == spec["hash"] or now < float(spec.get("last", 0)) + float(spec.get("repeat_s") or 0):
+            return None  # unchanged, or cooling down (a change then fires when the cooldown ends)
+        spec["hash"], spec["last"] = digest, now
+        message = str(spec.get("message") or f"{spec['watch']} changed")
+        if "cmd" in spec:
+            output = self.run_cmd(str(spec["cmd"]))
+            if output:
+                self.fire(name, _join(spec.get("message"), output))
+        else:
+            self.fire(name, message)
+        _save(path, spec)
+        return None
+
+    def run_cmd(self, cmd: str) -> str:
+        """stdout only (stderr is dropped), with the cmd timeout; clipped like a tool result."""
+        s = self.agent.settings
+        result = run_shell(f"exec 2>/dev/null\n{cmd}", s.cmd_timeout, CMD_CAPTURE)
+        if result.timed_out:
+            self.agent.log("trigger", f"cmd timed out after {s.cmd_timeout:g}s: {cmd[:200]}")
+        return self.agent.blobs.clip(result.output.strip(), s.tool_output_limit)
+
+    # --- fire, queue, inject --------------------------------------------------------------
+
+    def fire(self, name: str, message: str) -> None:
+        if name == HEARTBEAT and list(self.queue.glob(f"*-{HEARTBEAT}.json")):
+            return  # while the agent is busy, one waiting heartbeat says it all
+        record = {"name": name, "message": message, "fired_at": time.time()}
+        atomic_write(self.queue / f"{time.time_ns():020d}-{name}.json",
+                     json.dumps(record, ensure_ascii=False).encode("utf-8"), mode=0o600)
+        self.agent.log("trigger", f"{name} fired: {message[:200]}")
+        if name.startswith(SURFACED):
+            self.agent.tell_operator(f"[{name}] {message}")
+
+    def inject_next(self) -> bool:
+        """The oldest queued fire into the conversation, if the stream is idle."""
+        with self.lock:
+            queued = sorted(self.queue.glob("*.json"))
+            if not queued or self.agent.busy:
+                return False
+            try:
+                record = json.loads(queued[0].read_text(encoding="utf-8"))
+                name, message = str(record["name"]), str(record["message"])
+            except (OSError, ValueError, KeyError, TypeError) as e:
+                self.agent.log("trigger", f"dropped unreadable {queued[0].name}: {e}")
+                queued[0].unlink(missing_ok=True)
+                return False
+            collapsed: list[str] = []
+
+            def change(messages: list[dict]) -> list[dict] | None:
+                if not is_idle(messages):
+                    return None
+                kept, dropped = collapse(messages)
+                collapsed.extend(dropped)
+                return kept + [system_message(f"[trigger {name}] {message}")]
+            if not self.agent.conv.edit(change):
+                return False
+            queued[0].unlink(missing_ok=True)
+        if name == HEARTBEAT:
+            self._back_off(HEARTBEAT in collapsed)
+        return True
+
+    def _back_off(self, was_idle: bool) -> None:
+        path = self.folder / f"{HEARTBEAT}.json"
+        spec = self._read(path)
+        if spec is None:
+            return
+        s = self.agent.settings
+        base = s.heartbeat_s or float(spec.get("repeat_s") or 0) or 225.0  # (0: turned off, file kept)
+        repeat = min(float(spec.get("repeat_s") or base) * 2, max(s.heartbeat_max_s, base)) \
+            if was_idle else base
+        spec["repeat_s"], spec["next"] = repeat, time.time() + repeat
+        _save(path, spec)
+
+    # --- files ----------------------------------------------------------------------------
+
+    def _read(self, path: Path) -> dict | None:
+        try:
+            spec = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as e:
+            self._report(path, str(e))
+            return None
+        if not isinstance(spec, dict):
+            self._report(path, "not a JSON object")
+            return None
+        return spec
+
+    def _report(self, path: Path, problem: str) -> None:
+        """Log a bad trigger file once per version of it, not on every scan."""
+        try:
+            mtime = path.stat().st_mtime
+        except OSError:
+            return
+        if self.reported.get(path.name) != mtime:
+            self.reported[path.name] = mtime
+            self.agent.log("trigger", f"{path.name} ignored: {problem}")
+
+
+def is_idle(messages: list[dict]) -> bool:
+    if not messages:
+        return True
+    last = messages[-1]
+    return last.get("role") == "assistant" and not last.get("tool_calls")
+
+
+def collapse(messages: list[dict]) -> tuple[list[dict], list[str]]:
+    """Drop a trailing (trigger, plain reply) pair: the trigger was not acted on."""
+    if len(messages) >= 2 and is_idle(messages) and messages[-2].get("role") == "user":
+        wrapped, text = unwrap(messages[-2].get("content"))
+        if wrapped and text.startswith("[trigger "):
+            return messages[:-2], [text[len("[trigger "):].split("]", 1)[0]]
+    return messages, []
+
+
+def cron_next(expression: str, now: float) -> float:
+    from croniter import croniter  # imported only by the daemon, only for cron triggers
+    if not croniter.is_valid(expression):
+        raise ValueError(f"not a cron expression: {expression!r}")
+    start = datetime.datetime.fromtimestamp(now).astimezone()  # the machine's local time
+    return float(croniter(expression, start).get_next(float))
+
+
+def file_hash(path: Path) -> str | None:
+    try:
+        with open(path, "rb") as f:
+            return hashlib.file_digest(f, "sha256").hexdigest()
+    except OSError:
+        return None  # a missing file is a state too: its appearance is a change
+
+
+def _join(message: Any, output: str) -> str:
+    return f"{message}\n{output}" if message else output
+
+
+def _save(path: Path, spec: dict) -> None:
+    atomic_write(path, (json.dumps(spec, indent=2) + "\n").encode("utf-8"), mode=0o600)
