@@ -5,7 +5,8 @@
 `messages` (OpenAI chat shape) is extended in place with complete messages only: a failed or
 interrupted step leaves it exactly as it was before that step. (One exception, on purpose: a
 request refused for context length compacts the conversation and is sent again.) After every
-complete step `checkpoint(messages)` is called, so a front end can persist progress. Everything
+complete step `checkpoint(messages)` is called, so a front end can persist progress; it may also
+rewrite the list in place (the daemon brings in what arrived meanwhile). Everything
 the loop has to say goes out through `on_event`; it never prints.
 """
 from __future__ import annotations
