@@ -17,7 +17,7 @@ from pathlib import Path
 from tests.fakes.faults import FAULTS, RECOVERS, fault, good_answer, good_tool_call
 from tests.fakes.openai_server import FakeServer
 
-MODES = ("oneshot", "thread", "subagent", "repl")
+MODES = ("oneshot", "thread", "subagent", "repl", "daemon")
 WIRES = ("openai", "anthropic")
 CLOSED_PORT_URL = "http://127.0.0.1:9/v1"
 
@@ -65,6 +65,8 @@ def run_case(name: str, mode: str, wire: str, directory: Path) -> str | None:
         configure(directory, url, wire)
         if bad is not None:
             server.add(bad, good_answer("recovered", wire))
+        if mode == "daemon":
+            return check_daemon(directory, url, wire, recovers, bad is not None)
         if mode == "oneshot":
             return check_exit(bantam(directory, "-p", "hello"), recovers)
         if mode == "thread":
@@ -124,6 +126,58 @@ def check_repl(directory: Path, recovers: bool) -> str | None:
     roles = [m["role"] for m in messages]
     wanted = ["system", "user", "assistant"] if recovers else ["system", "user"]
     return None if roles == wanted else f"session holds {roles}, wanted {wanted}"
+
+
+def check_daemon(directory: Path, url: str, wire: str, recovers: bool, reachable: bool) -> str | None:
+    """The daemon stays up through the fault, answers the mail when the server lets it, stops cleanly,
+    and messages.jsonl holds whole lines and no partial reply."""
+    import signal
+    import time
+    agent = directory / "agent"
+    agent.mkdir()
+    (agent / "config.json").write_text(json.dumps({
+        "model": "test-model", "api_base": url, "provider": wire, "api_key": "sk-reliability-secret-1234",
+        "retry_delays": [0, 0, 0], "timeout": 1, "trigger_tick": 0.2, "inbox_tick": 0.2, "heartbeat_s": 0,
+        "poll_s": 0.1}))
+    proc = subprocess.Popen([sys.executable, "-m", "bantam", "daemon", "agent"], cwd=directory,
+                            env=env_for(directory / "home"), stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        (agent / "mail_inbox").mkdir(parents=True, exist_ok=True)
+        (agent / "mail_inbox" / "note.txt").write_text("hello")
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            life = (agent / "LIFE.md").read_text() if (agent / "LIFE.md").exists() else ""
+            replies = [m for m in daemon_messages(agent) if m.get("role") == "assistant"]
+            if (reachable and any("recovered" in str(m.get("content")) for m in replies)
+                    and (recovers or "error:" in life)) or (not reachable and "error:" in life):
+                break
+            if proc.poll() is not None:
+                return f"the daemon died with exit {proc.returncode}"
+            time.sleep(0.1)
+        else:
+            return f"no answer and no logged error in time: {life[-300:]}"
+        proc.send_signal(signal.SIGTERM)
+        if proc.wait(15) != 0:
+            return f"stopped with exit {proc.returncode}"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    replies = [m for m in daemon_messages(agent) if m.get("role") == "assistant"]
+    if any(m.get("content") and "recovered" not in str(m["content"]) for m in replies):
+        return f"a partial reply was kept: {replies}"
+    return None
+
+
+def daemon_messages(agent: Path) -> list[dict]:
+    import fcntl
+    try:
+        with open(agent / "messages.jsonl", "rb") as f:
+            fcntl.flock(f, fcntl.LOCK_SH)
+            return [json.loads(line) for line in f.read().splitlines() if line.strip()]
+    except FileNotFoundError:
+        return []
 
 
 def cases():
