@@ -146,8 +146,9 @@ class LocalProvider:
     def message(self, text: str, tools: list[dict]) -> dict:
         text = text.strip()
         if tools and text.startswith(CALL_OPEN):
+            # strict=False: llama.cpp's JSON grammar lets raw control characters into strings
             call = json.loads(text[len(CALL_OPEN): text.rindex(CALL_CLOSE)] if CALL_CLOSE in text
-                              else text[len(CALL_OPEN):])
+                              else text[len(CALL_OPEN):], strict=False)
             return {"role": "assistant", "content": None, "tool_calls": [{
                 "id": f"call_{abs(hash(text)) % 10**8}", "type": "function",
                 "function": {"name": call["name"], "arguments": json.dumps(call["arguments"])}}]}

@@ -1,0 +1,104 @@
+"""Controlled runs from the interactive terminal: /run, /fix, /pause, /resume, /status, /files.
+
+Runs are synchronous in the terminal: Ctrl+C during a run pauses it (its state is saved) and
+/resume continues it. Runs live in ./runs/, like `bantam run`'s; "the last run" is the one this
+session started or resumed, else the newest in ./runs/.
+"""
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+from ..errors import ConfigError
+from ..events import OnEvent
+
+RUNS_DIR = Path("runs")
+Outcome = tuple["Path | None", str, str]  # the run's directory, its final answer, its outcome line
+PAUSE_HELP = ("runs here are synchronous: press Ctrl+C while a run works to pause it (its state is "
+              "saved), then /resume continues it; /status shows where it stands")
+
+
+def start(flags: dict[str, str], line: str, on_event: OnEvent) -> Outcome:
+    """`/run GOAL`, or `/run --workspace DIR --config FILE --require-read F GOAL...`."""
+    from . import runtime
+    if not line.strip():
+        raise ConfigError("usage: /run GOAL (options: --workspace DIR --config FILE --require-read FILE)")
+    options, goal = _options(line)
+    return _outcome(lambda: runtime.start(flags, goal, options, on_event))
+
+
+def fix(flags: dict[str, str], last: Path | None, error: str, on_event: OnEvent) -> Outcome:
+    """A correction run: the last run's goal and the error, its workspace, its configuration."""
+    from . import runtime
+    if not error.strip():
+        raise ConfigError("usage: /fix ERROR (what is still wrong with the last run's result)")
+    store, state = _last(last)
+    goal = (f"{state.goal.strip()}\n\nA previous run ({state.id}) worked on this goal. What is still "
+            f"wrong, to fix now:\n{error.strip()}")
+    options = runtime.Options(workspace=str(store.workspace), require_read=list(state.require_read),
+                              runs_dir=str(RUNS_DIR), saved_config=state.config)
+    return _outcome(lambda: runtime.start(flags, goal, options, on_event))
+
+
+def resume(flags: dict[str, str], last: Path | None, arg: str, on_event: OnEvent) -> Outcome:
+    """`/resume [--retry-blocked]` on the last run."""
+    from . import runtime
+    store, _ = _last(last)
+    options = runtime.Options(runs_dir=str(RUNS_DIR), retry_blocked="--retry-blocked" in arg.split())
+    return _outcome(lambda: runtime.resume(flags, str(store.path), options, on_event))
+
+
+def status(last: Path | None) -> str:
+    from .status import text
+    store, state = _last(last)
+    return text(store, state)
+
+
+def files(last: Path | None) -> str:
+    store, _ = _last(last)
+    root = store.workspace
+    found = sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    lines = [f"{p.relative_to(root).as_posix()}  ({p.stat().st_size} bytes)" for p in found]
+    return f"{root}:\n" + ("\n".join(lines) if lines else "(no files)")
+
+
+def _options(line: str):
+    from . import runtime
+    if not line.lstrip().startswith("--"):
+        return runtime.Options(runs_dir=str(RUNS_DIR)), line.strip()
+    import argparse
+    p = argparse.ArgumentParser(prog="/run", add_help=False, exit_on_error=False)
+    p.add_argument("--workspace")
+    p.add_argument("--config")
+    p.add_argument("--require-read", action="append", default=[])
+    p.add_argument("goal", nargs="+")
+    try:
+        args = p.parse_args(shlex.split(line))
+    except (argparse.ArgumentError, ValueError, SystemExit) as e:
+        raise ConfigError(f"/run: {e}") from None
+    return runtime.Options(args.config, args.workspace, args.require_read, runs_dir=str(RUNS_DIR)), " ".join(args.goal)
+
+
+def _last(last: Path | None):
+    from .store import RunDir
+    path = last or newest()
+    if path is None:
+        raise ConfigError("no run yet: /run GOAL starts one")
+    store = RunDir(path)
+    return store, store.load()
+
+
+def newest() -> Path | None:
+    """The most recently created run (goal.md is written once, when the run is created)."""
+    runs = [p.parent for p in RUNS_DIR.glob("*/goal.md")] if RUNS_DIR.is_dir() else []
+    return max(runs, key=lambda run: (run / "goal.md").stat().st_mtime_ns, default=None)
+
+
+def _outcome(work) -> Outcome:
+    """(the run's directory, its final answer, its outcome line). Ctrl+C pauses the run."""
+    from .status import outcome_line
+    try:
+        store, state = work()
+    except KeyboardInterrupt:
+        return newest(), "", "run paused: /resume continues it"
+    return store.path, state.final if state.status == "completed" else "", outcome_line(store, state)

@@ -1,0 +1,109 @@
+"""`bantam run`, `bantam status`, `bantam resume`: parse the arguments and hand off to runtime.py.
+
+    bantam run GOAL [--config FILE] [--workspace DIR] [--require-read FILE]... [--scripted FILE]
+                    [--runs-dir DIR] [--goal-file FILE]
+    bantam status RUN [--json] [--runs-dir DIR]
+    bantam resume RUN [--config FILE] [--retry-blocked] [--scripted FILE] [--runs-dir DIR]
+
+Exit codes: 0 completed, 1 blocked or failed (a budget, a gate, the model), 2 bad usage or
+configuration, 130 interrupted (the run is paused and resumable). The final answer goes to stdout;
+progress, gates and the outcome line go to stderr.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ..cli import common_options, flags
+from ..errors import ConfigError
+from ..events import Error, Notice
+
+
+def run_main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="bantam run", description="Start a controlled run: the model "
+                                "proposes, the runtime's gates decide.")
+    p.add_argument("goal", nargs="?", help="what the run must achieve")
+    p.add_argument("--goal-file", metavar="FILE", help="read the goal from FILE")
+    p.add_argument("--config", metavar="FILE", help="TOML: [limits] [runtime] [model] [tools]")
+    p.add_argument("--workspace", metavar="DIR", help="copied into the run's workspace (default: empty)")
+    p.add_argument("--require-read", metavar="FILE", action="append", default=[],
+                   help="a workspace file the run must read in full before it may complete (repeatable)")
+    _shared(p)
+    args = p.parse_args(argv)
+    goal = _goal(args.goal, args.goal_file)
+    from . import runtime
+    options = runtime.Options(args.config, args.workspace, args.require_read, args.scripted, args.runs_dir)
+    render = renderer(args)
+    store, state = runtime.start(flags(args), goal, options, render)
+    return report(store, state, render)
+
+
+def resume_main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="bantam resume", description="Continue a controlled run.")
+    p.add_argument("run", help="a run id (under --runs-dir) or a run directory")
+    p.add_argument("--config", metavar="FILE", help="new [limits], [runtime] or [model] (logged)")
+    p.add_argument("--retry-blocked", action="store_true",
+                   help="continue a blocked or failed run; run an interrupted write or command again")
+    _shared(p)
+    args = p.parse_args(argv)
+    from . import runtime
+    options = runtime.Options(args.config, None, [], args.scripted, args.runs_dir, args.retry_blocked)
+    render = renderer(args)
+    store, state = runtime.resume(flags(args), args.run, options, render)
+    return report(store, state, render)
+
+
+def status_main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="bantam status", description="Show a controlled run's state.")
+    p.add_argument("run", help="a run id (under --runs-dir) or a run directory")
+    p.add_argument("--json", action="store_true", help="the status as one JSON object")
+    p.add_argument("--runs-dir", default="runs", metavar="DIR", help="where runs live (default: ./runs)")
+    args = p.parse_args(argv)
+    from pathlib import Path
+
+    from .status import summary, text
+    from .store import RunDir
+    store = RunDir.find(args.run, Path(args.runs_dir))
+    state = store.load()
+    print(json.dumps(summary(store, state), indent=1) if args.json else text(store, state))
+    return 0
+
+
+def _shared(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--scripted", metavar="FILE",
+                   help="replay model answers from FILE (a JSON list of strings) instead of asking a model")
+    p.add_argument("--runs-dir", default="runs", metavar="DIR", help="where runs live (default: ./runs)")
+    common_options(p)
+
+
+def _goal(goal: str | None, goal_file: str | None) -> str:
+    if goal_file:
+        try:
+            with open(goal_file, encoding="utf-8") as f:
+                return f.read()
+        except (OSError, UnicodeDecodeError) as e:
+            raise ConfigError(f"--goal-file: cannot read {goal_file}: {getattr(e, 'strerror', None) or e}") from None
+    if goal is None:
+        raise ConfigError("bantam run needs a GOAL (or --goal-file FILE)")
+    return goal
+
+
+def renderer(args: argparse.Namespace):
+    """Progress on stderr, in the terminal's palette when stderr is a terminal."""
+    from ..config import Config
+    from ..render import use_color
+    from ..render.text import TextRenderer
+    color = use_color(Config(color="auto"), sys.stderr)
+    return TextRenderer(sys.stdout, sys.stderr, color, lambda: 0)
+
+
+def report(store, state, render) -> int:
+    """The final answer on stdout, the outcome on stderr; the exit code."""
+    from .status import outcome_line
+    if state.status == "completed":
+        print(state.final)
+        render(Notice(message=outcome_line(store, state)))
+        return 0
+    render(Error(message=outcome_line(store, state)))
+    return 1

@@ -1,0 +1,207 @@
+"""The context: one fresh, compact prompt per inference, built from the state alone.
+
+No chat history grows: the model sees the goal, the plan, the last four observations (1200
+characters of a success, up to 3000 of a failure), excerpts of the required inputs, the last
+failure until it is fixed, and one instruction. Token counts are estimated at three characters a
+token, deliberately high; a prompt that does not fit is refused by the token gate, never cut.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .gates import GateContext, allowed_tools, unmet
+from .planning import describe_call
+from .settings import RunConfig
+from .state import Observation, RunState
+from .tools import TOOLS, Workspace
+
+CHARS_PER_TOKEN = 3
+OK_EXCERPT, ERROR_EXCERPT, INPUT_EXCERPT = 1200, 3000, 1200
+FILE_EXCERPT = 6000   # of a file being rewritten, and of the best attempt
+LISTED = 40           # workspace files named in a planning prompt
+
+
+@dataclass
+class Request:
+    purpose: str                   # plan, repair, act, final, write
+    messages: list[dict]
+    kinds: tuple[str, ...] = ()    # the proposal kinds a JSON answer may have
+    path: str = ""                 # the file a write answer is for
+    tools: list[str] = field(default_factory=list)  # tools an action may use
+
+    @property
+    def prompt_tokens(self) -> int:
+        return estimate(sum(len(m["content"]) for m in self.messages))
+
+
+def estimate(chars: int) -> int:
+    return chars // CHARS_PER_TOKEN + 1
+
+
+def excerpt(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return f"{text[:half]}\n[... {len(text) - 2 * half} characters not shown ...]\n{text[-half:]}"
+
+
+def build(state: RunState, config: RunConfig, ws: Workspace, run_path: Path) -> Request:
+    """The request for whatever the state needs next."""
+    index = state.current()
+    purpose, kinds = what_is_due(state, config, ws)
+    path = state.plan[index].arguments.get("path", "") if purpose == "write" else ""
+    planning = purpose in ("plan", "repair")
+    tools = allowed_tools(config, planning) if planning or "tool" in kinds else []
+    user = "\n\n".join(part for part in (
+        goal_part(state), listing_part(ws) if planning else "", plan_part(state),
+        inputs_part(state), recent_part(state), failure_part(state),
+        file_part(ws, path, state, run_path, config) if purpose == "write" else "",
+        hint_part(state), budget_part(state, config),
+        instruction(purpose, state, index, config, path, kinds)) if part)
+    system = system_prompt(purpose, config, tools)
+    return Request(purpose, [{"role": "system", "content": system}, {"role": "user", "content": user}],
+                   kinds, path, tools)
+
+
+def what_is_due(state: RunState, config: RunConfig, ws: Workspace) -> tuple[str, tuple[str, ...]]:
+    """The purpose of the next request and the proposal kinds its answer may have."""
+    index = state.current()
+    step = state.plan[index] if index is not None else None
+    if state.phase in ("plan", "repair"):
+        return state.phase, ("plan",)
+    if step is not None and step.tool == "write_file":
+        return "write", ("content", "tool") if config.runtime.file_output_format == "json" else ()
+    if step is not None:
+        return "act", ("tool", "final")
+    # every step is done: when nothing else is missing either, only the answer can help
+    return "final", ("tool", "final") if unmet(GateContext(state, config, ws)) else ("final",)
+
+
+def system_prompt(purpose: str, config: RunConfig, tools: list[str]) -> str:
+    head = ("You work inside a controlled run: you propose, the runtime checks every proposal and "
+            "carries it out. Paths are relative to the workspace.")
+    if purpose == "write" and config.runtime.file_output_format == "fenced":
+        return head + " Now you write one file: reply with its complete content in one code fence, nothing else."
+    lines = [head, "Reply with exactly one JSON object and nothing else."] + (["Tools:"] if tools else [])
+    for name in tools:
+        line = f"- {TOOLS[name].summary}"
+        if name == "write_file":
+            line += f". Files you may write: {', '.join(config.tools.write_paths)}"
+        if name == "shell":
+            line += f". Commands: {', '.join(config.tools.commands)}"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def goal_part(state: RunState) -> str:
+    text = f"Goal:\n{state.goal.strip()}"
+    if state.require_read:
+        text += f"\n\nFiles that must be read in full: {', '.join(state.require_read)}"
+    return text
+
+
+def listing_part(ws: Workspace) -> str:
+    root = ws.root
+    files = sorted(p for p in root.rglob("*") if (p.is_file() or p.is_symlink()) and "__pycache__" not in p.parts)
+    names = [f"{p.relative_to(root).as_posix()}" for p in files[:LISTED]]
+    more = f" (and {len(files) - LISTED} more)" if len(files) > LISTED else ""
+    return "Workspace files: " + (", ".join(names) + more if names else "(none)")
+
+
+def plan_part(state: RunState) -> str:
+    if not state.plan:
+        return ""
+    current = state.current()
+    lines = ["Plan:"]
+    for i, step in enumerate(state.plan):
+        box = {"done": "x", "failed": "!", "pending": " "}[step.status]
+        mark = "   <- current" if i == current else ""
+        lines.append(f"[{box}] {i + 1}. {step.description}: {describe_call(step.tool, step.arguments)}{mark}")
+    return "\n".join(lines)
+
+
+def inputs_part(state: RunState) -> str:
+    """Required inputs stay visible after many repair steps, unless a recent read shows them."""
+    shown = {o.arguments.get("path") for o in state.recent if o.tool == "read_file" and o.ok}
+    parts = [f"--- {path} ---\n{text}" for path, text in state.inputs.items() if path not in shown]
+    return "Required inputs (excerpts):\n" + "\n".join(parts) if parts else ""
+
+
+def observation_text(obs: Observation) -> str:
+    status = "ok" if obs.ok else "FAILED" + (f", exit {obs.exit_code}" if obs.exit_code is not None else "")
+    if obs.clipped:
+        status += ", output clipped"
+    body = excerpt(obs.output, OK_EXCERPT if obs.ok else ERROR_EXCERPT)
+    return f"{describe_call(obs.tool, obs.arguments)}: {status}\n{body}".rstrip()
+
+
+def recent_part(state: RunState) -> str:
+    if not state.recent:
+        return ""
+    return "Recent results (oldest first):\n" + "\n".join(
+        f"{i}. {observation_text(o)}" for i, o in enumerate(state.recent, 1))
+
+
+def failure_part(state: RunState) -> str:
+    failure = state.last_failure
+    if failure is None or any(o.call_id == failure.call_id for o in state.recent):
+        return ""
+    return "The last failure, still to fix:\n" + observation_text(failure)
+
+
+def file_part(ws: Workspace, path: str, state: RunState, run_path: Path, config: RunConfig) -> str:
+    parts = []
+    target = ws.root / path
+    current = target.read_text("utf-8", "replace") if target.is_file() and not target.is_symlink() else None
+    if current is not None:
+        parts.append(f"Current content of {path}:\n{excerpt(current, FILE_EXCERPT)}")
+    best = state.best
+    if config.runtime.keep_best and best and path in best.files and best.passed < best.total:
+        text = (run_path / best.files[path]).read_text("utf-8", "replace")
+        if text != current:
+            parts.append(f"Best tested attempt so far ({best.passed}/{best.total} passed), {path}:\n"
+                         f"{excerpt(text, FILE_EXCERPT)}")
+    return "\n\n".join(parts)
+
+
+def hint_part(state: RunState) -> str:
+    return f"Your last answer could not be used: {state.hint}" if state.hint else ""
+
+
+def budget_part(state: RunState, config: RunConfig) -> str:
+    c, limits = state.counters, config.limits
+    replans = "unlimited" if limits.max_replans == "unlimited" else limits.max_replans - c.replans
+    return (f"Budget left: {limits.max_iterations - c.iterations} iterations, "
+            f"{limits.max_tool_calls - c.tool_calls} tool calls, {replans} repair plans.")
+
+
+PLAN_FORM = '{"plan": [{"description": "...", "tool": "TOOL", "arguments": {...}}, ...]}'
+
+
+def instruction(purpose: str, state: RunState, index: int | None, config: RunConfig, path: str,
+                kinds: tuple[str, ...]) -> str:
+    step = state.plan[index] if index is not None else None
+    writes = (" A write_file step names only the path: you give the content when the step is due."
+              if config.tools.write_paths else "")
+    if purpose == "plan":
+        return (f"Write a short plan that reaches the goal; each step is one tool call. Reply with "
+                f"{PLAN_FORM}.{writes}")
+    if purpose == "repair":
+        return (f"A step failed (see the results above). Write a repair plan for the remaining work, "
+                f"in the same form: {PLAN_FORM}.")
+    if purpose == "write":
+        if config.runtime.file_output_format == "json":
+            return f'Write the complete content of {path}. Reply with {{"content": "THE WHOLE FILE"}}.'
+        return (f"Step {index + 1}: {step.description}. Reply with the complete content of {path} in one "
+                "code fence (a line ``` before it and a line ``` after it) and nothing else; no JSON, no "
+                "escaping. If the file itself contains ``` lines, use ```` for the outer fence.")
+    if purpose == "act":
+        call = json.dumps({"tool": step.tool, "arguments": step.arguments})
+        return f"Do step {index + 1}: {step.description}. Reply with the tool call, for example {call}."
+    answer = ('Reply with {"final": "YOUR ANSWER"}: the answer to the goal, based on the results above.')
+    if "tool" in kinds:
+        return (f"All steps are done, but the run is not complete yet. {answer} Or, to do what is "
+                "missing, reply with a tool call.")
+    return f"All steps are done and everything needed is there. {answer}"

@@ -1,0 +1,354 @@
+"""The controlled loop: state transitions and nothing else.
+
+    turn:  budgets -> (a fully specified step: run it) | (prompt -> model -> parser -> gates -> tool)
+           -> observation -> state -> plan.md
+
+Every transition is saved before the next one starts: the token reservation before a request,
+the answer before it is parsed, the intent before a tool runs, the observation (fsynced) before
+the state moves on. That ordering is what makes resume safe; see state.py. The loop prints
+nothing: it reports through `emit` (events.jsonl, and a Notice for the front end).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ..errors import ProviderError
+from ..events import Notice, OnEvent
+from . import context
+from .context import Request
+from .evidence import evidence_note, record_evidence
+from .gates import Blocked, Budgets, CallGate, GateContext, Rejected, call_key, check_final
+from .model import Reply, RunModel
+from .parser import Answer, ParseError, parse_file, parse_json
+from .planning import describe_call, direct, matching_step, plan_md, replace_plan, rewrite_plan
+from .schema import Action, Final, Plan, SchemaError, validate
+from .state import Call, Inference, Observation, PendingAnswer, PlanStep, RunState
+from .store import RunDir
+from .tools import TOOLS, Refused, ToolResult, Workspace
+
+
+@dataclass
+class Run:
+    """Everything one run is made of; runtime.py puts it together."""
+    state: RunState
+    store: RunDir
+    workspace: Workspace
+    model: RunModel
+    call_gates: list[CallGate]      # for a proposed tool call
+    step_gates: list[CallGate]      # for each step of a proposed plan
+    on_event: OnEvent
+    budgets: Budgets = field(default_factory=Budgets)
+    clock: Callable[[], float] = time.time
+
+    @property
+    def config(self):
+        return self.state.config
+
+    def ctx(self, planning: bool = False) -> GateContext:
+        return GateContext(self.state, self.config, self.workspace, planning)
+
+    def emit(self, kind: str, message: str = "", **data: Any) -> None:
+        self.store.event(kind, message=message, **data)
+        if message:
+            self.on_event(Notice(message=message))
+
+    def commit(self) -> None:
+        self.store.save(self.state, plan_md(self.state))
+
+
+def drive(run: Run, retried_gate: str = "") -> RunState:
+    """Run until completed, blocked, failed or interrupted (KeyboardInterrupt: paused, re-raised)."""
+    try:
+        recover(run, rerun=bool(retried_gate))
+        if retried_gate == "max_replans" and run.state.status == "running":
+            repair(run)
+        while run.state.status == "running":
+            turn(run)
+    except Blocked as b:
+        stop(run, "blocked", b.gate, b.reason)
+    except ProviderError as e:
+        stop(run, "failed", "model", str(e))
+    except KeyboardInterrupt:
+        stop(run, "paused", "interrupted", "interrupted; resume continues from here")
+        raise
+    return run.state
+
+
+def stop(run: Run, status: str, gate: str, reason: str) -> None:
+    st = run.state
+    st.status, st.gate, st.reason = status, gate, reason  # type: ignore[assignment]
+    run.emit(status, f"run {status}: {gate}: {reason}", gate=gate, reason=reason)
+    run.commit()
+
+
+def turn(run: Run) -> None:
+    st = run.state
+    run.budgets.before_turn(st, run.config, run.clock())
+    st.counters.iterations += 1
+    index = st.current()
+    if st.phase == "act" and index is not None and direct(st.plan[index], run.config):
+        step = st.plan[index]
+        return execute(run, Call(tool=step.tool, arguments=dict(step.arguments)), "plan")
+    request = context.build(st, run.config, run.workspace, run.store.path)
+    handle(run, infer(run, request))
+
+
+# --- the model ------------------------------------------------------------------------------------
+
+def infer(run: Run, request: Request) -> PendingAnswer:
+    """Reserve the tokens, ask, save the answer. A process killed in between keeps the reservation."""
+    reserve(run, request)
+    try:
+        reply = run.model.answer(request, run.on_event)
+    except ProviderError:  # the request failed for good: what it reserved stays counted
+        run.state.counters.lost_reservations += run.state.inference.reserved
+        run.state.inference = None
+        raise
+    return record(run, request, reply)
+
+
+def reserve(run: Run, request: Request) -> None:
+    st, c = run.state, run.state.counters
+    prompt, output = request.prompt_tokens, run.model.max_tokens
+    run.budgets.before_inference(st, run.config, prompt, output, run.model.window())
+    st.inference = Inference(reserved=prompt + output, purpose=request.purpose, started=run.clock())
+    c.tokens_used += prompt + output
+    c.model_calls += 1
+    run.commit()
+    prompt_file = run.store.artifact(f"prompt-{c.model_calls:04d}.txt", "\n\n".join(
+        f"[{m['role']}]\n{m['content']}" for m in request.messages))
+    run.emit("llm_request", purpose=request.purpose, prompt=prompt_file, prompt_tokens=prompt,
+             reserved=prompt + output)
+
+
+def record(run: Run, request: Request, reply: Reply) -> PendingAnswer:
+    """The measured use replaces the reservation; the answer is saved before it is parsed."""
+    st, c = run.state, run.state.counters
+    c.tokens_used += reply.prompt_tokens + reply.completion_tokens - st.inference.reserved
+    c.prompt_tokens += reply.prompt_tokens
+    c.completion_tokens += reply.completion_tokens
+    st.inference = None
+    st.scripted_used = getattr(run.model, "used", st.scripted_used)
+    artifact = run.store.artifact(f"answer-{c.model_calls:04d}.txt", reply.text)
+    st.pending_answer = PendingAnswer(text=reply.text, purpose=request.purpose, path=request.path,
+                                      finish_reason=reply.finish_reason, max_tokens=run.model.max_tokens)
+    run.commit()
+    run.emit("llm_answer", purpose=request.purpose, artifact=artifact, finish_reason=reply.finish_reason,
+             prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens)
+    return st.pending_answer
+
+
+def handle(run: Run, answer: PendingAnswer) -> None:
+    """Parser, then gates, then the tool (or the plan, or completion)."""
+    st = run.state
+    st.pending_answer = None  # from here on the answer's effects are in the state
+    st.hint = ""
+    try:
+        proposal, recovered = read_answer(answer, run.config.runtime.file_output_format)
+    except (ParseError, SchemaError) as e:
+        return unusable(run, "schema" if isinstance(e, SchemaError) else "parser", str(e))
+    st.counters.parse_retries = 0
+    if recovered:
+        st.counters.parser_recoveries += 1
+        form = {"json_fence": "a JSON code fence", "plan_call": "a tool call named plan"}[recovered]
+        run.emit("parse_recovered", f"parser: read the answer from {form}", form=recovered)
+    if isinstance(proposal, Plan):
+        return accept_plan(run, [PlanStep(**s.model_dump()) for s in proposal.plan])
+    if isinstance(proposal, Final):
+        return finish(run, proposal.final)
+    if isinstance(proposal, Action):
+        return execute(run, Call(tool=proposal.tool, arguments=proposal.arguments), "model")
+    execute(run, Call(tool="write_file", arguments={"path": answer.path, "content": proposal}), "model")
+
+
+def read_answer(answer: PendingAnswer, file_format: str) -> tuple[Any, str | None]:
+    """(a Plan, Action or Final; or a file's text for a write step), and the recovery used."""
+    raw = Answer(answer.text, answer.finish_reason, answer.max_tokens)
+    if answer.purpose == "write" and file_format == "fenced":
+        return parse_file(raw, answer.path), None
+    planning = answer.purpose in ("plan", "repair")
+    parsed = parse_json(raw, plan_due=planning)
+    if answer.purpose != "write":
+        return validate(parsed.obj, ("plan",) if planning else ("tool", "final")), parsed.recovered_by
+    proposal = validate(parsed.obj, ("content", "tool"))
+    if isinstance(proposal, Action):  # a full write_file call for the planned path is fine too
+        args = proposal.arguments
+        if proposal.tool != "write_file" or args.get("path") != answer.path or not isinstance(args.get("content"), str):
+            raise SchemaError(f'expected {{"content": ...}} with the whole of {answer.path}')
+        return args["content"], parsed.recovered_by
+    return proposal.content, parsed.recovered_by
+
+
+def unusable(run: Run, gate: str, problem: str) -> None:
+    c = run.state.counters
+    c.parse_failures += 1
+    c.parse_retries += 1
+    c.consecutive_failures += 1
+    run.state.hint = problem
+    run.emit("parse_error", f"{gate}: {problem}", gate=gate)
+    run.commit()
+
+
+def reject(run: Run, rejection: Rejected) -> None:
+    c = run.state.counters
+    c.gate_rejections += 1
+    c.consecutive_failures += 1
+    run.state.hint = f"the {rejection.gate} gate refused it: {rejection.reason}"
+    run.emit("gate_rejected", f"gate {rejection.gate}: {rejection.reason}", gate=rejection.gate)
+    run.commit()
+
+
+def check_call(run: Run, call: Call, planning: bool) -> None:
+    ctx = run.ctx(planning)
+    for gate in run.step_gates if planning else run.call_gates:
+        gate.check(call, ctx)
+
+
+def accept_plan(run: Run, steps: list[PlanStep]) -> None:
+    for i, step in enumerate(steps, 1):
+        try:
+            check_call(run, Call(tool=step.tool, arguments=step.arguments), planning=True)
+        except Rejected as r:
+            return reject(run, Rejected(r.gate, f"plan step {i}: {r.reason}"))
+    kind = "repair plan" if run.state.phase == "repair" else "plan"
+    replace_plan(run.state, steps)
+    run.emit("plan", f"{kind}: " + "; ".join(describe_call(s.tool, s.arguments) for s in steps),
+             steps=[s.model_dump() for s in steps])
+    run.commit()
+
+
+def finish(run: Run, text: str) -> None:
+    try:
+        check_final(run.ctx())
+    except Rejected as r:
+        return reject(run, r)
+    st = run.state
+    st.final, st.status, st.gate, st.reason = text, "completed", "", ""
+    run.emit("completed", "run completed: every step done, reads and checks proven")
+    run.commit()
+
+
+# --- tools ------------------------------------------------------------------------------------------
+
+def execute(run: Run, call: Call, via: str) -> None:
+    """Gates, then the intent on disk, then the tool."""
+    st = run.state
+    try:
+        check_call(run, call, planning=False)
+    except Rejected as r:
+        return reject(run, r)
+    run.budgets.before_tool(st, run.config)
+    call.key = call_key(call, run.ctx())
+    call.step = matching_step(st, call.tool, call.arguments)
+    call.call_id, call.started = st.new_call_id(), run.clock()
+    st.pending_call = call
+    st.counters.tool_calls += 1
+    run.commit()  # the intent is on disk before anything runs
+    run.store.event("intent", call_id=call.call_id, call=describe_call(call.tool, call.arguments), via=via)
+    run_call(run, call)
+
+
+def run_call(run: Run, call: Call) -> None:
+    ws = run.workspace
+    files_before = ws.files_hash(run.config.tools.write_paths)
+    try:
+        result = TOOLS[call.tool].run(call.arguments, ws)
+    except Refused as e:
+        result = ToolResult(False, f"refused: {e}")
+    except OSError as e:
+        result = ToolResult(False, f"error: {e.strerror or e}")
+    args = {k: v for k, v in call.arguments.items() if k != "content"}
+    obs = Observation(call_id=call.call_id, tool=call.tool, arguments=args, ok=result.ok, output=result.output,
+                      clipped=result.clipped, exit_code=result.exit_code, step=call.step,
+                      facts={**result.facts, "files_hash": files_before})
+    run.store.artifact(f"result-{call.call_id}.json", obs.model_dump_json(indent=1))
+    run.store.observe(obs)  # fsynced: from here on the call counts as done
+    apply(run, obs, call)
+    run.commit()
+
+
+def apply(run: Run, obs: Observation, call: Call) -> None:
+    """An observation's effects on the state: evidence, counters, the step, repair."""
+    st, c = run.state, run.state.counters
+    st.pending_call = None
+    st.remember(obs)
+    st.repeats = st.repeats + 1 if call.key == st.last_call else 1
+    st.last_call = call.key
+    step = st.plan[obs.step] if obs.step is not None and obs.step < len(st.plan) else None
+    complete = obs.ok and not obs.clipped
+    record_evidence(run, obs)
+    if not obs.ok:
+        c.tool_failures += 1
+        c.consecutive_failures += 1
+        st.last_failure = obs
+    elif complete or step is None:
+        c.consecutive_failures = 0
+        if st.last_failure and (st.last_failure.tool, st.last_failure.arguments) == (obs.tool, obs.arguments):
+            st.last_failure = None
+    status = "ok" if complete else "FAILED" if not obs.ok else "ok, output clipped"
+    code = f" (exit {obs.exit_code})" if obs.exit_code is not None else ""
+    run.emit("tool", f"{describe_call(obs.tool, obs.arguments)}: {status}{code}", call_id=obs.call_id,
+             ok=obs.ok, clipped=obs.clipped, step=obs.step)
+    if step is None:
+        return
+    if complete:
+        step.status, step.note = "done", evidence_note(obs)
+        return
+    step.status = "failed"
+    step.note = f"failed{code}" if not obs.ok else "output clipped: a step needs the complete result"
+    if obs.ok:
+        c.consecutive_failures += 1
+    repair(run)
+
+
+def repair(run: Run) -> None:
+    """After a failed step: a repair plan, the model's or the runtime's, within max_replans."""
+    st = run.state
+    run.budgets.before_replan(st, run.config)
+    st.counters.replans += 1
+    if run.config.runtime.repair_strategy == "rewrite":
+        replace_plan(st, rewrite_plan(run.config))
+        run.emit("plan", f"repair plan {st.counters.replans} (rewrite): " + "; ".join(
+            describe_call(s.tool, s.arguments) for s in st.plan if s.status != "done"))
+    else:
+        st.phase = "repair"
+        run.emit("replan", f"asking the model for repair plan {st.counters.replans}")
+
+
+# --- resume -----------------------------------------------------------------------------------------
+
+def recover(run: Run, rerun: bool) -> None:
+    """Finish what a killed or interrupted process left in flight (see state.py)."""
+    st = run.state
+    if st.inference is not None:
+        st.counters.lost_reservations += st.inference.reserved
+        run.emit("inference_lost", f"an interrupted {st.inference.purpose} request is asked again; its "
+                 f"reservation of {st.inference.reserved} tokens stays counted")
+        st.inference = None
+        run.commit()
+    if st.pending_call is not None:
+        recover_call(run, st.pending_call, rerun)
+    if st.pending_answer is not None and st.status == "running":
+        run.emit("answer_reused", "an answer saved before the interruption is used (no new request)")
+        handle(run, st.pending_answer)
+
+
+def recover_call(run: Run, call: Call, rerun: bool) -> None:
+    shown = describe_call(call.tool, call.arguments)
+    obs = run.store.observation(call.call_id)
+    if obs is not None:
+        run.emit("observation_reused", f"{shown}: its saved result is taken over (not run again)")
+        apply(run, obs, call)
+        return run.commit()
+    if TOOLS[call.tool].mutates and not rerun:
+        raise Blocked("interrupted", f"{shown} was interrupted before its result was saved; it may "
+                                     "have run. Check the workspace, then resume with --retry-blocked "
+                                     "to run it again")
+    run.emit("call_repeated", f"{shown}: interrupted without a result; run again"
+             + (" (--retry-blocked)" if TOOLS[call.tool].mutates else " (it only reads)"))
+    if TOOLS[call.tool].mutates:
+        run.state.counters.tool_calls += 1
+        run.commit()
+    run_call(run, call)

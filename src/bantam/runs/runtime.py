@@ -1,0 +1,187 @@
+"""Composition: the one place where a run's parts are chosen and wired together.
+
+    start(flags, goal, options)    a new run directory, its state, then the loop
+    resume(flags, ref, options)    the saved state, the saved configuration (a resume config on
+                                   top, logged), then the loop
+
+`flags` are bantam's own configuration flags (--model, --endpoint, --provider, --set). A run's
+[model] section sits between them and .bantam.cfg; what was used is saved in the run and used
+again on resume (never the API key).
+"""
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..config import load as load_bantam_config
+from ..errors import ConfigError
+from ..events import OnEvent
+from . import settings
+from .gates import AllowedTool, Arguments, Commands, Paths, Repetition
+from .loop import Run, drive
+from .model import ProviderModel, RunModel, ScriptedModel, read_script
+from .planning import files_plan, plan_md
+from .state import RunState
+from .store import RunDir
+from .tools import Workspace
+
+# The gate pipelines, in order. A plan's steps pass the same checks as a call, except that a
+# write step names only its path and repetition cannot apply yet.
+CALL_GATES = (AllowedTool(), Arguments(), Paths(), Commands(), Repetition())
+STEP_GATES = (AllowedTool(), Arguments(), Paths(), Commands())
+MODEL_KEYS = ("provider", "model", "endpoint", "model_path", "temperature", "context_window", "n_ctx")
+
+
+@dataclass
+class Options:
+    config: str | None = None          # --config FILE
+    workspace: str | None = None       # --workspace DIR (new runs)
+    require_read: list[str] = field(default_factory=list)
+    scripted: str | None = None        # --scripted FILE
+    runs_dir: str = "runs"
+    retry_blocked: bool = False        # resume only
+    saved_config: settings.RunConfig | None = None  # instead of --config: a run's own (/fix)
+
+
+def start(flags: dict[str, str], goal: str, options: Options, on_event: OnEvent) -> tuple[RunDir, RunState]:
+    if not goal.strip():
+        raise ConfigError("the goal is empty")
+    config = options.saved_config or settings.load(options.config)
+    required = [_required(p) for p in options.require_read]
+    source = _source(options.workspace)
+    model_info = _model_info(flags, config, options.scripted)
+    store = RunDir.create(Path(options.runs_dir), goal, source)
+    try:
+        state = RunState(id=store.id, goal=goal, config=config, model=model_info, require_read=required)
+        if config.runtime.planning_strategy == "files":
+            state.plan, state.phase = files_plan(config, required), "act"
+        store.save(state, plan_md(state))
+        try:
+            run = _assemble(state, store, flags, on_event)
+        except ConfigError:  # e.g. provider=local without llama-cpp-python: nothing ran, keep nothing
+            shutil.rmtree(store.path, ignore_errors=True)
+            raise
+        run.emit("created", f"run {store.id} in {store.path} · model: {run.model.label}",
+                 workspace=str(source) if source else None)
+        if state.scripted:
+            run.emit("scripted", f"SCRIPTED: model answers are replayed from {state.scripted}; no model is asked")
+        return store, drive(run)
+    finally:
+        store.unlock()
+
+
+def resume(flags: dict[str, str], ref: str, options: Options, on_event: OnEvent) -> tuple[RunDir, RunState]:
+    store = RunDir.find(ref, Path(options.runs_dir))
+    store.lock()
+    try:
+        repaired = store.heal_logs()
+        state = store.load()
+        changes = _new_config(state, options.config)
+        if options.scripted:
+            read_script(options.scripted)
+            state.model = {"scripted": str(Path(options.scripted).resolve())}
+        run = _assemble(state, store, flags, on_event)
+        for note in repaired:
+            run.emit("healed", note)
+        if changes:
+            run.emit("config_changed", "configuration changed: " + ", ".join(
+                f"{k} {old!r} -> {new!r}" for k, (old, new) in changes.items()), changes=changes)
+            run.commit()
+        retried = _unblock(run, options.retry_blocked)
+        if state.status != "running":
+            return store, state
+        run.emit("resumed", f"resuming run {store.id} · model: {run.model.label}")
+        return store, drive(run, retried)
+    finally:
+        store.unlock()
+
+
+def _new_config(state: RunState, path: str | None) -> dict:
+    if not path:
+        return {}
+    state.config, changes = settings.for_resume(state.config, path)
+    return changes
+
+
+def _unblock(run: Run, retry: bool) -> str:
+    """--retry-blocked: a blocked or failed run runs again (its streaks start over); an
+    interrupted write or command is run again. Returns the gate being retried, if any."""
+    st = run.state
+    if st.status == "paused":
+        st.status = "running"
+    if st.status in ("blocked", "failed") and not retry:
+        run.emit("not_resumed", f"run {st.id} is {st.status} ({st.gate}: {st.reason}); resume it "
+                 "explicitly with --retry-blocked (and a --config with larger limits if a budget ran out)")
+        return ""
+    if not retry or st.status == "completed":
+        return ""
+    gate = st.gate or "interrupted"
+    if st.status in ("blocked", "failed"):
+        run.emit("retry_blocked", f"retrying after {st.gate}: {st.reason}", gate=st.gate)
+        st.status, st.gate, st.reason = "running", "", ""
+        st.counters.consecutive_failures = st.counters.parse_retries = 0
+    run.commit()
+    return gate
+
+
+def _assemble(state: RunState, store: RunDir, flags: dict[str, str], on_event: OnEvent) -> Run:
+    tools = state.config.tools
+    workspace = Workspace(store.workspace, tuple(tools.write_paths), dict(tools.commands),
+                          tools.command_timeout_seconds, tools.output_limit_bytes)
+    return Run(state, store, workspace, _model(state, flags, workspace), list(CALL_GATES),
+               list(STEP_GATES), on_event)
+
+
+def _model(state: RunState, flags: dict[str, str], workspace: Workspace) -> RunModel:
+    if state.scripted:
+        return ScriptedModel(state.scripted, state.scripted_used, state.config.model)
+    cfg = _bantam_config(state.model, state.config, flags)
+    model = ProviderModel(cfg, state.config.model, workspace)
+    state.model = {**_describe(cfg), "label": model.label}
+    return model
+
+
+def _bantam_config(saved: dict, config: settings.RunConfig, flags: dict[str, str]):
+    """bantam's configuration for the run: flags over [model] over what the run used before
+    over .bantam.cfg and the environment."""
+    used = {k: str(v) for k, v in saved.items() if k in MODEL_KEYS and v}
+    return load_bantam_config({**used, **_model_flags(config), **flags})
+
+
+def _model_info(flags: dict[str, str], config: settings.RunConfig, scripted: str | None) -> dict:
+    """What the run will use, as saved in state.json: the scripted file, or the model (no key)."""
+    if scripted:
+        read_script(scripted)
+        return {"scripted": str(Path(scripted).resolve())}
+    return _describe(_bantam_config({}, config, flags))
+
+
+def _describe(cfg) -> dict:
+    info = {"provider": cfg.provider, "model": cfg.model}
+    if cfg.provider == "local":
+        info["model_path"] = cfg.model_path
+    else:
+        info["endpoint"] = cfg.endpoint
+    return info
+
+
+def _model_flags(config: settings.RunConfig) -> dict[str, str]:
+    values = config.model.model_dump()
+    return {k: str(values[k]) for k in MODEL_KEYS if values.get(k) is not None}
+
+
+def _required(path: str) -> str:
+    try:
+        return settings.clean_path(path, "--require-read")
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+
+
+def _source(workspace: str | None) -> Path | None:
+    if workspace is None:
+        return None
+    source = Path(workspace)
+    if not source.is_dir():
+        raise ConfigError(f"--workspace: {workspace} is not a directory")
+    return source

@@ -1,0 +1,156 @@
+"""The run directory on disk:
+
+    runs/<run-id>/
+      goal.md             the goal as given; a changed goal.md stops resume (start a new run)
+      plan.md             a readable projection of the state, rewritten after every transition
+      state.json          the authoritative state (atomic write, fsync)
+      observations.jsonl  every tool result, appended and fsynced before the state moves on
+      events.jsonl        model calls, parsing, gates, tools, plan updates
+      artifacts/          model answers (bounded) and tool results as JSON
+      workspace/          the only directory the tools can touch
+      .lock               held (flock) by the one process working on the run
+
+A torn last line of a JSONL file (a crash mid-append) is cut off when the run is opened.
+"""
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import secrets
+import shutil
+import time
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from ..errors import ConfigError
+from ..fsutil import JsonlLog, atomic_write
+from .state import Observation, RunState
+
+ARTIFACT_LIMIT = 256 * 1024  # bytes of one answer or result kept as an artifact
+
+
+class RunDir:
+    def __init__(self, path: Path):
+        self.path = path
+        self.workspace = path / "workspace"
+        self._lock = None
+
+    # --- creating, finding, locking -------------------------------------------------------
+
+    @classmethod
+    def create(cls, runs_dir: Path, goal: str, source: Path | None) -> "RunDir":
+        runs_dir.mkdir(parents=True, exist_ok=True)
+        while True:  # ids sort by time; the random part keeps runs started in one second apart
+            run = cls(runs_dir / (time.strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)))
+            try:
+                run.path.mkdir()
+                break
+            except FileExistsError:
+                continue
+        run.lock()
+        (run.path / "artifacts").mkdir()
+        if source is not None:
+            shutil.copytree(source, run.workspace, symlinks=True,
+                            ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            run.workspace.mkdir()
+        atomic_write(run.path / "goal.md", goal.encode("utf-8"))
+        return run
+
+    @classmethod
+    def find(cls, ref: str, runs_dir: Path) -> "RunDir":
+        """A run by directory path, by id under `runs_dir`, or by a unique id prefix there."""
+        for candidate in (Path(ref), runs_dir / ref):
+            if (candidate / "state.json").is_file():
+                return cls(candidate)
+        matches = sorted(runs_dir.glob(f"{ref}*/state.json")) if runs_dir.is_dir() and "/" not in ref else []
+        if len(matches) == 1:
+            return cls(matches[0].parent)
+        if len(matches) > 1:
+            raise ConfigError(f"run {ref!r} is ambiguous in {runs_dir}: {len(matches)} runs match")
+        raise ConfigError(f"no run {ref!r} (looked for a run directory and in {runs_dir})")
+
+    @property
+    def id(self) -> str:
+        return self.path.name
+
+    def lock(self) -> None:
+        """One writer per run: a second `resume` of the same run stops here."""
+        handle = open(self.path / ".lock", "a+")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.close()
+            raise ConfigError(f"run {self.id} is in use by another bantam process") from None
+        self._lock = handle
+
+    def unlock(self) -> None:
+        if self._lock is not None:
+            self._lock.close()  # closing the descriptor releases the flock
+            self._lock = None
+
+    # --- state ----------------------------------------------------------------------------
+
+    def load(self) -> RunState:
+        try:
+            state = RunState.model_validate_json((self.path / "state.json").read_bytes())
+        except (OSError, ValueError, ValidationError) as e:
+            raise ConfigError(f"{self.path / 'state.json'}: not a readable run state ({str(e)[:200]})") from None
+        goal = self.path / "goal.md"
+        if not goal.is_file() or goal.read_text(encoding="utf-8") != state.goal:
+            raise ConfigError(f"{goal} differs from the goal in state.json; a run keeps its goal: "
+                              "start a new run for a new goal")
+        return state
+
+    def save(self, state: RunState, plan_md: str) -> None:
+        state.updated = time.time()
+        atomic_write(self.path / "state.json", state.model_dump_json(indent=1).encode("utf-8"))
+        atomic_write(self.path / "plan.md", plan_md.encode("utf-8"))
+
+    # --- logs and artifacts ---------------------------------------------------------------
+
+    def heal_logs(self) -> list[str]:
+        """Cut torn last lines off both logs; returns what was repaired."""
+        repaired = []
+        for name in ("observations.jsonl", "events.jsonl"):
+            path = self.path / name
+            before = path.stat().st_size if path.exists() else 0
+            try:
+                JsonlLog(path).read()
+            except ValueError as e:
+                raise ConfigError(f"{e}; the log is damaged in the middle and was left as it is") from None
+            if path.exists() and path.stat().st_size != before:
+                repaired.append(f"{name}: removed a torn last line ({before - path.stat().st_size} bytes)")
+        return repaired
+
+    def observe(self, obs: Observation) -> None:
+        """Append an observation and fsync it: after this the call counts as done."""
+        self._append("observations.jsonl", obs.model_dump(), sync=True)
+
+    def observation(self, call_id: str) -> Observation | None:
+        for record in reversed(JsonlLog(self.path / "observations.jsonl").read()):
+            if record.get("call_id") == call_id:
+                return Observation.model_validate(record)
+        return None
+
+    def event(self, kind: str, **data: object) -> None:
+        self._append("events.jsonl", {"time": round(time.time(), 3), "type": kind, **data}, sync=False)
+
+    def _append(self, name: str, record: dict, sync: bool) -> None:
+        line = (json.dumps(record, ensure_ascii=False, default=str) + "\n").encode("utf-8")
+        fd = os.open(self.path / name, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, line)
+            if sync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def artifact(self, name: str, text: str) -> str:
+        data = text.encode("utf-8")
+        if len(data) > ARTIFACT_LIMIT:
+            data = data[:ARTIFACT_LIMIT] + b"\n[... clipped ...]\n"
+        atomic_write(self.path / "artifacts" / name, data)
+        return f"artifacts/{name}"

@@ -1,0 +1,256 @@
+"""The run's tools, confined to one workspace directory.
+
+    read_file  {"path": P}        a regular file's text; clipped output is not a full read
+    list_files {"path": D}        the files under D, with sizes
+    write_file {"path": P}        only paths in [tools] write_paths; content comes from the model
+                                  when the step is due (a fence, or JSON), written atomically
+    shell      {"command": NAME}  a named command from [tools.commands]: a fixed argument array,
+                                  no shell, in the workspace, stdin closed, output capped, timeout,
+                                  whole process group killed, no credentials in its environment
+
+This is not an OS sandbox: a check command runs generated code with the user's rights.
+Each tool re-checks its path even after the gates did: a tool must be safe on its own.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import selectors
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any, Protocol
+
+from ..fsutil import atomic_write
+from ..sanitize import sanitize
+from ..tools.shell import NON_INTERACTIVE_ENV
+
+# Environment variables whose names contain one of these never reach a check command.
+SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH", "COOKIE",
+                "PRIVATE", "SESSION")
+LIST_LIMIT = 500  # files listed by one list_files call
+DRAIN_AFTER_EXIT = 0.5  # seconds of output still read after the command exits
+
+
+class Refused(Exception):
+    """A call the tool will not make (bad path, unknown command); the reason goes to the model."""
+
+
+@dataclass
+class ToolResult:
+    ok: bool
+    output: str                     # what the model may see: at most output_limit bytes
+    clipped: bool = False           # output was cut: the call does not count as complete
+    exit_code: int | None = None    # shell only
+    facts: dict[str, Any] = field(default_factory=dict)  # sha256, bytes, full_read, report ...
+
+
+class Tool(Protocol):
+    name: str
+    summary: str                    # one line for the prompt
+    arguments: dict[str, type]      # the allowed argument names and their types
+    required: tuple[str, ...]
+    mutates: bool                   # an interrupted call of it blocks the run (never rerun blindly)
+
+    def run(self, args: dict[str, Any], ws: "Workspace") -> ToolResult: ...
+
+
+@dataclass
+class Workspace:
+    root: Path
+    write_paths: tuple[str, ...] = ()
+    commands: dict[str, list[str]] = field(default_factory=dict)
+    timeout: float = 20.0
+    output_limit: int = 8192
+
+    def locate(self, path: Any, *, existing: bool) -> Path:
+        """The real path of a workspace-relative `path`; Refused when it could leave the workspace."""
+        if not isinstance(path, str) or not path.strip() or "\0" in path:
+            raise Refused("path must be a non-empty relative path")
+        pure = PurePosixPath(path)
+        if pure.is_absolute():
+            raise Refused(f"{path}: absolute paths are not allowed; use a path relative to the workspace")
+        if ".." in pure.parts:
+            raise Refused(f"{path}: '..' is not allowed; paths stay inside the workspace")
+        root = self.root.resolve()
+        real = (root / pure).resolve()  # follows every symlink on the way
+        if real != root and root not in real.parents:
+            raise Refused(f"{path}: resolves outside the workspace (a symlink); not allowed")
+        if existing and not real.exists():
+            raise Refused(f"{path}: no such file in the workspace")
+        return real
+
+    def regular_file(self, path: Any) -> Path:
+        real = self.locate(path, existing=True)
+        if not real.is_file():
+            raise Refused(f"{path}: not a regular file")
+        return real
+
+    def files_hash(self, paths: tuple[str, ...] | list[str]) -> str:
+        """One hash of the current contents of `paths` (missing files count as missing)."""
+        digest = hashlib.sha256()
+        for rel in sorted(paths):
+            target = self.root / rel
+            data = target.read_bytes() if target.is_file() and not target.is_symlink() else b"\0missing"
+            digest.update(f"{rel}\0{hashlib.sha256(data).hexdigest()}\n".encode())
+        return digest.hexdigest()[:16]
+
+
+def clip(data: bytes, limit: int) -> tuple[str, bool]:
+    """Head and tail of `data` within `limit` bytes, as text; True when something was cut."""
+    if len(data) <= limit:
+        return sanitize(data.decode("utf-8", "replace")), False
+    half = limit // 2
+    cut = len(data) - 2 * half
+    text = (data[:half].decode("utf-8", "ignore") + f"\n[... {cut} bytes clipped of {len(data)} ...]\n"
+            + data[-half:].decode("utf-8", "ignore"))
+    return sanitize(text), True
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+class ReadFile:
+    name, mutates = "read_file", False
+    summary = 'read_file {"path": FILE}: the text of FILE'
+    arguments, required = {"path": str}, ("path",)
+
+    def run(self, args: dict[str, Any], ws: Workspace) -> ToolResult:
+        data = ws.regular_file(args["path"]).read_bytes()
+        if b"\0" in data[:8192]:
+            raise Refused(f"{args['path']}: not a text file")
+        text, clipped = clip(data, ws.output_limit)
+        return ToolResult(True, text, clipped, facts={"sha256": sha256(data), "bytes": len(data),
+                                                      "full_read": not clipped})
+
+
+class ListFiles:
+    name, mutates = "list_files", False
+    summary = 'list_files {"path": DIR}: the files under DIR ("." is the whole workspace)'
+    arguments, required = {"path": str}, ()
+
+    def run(self, args: dict[str, Any], ws: Workspace) -> ToolResult:
+        base = ws.locate(args.get("path", "."), existing=True)
+        root = ws.root.resolve()
+        if base.is_file():  # like `ls FILE`: the file itself
+            return ToolResult(True, f"{base.relative_to(root).as_posix()} ({base.stat().st_size} bytes)",
+                              facts={"files": 1})
+        lines = []
+        for folder, dirs, files in os.walk(base):
+            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+            for name in sorted(files):
+                full = Path(folder, name)
+                rel = full.relative_to(root).as_posix()
+                lines.append(f"{rel} -> (symlink)" if full.is_symlink() else f"{rel} ({full.stat().st_size} bytes)")
+        text, clipped = clip("\n".join(lines[:LIST_LIMIT]).encode() or b"(no files)", ws.output_limit)
+        return ToolResult(True, text, clipped or len(lines) > LIST_LIMIT, facts={"files": len(lines)})
+
+
+class WriteFile:
+    name, mutates = "write_file", True
+    summary = 'write_file {"path": FILE}: write FILE; you give its content when the step is due'
+    arguments, required = {"path": str, "content": str}, ("path",)
+
+    def run(self, args: dict[str, Any], ws: Workspace) -> ToolResult:
+        path = str(PurePosixPath(args["path"]))
+        if path not in ws.write_paths:
+            raise Refused(f"{path}: not in write_paths ({', '.join(ws.write_paths) or 'none'})")
+        real = ws.locate(path, existing=False)
+        if real.exists() and not real.is_file():
+            raise Refused(f"{path}: exists and is not a regular file")
+        data = args.get("content", "").encode("utf-8")
+        real.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(real, data)
+        return ToolResult(True, f"wrote {len(data)} bytes to {path}",
+                          facts={"sha256": sha256(data), "bytes": len(data)})
+
+
+class Shell:
+    name, mutates = "shell", True
+    summary = 'shell {"command": NAME}: run the named check command NAME'
+    arguments, required = {"command": str}, ("command",)
+
+    def run(self, args: dict[str, Any], ws: Workspace) -> ToolResult:
+        argv = ws.commands.get(args["command"])
+        if argv is None:
+            raise Refused(f"{args['command']!r} is not a named command "
+                          f"(named: {', '.join(ws.commands) or 'none'})")
+        output, code, timed_out = run_argv(argv, ws.root, ws.timeout)
+        text, clipped = clip(output, ws.output_limit)
+        if timed_out:
+            text += f"\n[timed out after {ws.timeout:g}s; process group killed]"
+        return ToolResult(code == 0, text, clipped, code, facts={"report": test_report(output)})
+
+
+def clean_env() -> dict[str, str]:
+    """The environment without anything that looks like a credential, and nothing interactive."""
+    env = {k: v for k, v in os.environ.items() if not any(w in k.upper() for w in SECRET_WORDS)}
+    return {**env, **NON_INTERACTIVE_ENV, "PYTHONDONTWRITEBYTECODE": "1"}
+
+
+def run_argv(argv: list[str], cwd: Path, timeout: float) -> tuple[bytes, int, bool]:
+    """Run a fixed argument array; (output, exit code, timed out). Output is kept whole here
+    (capped at 4 MiB) and clipped by the caller; Ctrl+C kills the group and propagates."""
+    try:
+        proc = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, start_new_session=True, env=clean_env())
+    except OSError as e:
+        return f"cannot start {argv[0]}: {e.strerror or e}".encode(), 127, False
+    chunks: list[bytes] = []
+    deadline = time.monotonic() + timeout
+    try:
+        timed_out = _read(proc, chunks, deadline)
+        if not timed_out:
+            try:
+                proc.wait(timeout=max(deadline - time.monotonic(), 0.01))
+            except subprocess.TimeoutExpired:
+                timed_out = True
+    finally:
+        _kill_group(proc)  # children left in the group die too
+        proc.stdout.close()
+        proc.wait()
+    code = 124 if timed_out else (128 - proc.returncode if proc.returncode < 0 else proc.returncode)
+    return b"".join(chunks), code, timed_out
+
+
+def _read(proc: subprocess.Popen, chunks: list[bytes], deadline: float) -> bool:
+    """Read until EOF; True if the deadline passed first."""
+    kept, exited_at = 0, None
+    with selectors.DefaultSelector() as selector:
+        selector.register(proc.stdout, selectors.EVENT_READ)
+        while True:
+            now = time.monotonic()
+            left = deadline - now
+            if left <= 0:
+                return True
+            if exited_at is None and proc.poll() is not None:
+                exited_at = now
+            if exited_at is not None and now - exited_at > DRAIN_AFTER_EXIT:
+                return False  # a background child holds the pipe; the command itself is done
+            if not selector.select(min(left, 0.2)):
+                continue
+            data = os.read(proc.stdout.fileno(), 1 << 16)
+            if not data:
+                return False
+            if kept < 4 << 20:
+                chunks.append(data)
+                kept += len(data)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def test_report(output: bytes) -> dict | None:
+    """The structured report of bantam.runs.testing, when the command printed one."""
+    from .testing import find_report
+    return find_report(output.decode("utf-8", "replace"))
+
+
+TOOLS: dict[str, Tool] = {t.name: t for t in (ReadFile(), ListFiles(), WriteFile(), Shell())}
