@@ -17,7 +17,8 @@ from pathlib import Path
 from tests.fakes.faults import FAULTS, RECOVERS, fault, good_answer, good_tool_call
 from tests.fakes.openai_server import FakeServer
 
-MODES = ("oneshot", "thread", "subagent", "repl", "daemon")
+MODES = ("oneshot", "thread", "subagent", "repl", "daemon", "run")
+ROOT = Path(__file__).resolve().parent.parent
 WIRES = ("openai", "anthropic")
 CLOSED_PORT_URL = "http://127.0.0.1:9/v1"
 
@@ -67,6 +68,11 @@ def run_case(name: str, mode: str, wire: str, directory: Path) -> str | None:
             server.add(bad, good_answer("recovered", wire))
         if mode == "daemon":
             return check_daemon(directory, url, wire, recovers, bad is not None)
+        if mode == "run":
+            server.script.clear()
+            answers = json.loads((ROOT / "examples" / "read_number" / "scripted.json").read_text())
+            server.add(*([bad] if bad is not None else []), *[good_answer(a, wire) for a in answers])
+            return check_run(directory, recovers)
         if mode == "oneshot":
             return check_exit(bantam(directory, "-p", "hello"), recovers)
         if mode == "thread":
@@ -168,6 +174,27 @@ def check_daemon(directory: Path, url: str, wire: str, recovers: bool, reachable
     if any(m.get("content") and "recovered" not in str(m["content"]) for m in replies):
         return f"a partial reply was kept: {replies}"
     return None
+
+
+def check_run(directory: Path, recovers: bool) -> str | None:
+    """A controlled run (the read-number demo) completes after the retry, or stops with exit 1;
+    either way its state.json and logs load."""
+    r = bantam(directory, "run", "Read example.txt and report twice the number in it.",
+               "--workspace", str(ROOT / "examples" / "read_number" / "workspace"), "--require-read", "example.txt")
+    states = list((directory / "runs").glob("*/state.json"))
+    if len(states) != 1:
+        return f"{len(states)} runs, exit {r.returncode}: {r.stderr[-300:]}"
+    try:
+        state = json.loads(states[0].read_text())
+        for log in states[0].parent.glob("*.jsonl"):
+            [json.loads(line) for line in log.read_text().splitlines()]
+    except ValueError as e:
+        return f"run files unreadable: {e}"
+    if recovers:
+        return None if r.returncode == 0 else f"exit {r.returncode}: {r.stderr[-300:]}"
+    if r.returncode != 1 or "Traceback" in r.stderr:
+        return f"exit {r.returncode}, wanted 1: {r.stderr[-300:]}"
+    return None if state.get("status") != "completed" else "a failed run says completed"
 
 
 def daemon_messages(agent: Path) -> list[dict]:

@@ -73,3 +73,15 @@ def test_tool_arguments(text):
         check_args(WriteFile.parameters, args)
     except ToolError:
         pass
+
+
+@FAST
+@given(st.text() | json_values.map(json.dumps), st.booleans(), st.sampled_from([None, "length", "stop"]))
+def test_controlled_run_parser(text, plan_due, finish):
+    from bantam.runs.parser import Answer, ParseError, parse_file, parse_json
+    answer = Answer(text, finish, 256)
+    for parse in (lambda: parse_json(answer, plan_due), lambda: parse_file(answer, "app.py")):
+        try:
+            parse()
+        except ParseError as e:
+            assert str(e)  # a correction the model can read
