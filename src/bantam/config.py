@@ -45,6 +45,7 @@ class Config:
     max_fanout: int = 8                   # sub-agents one call may start
     tool_output_limit: int = 30_000       # bytes of tool output the model sees; the rest is clipped
     model_path: str = ""                  # a local GGUF file for provider=local (default: bundled)
+    web_password: str = field(default="", repr=False)  # `bantam web`: instead of a random token
     n_ctx: int | None = None              # provider=local: context size (default 8192)
     n_threads: int | None = None          # provider=local: CPU threads (default: llama.cpp's)
     retry_delays: tuple[float, ...] = FIBONACCI_DELAYS  # seconds between retries of a request
@@ -121,6 +122,7 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "max_fanout": _number(int, 1),
     "tool_output_limit": _number(int, 200),
     "model_path": _text,
+    "web_password": _text,
     "n_ctx": _number(int, 16),
     "n_threads": _number(int, 1),
     "retry_delays": _delays,

@@ -11,6 +11,7 @@ import json
 import os
 import re
 import sys
+import threading
 import time
 from typing import TYPE_CHECKING, Any, Iterator
 
@@ -36,11 +37,13 @@ class HTTPProvider:
         self.model = cfg.model
         self.base_url, self.url = base_url, url
         self._client = None
+        self._client_lock = threading.Lock()
 
     @property
     def client(self) -> "httpx.Client":
-        if self._client is None:
-            self._client = make_client(self.cfg)
+        with self._client_lock:  # the context-window lookup runs in a thread beside the first request
+            if self._client is None:
+                self._client = make_client(self.cfg)
         return self._client
 
     def headers(self) -> dict[str, str]:

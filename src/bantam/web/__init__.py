@@ -1,0 +1,130 @@
+"""`bantam web`: the browser view. Chat with the same agent loop as the terminal on the left,
+watch the workspace's files on the right.
+
+    bantam web                          # serve ./ on http://127.0.0.1:8765, print the link
+    bantam web --workspace game --port 9000
+    bantam web --set web_password=...   # a fixed password instead of a new token each start
+
+The printed link carries a random token; opening it once sets a cookie and every request without
+one of the two is refused. See docs/web.md for the panels and the viewer's security model.
+Starlette and uvicorn (the `web` extra) are imported only here.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import ipaddress
+import os
+import secrets
+import socket
+import sys
+from pathlib import Path
+
+from ..errors import ConfigError
+
+DEFAULT_PORT = 8765
+DEFAULT_HOST = "127.0.0.1"
+
+
+def parser() -> argparse.ArgumentParser:
+    from ..cli import common_options
+    p = argparse.ArgumentParser(prog="bantam web", description="Chat with bantam and watch its work in a browser.")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port to listen on (default {DEFAULT_PORT}; 0: any free one)")
+    p.add_argument("--workspace", default=".", metavar="DIR",
+                   help="the project folder: the agent works there, the page shows its files (default: here)")
+    p.add_argument("--host", default=DEFAULT_HOST, help=f"address to listen on (default {DEFAULT_HOST})")
+    return common_options(p)
+
+
+def main(argv: list[str]) -> int:
+    args = parser().parse_args(argv)
+    if not all(importlib.util.find_spec(name) for name in ("starlette", "uvicorn")):
+        raise ConfigError("bantam web needs starlette and uvicorn: pip install -e '.[web]'")
+    from ..cli import flags as command_flags, load_config
+    load_config(args)  # a bad flag or config file stops here, with its one-line message
+    flags = carried_flags(command_flags(args), Path(args.workspace))
+    os.chdir(open_workspace(Path(args.workspace)))  # tools, sessions and /cfg work there, as `bantam` would
+    return serve(flags, args.host, args.port)
+
+
+def open_workspace(path: Path) -> Path:
+    if not path.exists():
+        path.mkdir(parents=True)
+        print(f"bantam web: created {path}", file=sys.stderr)
+    if not path.is_dir():
+        raise ConfigError(f"--workspace {path}: not a directory")
+    return path
+
+
+def carried_flags(flags: dict[str, str], workspace: Path) -> dict[str, str]:
+    """The workspace's own config file is used when it has one. When it has none, the config file
+    of the directory `bantam web` was started in still applies (command-line flags win)."""
+    from .. import config
+    if workspace.resolve() == Path.cwd().resolve() or config.read_config_file(workspace)[0] is not None:
+        return flags
+    _, entries = config.read_config_file(".")
+    return {**{key: value for key, value, _ in entries}, **flags}
+
+
+def serve(flags: dict[str, str], host: str, port: int) -> int:
+    import uvicorn
+
+    from .app import Keys, build_app
+    from .files import Workspace
+    from .session import WebSession
+
+    session = WebSession(flags)
+    password = str(session_password(flags) or "")
+    sock = listen(host, port)
+    port = sock.getsockname()[1]
+    keys = Keys(password or secrets.token_urlsafe(24), port)
+    workspace = Workspace(".", secrets=(session.cfg.api_key, password))
+    app = build_app(session, workspace, keys)
+    shown = f"[{host}]" if ":" in host else host
+    link = f"http://{shown}:{port}/" + ("" if password else f"?token={keys.secret}")
+    print(f"bantam web: {link}", flush=True)
+    print(f"bantam web: workspace {workspace.root}" + (" (password from web_password)" if password else "")
+          + "; Ctrl+C stops", file=sys.stderr, flush=True)
+    if not is_loopback(host):
+        print("bantam web: warning: listening beyond this machine over plain HTTP; the token can be "
+              "read on the way (put it behind HTTPS)", file=sys.stderr, flush=True)
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: object) -> None:
+            session.hub.close()  # open pages' event streams would hold the shutdown up
+            super().handle_exit(sig, frame)
+
+    server = Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
+                                   timeout_graceful_shutdown=2))
+    try:
+        server.run(sockets=[sock])
+    finally:
+        session.close()
+    return 0
+
+
+def session_password(flags: dict[str, str]) -> str:
+    """`web_password` from --set or the config file (a key of bantam's own: never sent to the API)."""
+    from .. import config
+    return config.load(flags).web_password
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """Bind before printing the link, so `--port 0` can print the port it got."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as e:
+        sock.close()
+        raise ConfigError(f"cannot listen on {host}:{port}: {e.strerror or e}; choose another --port") from None
+    sock.listen(128)
+    sock.set_inheritable(True)
+    return sock
+
+
+def is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"

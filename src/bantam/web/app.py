@@ -1,0 +1,258 @@
+"""The page's HTTP side: one Starlette app, a guard in front of every route, and the routes.
+
+Who may do what (docs/web.md explains the reasoning):
+- every route needs the token (or `web_password`): an HttpOnly, SameSite=Strict cookie set when
+  the printed link's `?token=` is first opened, or `Authorization: Bearer TOKEN` from a script;
+- a request that changes something (POST) must also come from the page's own origin and carry
+  JSON, so another site (or the sandboxed viewer, whose origin is opaque) cannot forge one;
+- `/raw/KEY/PATH` is the exception: it serves workspace files to the viewer's sandboxed frame
+  and to <img>, with its own read-only key instead of the cookie, and a CSP `sandbox` header,
+  so whatever it serves runs on an opaque origin that can reach no other route.
+"""
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import secrets
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any, Awaitable, Callable
+from urllib.parse import parse_qs
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from .. import sessions
+from ..errors import ConfigError
+from .files import Refused, Workspace
+from .session import WebSession
+
+KEEPALIVE = 15.0  # seconds between comments on an idle event stream, so proxies keep it open
+SANDBOX = "sandbox allow-scripts allow-forms allow-modals allow-pointer-lock allow-downloads"
+API_CSP = "default-src 'none'; frame-ancestors 'none'"
+LOGIN_CSP = "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'"
+PAGE_CSP = ("default-src 'none'; script-src 'nonce-{nonce}'; style-src 'unsafe-inline'; "
+            "img-src 'self' data:; frame-src 'self'; connect-src 'self'; form-action 'none'; "
+            "base-uri 'none'; frame-ancestors 'none'")
+LOGIN_PAGE = """<!doctype html><meta charset="utf-8"><title>bantam</title>
+<style>body{font:15px system-ui,sans-serif;margin:15vh auto;max-width:26em;color:#222}
+input{font:inherit;padding:.4em;width:100%;box-sizing:border-box;margin:.5em 0}</style>
+<h1>bantam</h1><p>Open the link that <code>bantam web</code> printed, or enter its token
+(or the configured <code>web_password</code>).</p>
+<form method="post" action="/login"><input type="password" name="password" autofocus
+placeholder="token or password"><input type="submit" value="Open"></form>"""
+
+
+@dataclass
+class Keys:
+    secret: str                                           # the printed token, or web_password
+    port: int
+    cookie: str = field(default_factory=lambda: secrets.token_urlsafe(32))  # not the password
+    view: str = field(default_factory=lambda: secrets.token_urlsafe(24))    # /raw/ only
+
+    @property
+    def cookie_name(self) -> str:
+        return f"bantam_{self.port}"  # two servers on one host keep their own cookies
+
+    def valid_secret(self, given: str) -> bool:
+        return hmac.compare_digest(given.encode(), self.secret.encode())
+
+    def authorized(self, request: Request) -> bool:
+        cookie = request.cookies.get(self.cookie_name, "")
+        if cookie and hmac.compare_digest(cookie.encode(), self.cookie.encode()):
+            return True
+        scheme, _, given = request.headers.get("authorization", "").partition(" ")
+        return scheme.lower() == "bearer" and self.valid_secret(given.strip())
+
+    def signed_in(self, response: Response) -> Response:
+        response.set_cookie(self.cookie_name, self.cookie, httponly=True, samesite="strict", path="/")
+        return response
+
+
+class Guard:
+    """ASGI middleware: the token check, the same-origin check, and headers on every response."""
+
+    def __init__(self, app: Any, keys: Keys):
+        self.app, self.keys = app, keys
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        request = Request(scope)
+        path = scope["path"]
+        refusal = None
+        if request.method not in ("GET", "HEAD") and not same_origin(request):
+            refusal = JSONResponse({"error": "cross-origin request refused"}, 403)
+        elif path == "/" and "token" in request.query_params:
+            refusal = self.sign_in(request.query_params["token"])
+        elif not (path.startswith("/raw/") or path == "/login" or self.keys.authorized(request)):
+            refusal = HTMLResponse(LOGIN_PAGE, 401, headers={"Content-Security-Policy": LOGIN_CSP}) \
+                if path == "/" else JSONResponse({"error": "missing or wrong token"}, 401)
+        app = refusal or self.app
+        await app(scope, receive, with_headers(send))
+
+    def sign_in(self, token: str) -> Response:
+        """`/?token=`: set the cookie and go to `/`, so the token leaves the address bar (and any
+        referrer the page might send)."""
+        if not self.keys.valid_secret(token):
+            return HTMLResponse(LOGIN_PAGE, 401, headers={"Content-Security-Policy": LOGIN_CSP})
+        return self.keys.signed_in(RedirectResponse("/", 303))
+
+
+def same_origin(request: Request) -> bool:
+    """A browser names where a request comes from; scripts and curl send no Origin at all."""
+    site = request.headers.get("sec-fetch-site")
+    if site is not None and site not in ("same-origin", "none"):
+        return False
+    origin = request.headers.get("origin")
+    return origin is None or origin == f"{request.url.scheme}://{request.headers.get('host', '')}"
+
+
+def with_headers(send: Callable[[dict], Awaitable[None]]) -> Callable[[dict], Awaitable[None]]:
+    async def send_with(message: dict) -> None:
+        if message["type"] == "http.response.start":
+            headers = list(message.get("headers", []))
+            present = {k.lower() for k, _ in headers}
+            for key, value in ((b"x-content-type-options", b"nosniff"), (b"referrer-policy", b"no-referrer"),
+                               (b"cache-control", b"no-store"), (b"content-security-policy", API_CSP.encode())):
+                if key not in present:
+                    headers.append((key, value))
+            message = {**message, "headers": headers}
+        await send(message)
+    return send_with
+
+
+def build_app(session: WebSession, workspace: Workspace, keys: Keys) -> Any:
+    """The ASGI app: the routes behind the guard, and the workspace watcher started."""
+    try:
+        page = resources.files(__package__).joinpath("page.html").read_text(encoding="utf-8")
+    except FileNotFoundError:  # a wheel built without package data
+        raise ConfigError("bantam web: page.html is missing from the installed package; "
+                          "install from the source tree (pip install -e '.[web]')") from None
+    routes = Routes(session, workspace, keys, page)
+    app = Starlette(routes=routes.table(), exception_handlers={NotJson: not_json})
+    watch(session, workspace)
+    return Guard(app, keys)
+
+
+class Routes:
+    """One method per route. Plain `def` ones run in Starlette's thread pool (they touch the disk)."""
+
+    def __init__(self, session: WebSession, workspace: Workspace, keys: Keys, page: str):
+        self.session, self.workspace, self.keys, self.page = session, workspace, keys, page
+
+    def table(self) -> list[Route]:
+        return [Route("/", self.index), Route("/login", self.login, methods=["GET", "POST"]),
+                Route("/api/state", self.state), Route("/api/events", self.events),
+                Route("/api/input", self.submit, methods=["POST"]), Route("/api/stop", self.stop, methods=["POST"]),
+                Route("/api/sessions", self.sessions), Route("/api/files", self.files),
+                Route("/api/view", self.view), Route("/raw/{key}/{path:path}", self.raw)]
+
+    def index(self, request: Request) -> Response:
+        nonce = secrets.token_urlsafe(16)
+        return HTMLResponse(self.page.replace("{{NONCE}}", nonce),
+                            headers={"Content-Security-Policy": PAGE_CSP.format(nonce=nonce)})
+
+    async def login(self, request: Request) -> Response:
+        if request.method == "GET":
+            return HTMLResponse(LOGIN_PAGE, headers={"Content-Security-Policy": LOGIN_CSP})
+        form = parse_qs((await request.body()).decode("utf-8", "replace"))
+        if self.keys.valid_secret((form.get("password") or [""])[0]):
+            return self.keys.signed_in(RedirectResponse("/", 303))
+        return HTMLResponse(LOGIN_PAGE, 401, headers={"Content-Security-Policy": LOGIN_CSP})
+
+    def state(self, request: Request) -> Response:
+        s = self.session
+        return JSONResponse({"view_key": self.keys.view, "model": s.cfg.model, "workspace": str(self.workspace.root),
+                             "session": s.autosave.id, "busy": s.job is not None})
+
+    async def events(self, request: Request) -> Response:
+        """Server-sent events: the replayed log, then live events, until the page goes away."""
+        q: asyncio.Queue = asyncio.Queue()
+        self.session.subscribe(asyncio.get_running_loop(), q)
+
+        async def stream():
+            try:
+                while True:
+                    try:
+                        event = await asyncio.wait_for(q.get(), KEEPALIVE)
+                    except asyncio.TimeoutError:
+                        yield ": keep-alive\n\n"
+                        continue
+                    if event is None:  # the server is shutting down
+                        return
+                    yield f"data: {json.dumps(event, ensure_ascii=False)}\n\n"
+            finally:
+                self.session.hub.remove(q)
+        return StreamingResponse(stream(), media_type="text/event-stream", headers={"X-Accel-Buffering": "no"})
+
+    async def submit(self, request: Request) -> Response:
+        body = await json_body(request)
+        text = body.get("text") if isinstance(body, dict) else None
+        if not isinstance(text, str) or not text.strip():
+            return JSONResponse({"error": 'expected {"text": "..."}'}, 400)
+        status = self.session.submit(text)
+        return JSONResponse({"status": status}, 409 if status == "busy" else 200)
+
+    async def stop(self, request: Request) -> Response:
+        await json_body(request)
+        return JSONResponse({"stopping": self.session.stop()})
+
+    def sessions(self, request: Request) -> Response:
+        mine = self.session.autosave.id
+        return JSONResponse([{"id": s.id, "updated": s.updated, "count": s.count, "summary": s.summary,
+                              "project": s.project, "problem": s.problem, "current": s.id == mine}
+                             for s in sessions.listing()])
+
+    def files(self, request: Request) -> Response:
+        return JSONResponse([e.to_json() for e in self.workspace.listing()])
+
+    def view(self, request: Request) -> Response:
+        try:
+            return JSONResponse(self.workspace.view(request.query_params.get("path", "")))
+        except Refused as e:
+            return JSONResponse({"error": str(e)}, e.status)
+
+    def raw(self, request: Request) -> Response:
+        """The viewer's route: its own key instead of the cookie (see the module docstring)."""
+        if not hmac.compare_digest(request.path_params["key"].encode(), self.keys.view.encode()):
+            return Response("not found", 404, media_type="text/plain")
+        try:
+            data, kind = self.workspace.raw(request.path_params["path"])
+        except Refused as e:
+            return Response(str(e), e.status, media_type="text/plain")
+        # The sandbox holds even when this URL is opened on its own, outside the viewer's frame.
+        return Response(data, media_type=kind,
+                        headers={"Content-Security-Policy": f"{SANDBOX}; frame-ancestors 'self'"})
+
+
+class NotJson(Exception):
+    """A POST whose body is not JSON: answered 415."""
+
+
+async def not_json(request: Request, exc: Exception) -> Response:
+    return JSONResponse({"error": "send application/json"}, 415)
+
+
+async def json_body(request: Request) -> Any:
+    """The request's JSON. Requiring it means a cross-origin browser must ask first (a CORS
+    preflight, which this server never grants), so no other page can post here."""
+    if not request.headers.get("content-type", "").startswith("application/json"):
+        raise NotJson
+    try:
+        return json.loads(await request.body() or b"null")
+    except ValueError:
+        raise NotJson from None
+
+
+def watch(session: WebSession, workspace: Workspace) -> None:
+    """File changes go to every open page (not into the replay log: a new page asks for the list)."""
+    from .files import Watcher
+
+    def changed(entries: list) -> None:
+        with session.lock:
+            session.hub.publish({"type": "files", "files": [e.to_json() for e in entries]})
+    Watcher(workspace, changed, lambda: bool(session.hub.streams)).start()  # a daemon thread

@@ -1,0 +1,323 @@
+"""The chat behind the page: the terminal's Repl, with its input and output moved to the browser.
+
+`WebSession` subclasses `Repl`, so a message, `!command` and every slash command go through
+`Repl.handle` exactly as in the terminal (sessions, compaction, /cfg, controlled runs). What
+changes is only where things go:
+
+- events become JSON objects, kept in a log (so a page that connects late, or reloads, replays
+  the conversation) and pushed to every open event stream;
+- one input at a time runs in a worker thread; the page's Stop is the terminal's Ctrl+C.
+
+Stop gives the Ctrl+C guarantee without signals (they reach only the main thread): it sets the
+toolbox's cancel flag (shell commands and sub-agents poll it), shuts the sockets of the
+provider's in-flight responses (a request waiting on the model wakes at once), and the renderer
+raises KeyboardInterrupt at the worker's next event. The loop then rolls back the unfinished
+step, as it does for Ctrl+C, and `Repl.turn` saves the conversation without a partial message.
+"""
+from __future__ import annotations
+
+import asyncio
+import queue
+import socket
+import sys
+import threading
+import traceback
+from typing import Any, Callable
+
+from .. import __version__, config, sessions
+from ..events import Done, Event, Reasoning, RequestStarted, Retry, Text, ToolCall, UsageReport
+from ..render import usage_line
+from ..repl import Repl
+from ..tools.shell import run_shell
+
+# Events at which a stopped worker raises KeyboardInterrupt: the ones a turn emits while it still
+# has work ahead. A ToolResult is not one: a tool that has finished keeps its step.
+STOP_AT = (RequestStarted, Text, Reasoning, ToolCall, Retry)
+RESULT_CHARS = 20_000  # characters of a tool result or argument list sent to the page
+LOG_LIMIT = 5000       # events kept for replay; beyond it the log restarts from the messages
+_STOP = object()       # put in the answer queue to end a pending question
+
+
+class Hub:
+    """Fan-out to the open event streams; each is an asyncio queue fed from any thread."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()  # RLock: emit() is also called with it held
+        self.streams: list[tuple[asyncio.AbstractEventLoop, asyncio.Queue]] = []
+
+    def add(self, loop: asyncio.AbstractEventLoop, q: asyncio.Queue) -> None:
+        self.streams.append((loop, q))
+
+    def remove(self, q: asyncio.Queue) -> None:
+        with self.lock:
+            self.streams = [s for s in self.streams if s[1] is not q]
+
+    def close(self) -> None:
+        """End every stream (None is the end mark), so a shutting-down server need not wait on them."""
+        with self.lock:
+            for loop, q in self.streams:
+                try:
+                    loop.call_soon_threadsafe(q.put_nowait, None)
+                except RuntimeError:
+                    pass
+
+    def publish(self, event: dict) -> None:
+        """Call with `lock` held, so no stream sees events out of order."""
+        for loop, q in list(self.streams):
+            try:
+                loop.call_soon_threadsafe(q.put_nowait, event)
+            except RuntimeError:  # its event loop is gone
+                self.streams.remove((loop, q))
+
+
+class PageRenderer:
+    """Loop events to page events; raises KeyboardInterrupt once the worker has been stopped."""
+
+    def __init__(self, emit: Callable[[dict], None], window: Callable[[], int],
+                 stopping: threading.Event):
+        self.emit, self.window, self.stopping = emit, window, stopping
+
+    def __call__(self, event: Event) -> None:
+        if self.stopping.is_set() and isinstance(event, STOP_AT):
+            raise KeyboardInterrupt
+        self.emit(self.page_event(event))
+
+    def page_event(self, event: Event) -> dict:
+        if isinstance(event, UsageReport):
+            return {"type": "usage", "line": usage_line(event.model, event.usage, self.window())}
+        if isinstance(event, Done):
+            return {"type": "done"}
+        data = event.to_json()
+        for key in ("content", "arguments"):
+            if isinstance(data.get(key), str) and len(data[key]) > RESULT_CHARS:
+                data[key] = data[key][:RESULT_CHARS] + f"\n… ({len(data[key]) - RESULT_CHARS} more characters)"
+        return data
+
+    def reset(self) -> None:
+        """After an interrupt: the answer shown so far was not kept; the page marks it so."""
+        self.emit({"type": "discard"})
+
+
+class WebSession(Repl):
+    def __init__(self, flags: dict[str, str]):
+        self.hub = Hub()
+        self.log: list[dict] = []
+        self.lock = self.hub.lock      # one lock for the log, the streams and the job state
+        self.job: threading.Thread | None = None
+        self.job_start = 0             # where the running input's events begin in the log
+        self.stopping = threading.Event()
+        self.question: str | None = None
+        self.answers: queue.Queue = queue.Queue()
+        self.responses: list[Any] = []  # network streams of the provider's responses this job
+        super().__init__(flags, read=self.ask)
+        self.log = [self.reset_event()]
+        where = "this machine" if self.cfg.provider == "local" else self.cfg.endpoint
+        self.say(f"bantam {__version__} · {self.provider.model} at {where} · /help for commands")
+        if self.cfg.embedded:
+            self.say(config.EMBEDDED_NOTICE)
+        if (sessions.sessions_dir() / f"{self.autosave.id}.json").exists():
+            self.say("this project has a saved conversation: /continue resumes it, "
+                     "or pick one under Sessions")
+
+    # --- Repl's outputs, redirected ---------------------------------------------------------
+
+    def configure(self, cfg: config.Config) -> None:
+        super().configure(cfg)
+        self.render = PageRenderer(self.emit, self.window, self.stopping)
+        self.toolbox.ctx.on_event = self.render
+
+    def print(self, text: str) -> None:
+        self.emit({"type": "output", "text": text})
+
+    def ask(self, question: str) -> str:
+        """Repl's `read` (the compaction question): the next input from the page answers it."""
+        with self.lock:
+            if self.stopping.is_set():
+                raise KeyboardInterrupt
+            self.question = question
+        self.emit({"type": "ask", "question": question})
+        try:
+            answer = self.answers.get()
+        finally:
+            with self.lock:
+                self.question = None
+            self.emit({"type": "ask", "question": None})
+        if answer is _STOP:
+            raise KeyboardInterrupt
+        return answer
+
+    def shell(self, command: str) -> None:
+        """`!command`, as in the terminal, but Stop (the cancel flag) ends it, not SIGINT."""
+        if not command:
+            return self.say("usage: !<command>")
+        try:
+            result = run_shell(command, self.cfg.shell_timeout, self.cfg.tool_output_limit, self.stopping)
+        except KeyboardInterrupt:
+            return self.say("interrupted")
+        self.print(result.output.rstrip("\n"))
+        self.say(f"exit: {result.exit_code}")
+
+    # --- the page's events -----------------------------------------------------------------
+
+    def emit(self, event: dict) -> None:
+        with self.lock:
+            last = self.log[-1] if self.log else None
+            if last and event["type"] in ("text", "reasoning") and last["type"] == event["type"]:
+                self.log[-1] = {**last, "text": last["text"] + event["text"]}  # replay one piece
+            else:
+                self.log.append(event)
+            self.hub.publish(event)
+
+    def subscribe(self, loop: asyncio.AbstractEventLoop, q: asyncio.Queue) -> None:
+        """A new event stream: the log so far, then the live events, in order."""
+        with self.lock:
+            for event in self.log:
+                q.put_nowait(event)
+            q.put_nowait(self.state_event())
+            self.hub.add(loop, q)
+
+    def reset_event(self) -> dict:
+        return {"type": "reset", "items": transcript(self.messages)}
+
+    def state_event(self) -> dict:
+        return {"type": "busy", "busy": self.job is not None, "question": self.question}
+
+    # --- one input at a time -----------------------------------------------------------------
+
+    def submit(self, line: str) -> str:
+        """Start `line` in the worker, or answer the pending question: "started", "answered", "busy"."""
+        with self.lock:
+            if self.question is not None:
+                self.answers.put(line)
+                return "answered"
+            if self.job is not None:
+                return "busy"
+            self.stopping.clear()
+            self.responses.clear()
+            while not self.answers.empty():
+                self.answers.get_nowait()
+            self.job = threading.Thread(target=self.work, args=(line,), name="bantam-web-turn", daemon=True)
+            self.job_start = len(self.log)
+        self.emit({"type": "input", "text": line})
+        self.emit({"type": "busy", "busy": True, "question": None})
+        self.job.start()
+        return "started"
+
+    def work(self, line: str) -> None:
+        first = self.messages[1] if len(self.messages) > 1 else None
+        is_turn = not line.lstrip().startswith(("/", "!"))
+        try:
+            # The context-window lookup that configure() starts may still be creating the
+            # provider's HTTP client (the lazy property has no lock: two can be made, the last
+            # one wins). Once it is done the client stays, and Stop can hook into it.
+            self.window()
+            track_responses(self.provider, self.responses, self.stopping)
+            if line.strip() == "/quit":
+                self.say("the page has no quit: close the tab, or stop `bantam web` with Ctrl+C")
+            else:
+                self.handle(line.strip() if not is_turn else line)
+        except KeyboardInterrupt:  # a stop that landed outside turn()'s and command()'s own handling
+            self.render.reset()
+            self.say("interrupted")
+        except Exception as e:  # a bug must not take the server down; the page hears what broke
+            traceback.print_exc(file=sys.stderr)
+            self.emit({"type": "error", "message": f"internal error: {type(e).__name__}: {e}"})
+        finally:
+            self.finish(first, is_turn)
+
+    def finish(self, first: dict | None, is_turn: bool) -> None:
+        now = self.messages[1] if len(self.messages) > 1 else None
+        replaced = now is not first and not (first is None and is_turn)  # /clear, /load, /compact
+        with self.lock:  # held throughout, so a new input cannot slip in before "not busy" is sent
+            self.job = None
+            if replaced or len(self.log) > LOG_LIMIT:
+                # the page restarts from the conversation now, followed by what this input showed
+                tail = [e for e in self.log[self.job_start:] if e["type"] not in ("busy", "ask")]
+                self.log = []
+                self.emit({"type": "reset", "items": transcript(self.messages) + tail})
+            self.emit(self.state_event())
+
+    def stop(self) -> bool:
+        """The page's Stop: what Ctrl+C does in the terminal. False when nothing was running."""
+        with self.lock:
+            if self.job is None:
+                return False
+            self.stopping.set()
+            self.toolbox.ctx.cancel.set()
+            if self.question is not None:
+                self.answers.put(_STOP)
+            for stream in self.responses:
+                shut(stream)
+        return True
+
+    def close(self) -> None:
+        """At server shutdown: stop a running input, and save as the terminal does on exit."""
+        job = self.job
+        if job is not None and self.stop():
+            job.join(5)
+        self.save_auto()
+
+
+def track_responses(provider: Any, found: list, stopping: threading.Event) -> None:
+    """Remember the network stream of each response the provider's HTTP client opens, so Stop can
+    shut its socket; and a response whose headers arrive after Stop ends the worker there (the
+    hook runs in the worker's thread). httpx event hooks are public API; the local provider has
+    no client, and its token stream meets the renderer's check instead."""
+    client = getattr(provider, "client", None)
+    if client is None or not hasattr(client, "event_hooks"):
+        return
+
+    hooks = client.event_hooks
+    if any(getattr(hook, "bantam_web", False) for hook in hooks["response"]):
+        return  # this client is tracked already
+
+    def opened(response: Any) -> None:
+        found.append(response.extensions.get("network_stream"))
+        if stopping.is_set():
+            raise KeyboardInterrupt
+    opened.bantam_web = True  # type: ignore[attr-defined]
+    client.event_hooks = {**hooks, "response": [*hooks["response"], opened]}
+
+
+def shut(stream: Any) -> None:
+    sock = stream.get_extra_info("socket") if stream is not None else None
+    try:
+        if sock is not None:
+            sock.shutdown(socket.SHUT_RDWR)  # wakes a read blocked on it; close() would not
+    except OSError:  # already closed: that response is over
+        pass
+
+
+def transcript(messages: list[dict]) -> list[dict]:
+    """The conversation as the page draws it: the same shapes as the live events."""
+    names: dict[str, str] = {}
+    items: list[dict] = []
+    for m in messages:
+        role, content = m.get("role"), text_of(m.get("content"))
+        if role == "user":
+            items.append({"type": "input", "text": content})
+        elif role == "assistant":
+            thought = m.get("reasoning_content") or m.get("reasoning")
+            if isinstance(thought, str) and thought:
+                items.append({"type": "reasoning", "text": thought})
+            if content:
+                items.append({"type": "text", "text": content})
+            for call in m.get("tool_calls") or []:
+                fn = call.get("function") or {}
+                names[call.get("id", "")] = str(fn.get("name", ""))
+                items.append({"type": "tool_call", "name": names[call.get("id", "")],
+                              "arguments": str(fn.get("arguments", ""))[:RESULT_CHARS]})
+            items.append({"type": "done"})
+        elif role == "tool":
+            items.append({"type": "tool_result", "name": names.get(m.get("tool_call_id", ""), ""),
+                          "content": content[:RESULT_CHARS], "is_error": content.startswith("error:")})
+    return items
+
+
+def text_of(content: Any) -> str:
+    """A message's content as text; of multi-part content, the text parts and a mark for the rest."""
+    if isinstance(content, list):
+        parts = [p if isinstance(p, dict) else {} for p in content]
+        return "\n".join(p.get("text", "") if p.get("type") == "text" else f"[{p.get('type', 'part')}]"
+                         for p in parts)
+    return content if isinstance(content, str) else "" if content is None else str(content)

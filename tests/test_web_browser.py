@@ -1,0 +1,300 @@
+"""`bantam web` in a real headless Chromium (Debian's /usr/bin/chromium) driven by Playwright.
+
+The model is the scripted local server (tests/fakes/openai_server.py); bantam runs as the real
+`bantam web` command. Screenshots go to docs/ when BANTAM_SCREENSHOTS=1 (so a plain test run does
+not rewrite tracked files), else to the test's temporary folder.
+"""
+from __future__ import annotations
+
+import json
+import os
+import struct
+import time
+import zlib
+from pathlib import Path
+
+import pytest
+
+from bantam import sessions
+from tests.conftest import base_cfg, write_cfg
+from tests.fakes.openai_server import chunk, sse, text_reply, tool_reply, usage
+from tests.test_web import WebServer, saved_messages
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+
+if not os.path.exists(CHROMIUM):
+    pytest.skip("needs Debian's Chromium at /usr/bin/chromium (apt-get install -y chromium)",
+                allow_module_level=True)
+sync_api = pytest.importorskip("playwright.sync_api", reason="needs playwright: pip install -e '.[web,test]'")
+expect = sync_api.expect
+
+
+@pytest.fixture(scope="module")
+def browser():
+    # Playwright's launch() gives the browser a fresh temporary profile (user data dir) each time.
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def web(home, server):
+    write_cfg(home, **base_cfg(server))
+    w = WebServer(home)
+    yield w
+    w.close()
+
+
+@pytest.fixture
+def page(browser, web):
+    context = browser.new_context(viewport={"width": 1280, "height": 760})
+    page = context.new_page()
+    page.goto(web.link)
+    expect(page.locator(".notice").first).to_contain_text("/help for commands")
+    yield page
+    context.close()
+
+
+def send(page, text: str) -> None:
+    page.fill("#input", text)
+    page.press("#input", "Enter")
+
+
+def idle(page) -> None:
+    expect(page.locator("#stop")).to_be_disabled(timeout=20_000)
+
+
+def shot(page, name: str, tmp_path: Path) -> None:
+    folder = DOCS if os.environ.get("BANTAM_SCREENSHOTS") else tmp_path
+    page.screenshot(path=str(folder / name))
+
+
+def slow_text(text: str, delay: float, reasoning: str | None = None, u: dict | None = None):
+    pieces = text.split(" ")
+    words = [chunk(w + " ") for w in pieces[:-1]] + [chunk(pieces[-1])]
+    head = [chunk(reasoning=reasoning)] if reasoning else []
+    return sse(head + words + [chunk(finish="stop"), chunk(usage=u or usage(), no_choices=True)], delay=delay)
+
+
+def png(width: int, height: int) -> bytes:
+    """A real PNG file: a blue-to-orange gradient."""
+    rows = b"".join(b"\x00" + bytes(c for x in range(width) for c in (40 + 200 * x // width, 90, 200 - 150 * x // width))
+                    for _ in range(height))
+    def part(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+    return b"\x89PNG\r\n\x1a\n" + part(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)) + \
+        part(b"IDAT", zlib.compress(rows)) + part(b"IEND", b"")
+
+
+def test_a_message_streams_its_answer_with_tools_and_usage(page, web, server, tmp_path):
+    (web.workspace / "app.py").write_text("print('hi')\n")
+    (web.workspace / "util.py").write_text("X = 1\n")
+    answer = ("There are 2 Python files here: app.py and util.py. Both are tiny; app.py prints a "
+              "greeting and util.py defines one constant.")
+    server.add(tool_reply("shell_exec", {"command": "ls *.py | wc -l"}),
+               slow_text(answer, 0.05, reasoning="The listing says 2.", u=usage(1420, 85, cached=1000)))
+    send(page, "How many Python files are in this folder?")
+    assistant = page.locator(".assistant").last
+    page.wait_for_function("() => { const a = document.querySelector('.assistant');"
+                           " return a && a.textContent.length > 5 && !a.textContent.includes('constant'); }")
+    expect(assistant).to_have_text(answer)  # it grew piece by piece, and is complete now
+    expect(page.locator(".call")).to_have_text('[tool call: shell_exec({"command": "ls *.py | wc -l"})]')
+    expect(page.locator(".result pre")).to_have_text("2\n\nexit: 0")
+    expect(page.locator(".usage").last).to_have_text(
+        "[test-model: 1430 prompt (1000 cached, 430 uncached) + 90 completion | context: 1420/200000 (0.7%)]")
+    expect(page.locator(".reasoning")).to_contain_text("The listing says 2.")
+    idle(page)
+    shot(page, "web-chat.png", tmp_path)
+    assert saved_messages(web.workspace)[-1]["content"] == answer
+
+
+def test_stop_mid_stream_leaves_no_partial_message(page, web, server):
+    long = " ".join(f"word{i}" for i in range(80))
+    server.add(slow_text(long, 0.1), text_reply("fresh answer"))
+    send(page, "count to eighty, slowly")
+    expect(page.locator(".assistant").last).to_contain_text("word3")
+    page.click("#stop")
+    expect(page.locator(".notice").last).to_have_text("[interrupted]")
+    expect(page.locator(".assistant.discarded")).to_have_count(1)
+    idle(page)
+    assert "word79" not in page.locator(".assistant").last.text_content()
+    assert [m["role"] for m in saved_messages(web.workspace)] == ["system", "user"]
+    send(page, "try again")
+    expect(page.locator(".assistant").last).to_have_text("fresh answer")
+    idle(page)
+    assert [m.get("content") for m in saved_messages(web.workspace)][1:] == \
+        ["count to eighty, slowly", "try again", "fresh answer"]
+
+
+PROBE = """<!doctype html><html><head><meta charset="utf-8"><title>probe</title>
+<style>body{font:16px system-ui;margin:2em;color:#222} li{margin:.3em 0;font-family:monospace}</style>
+</head><body><h1>Hello from index.html</h1><p>What a script in the viewer can reach:</p><ul id="out"></ul>
+<script>
+const out = [];
+function say(line) { out.push(line); const li = document.createElement("li"); li.textContent = line;
+  document.getElementById("out").append(li); }
+try { say("parent page: " + parent.document.title); } catch (e) { say("parent page: blocked"); }
+try { say("cookie: " + document.cookie); } catch (e) { say("cookie: blocked"); }
+say("origin: " + self.origin);
+fetch("/api/state").then(r => r.text()).then(t => "api: read " + t, () => "api: blocked").then(say)
+  .then(() => fetch("/api/input", {method: "POST", mode: "no-cors", body: '{"text": "!touch pwned"}'}))
+  .then(() => say("post: sent"), () => say("post: failed")).then(() => say("done"));
+</script></body></html>"""
+
+
+def test_written_index_html_renders_in_the_sandboxed_viewer(page, web, server, tmp_path):
+    server.add(tool_reply("write_file", {"path": "index.html", "content": PROBE}),
+               text_reply("I wrote index.html."))
+    send(page, "write a page that probes its sandbox")
+    expect(page.locator("#files li").filter(has_text="index.html")).to_be_visible()
+    frame = page.frame_locator("#viewer iframe")
+    expect(frame.locator("h1")).to_have_text("Hello from index.html")
+    expect(frame.locator("#out")).to_contain_text("done")
+    lines = frame.locator("#out li").all_text_contents()
+    assert lines[:4] == ["parent page: blocked", "cookie: blocked", "origin: null", "api: blocked"], lines
+    iframe = page.locator("#viewer iframe")
+    assert set(iframe.get_attribute("sandbox").split()) >= {"allow-scripts"}
+    assert "allow-same-origin" not in iframe.get_attribute("sandbox")
+    assert web.token not in iframe.get_attribute("src")
+    idle(page)
+    shot(page, "web-viewer.png", tmp_path)
+    time.sleep(0.3)
+    assert not (web.workspace / "pwned").exists()  # the forged POST was refused
+    assert len(server.chat_requests()) == 2
+    # Opened on its own (same browser, cookie and all), the raw file is still sandboxed.
+    alone = page.context.new_page()
+    alone.goto(web.base + iframe.get_attribute("src"))
+    expect(alone.locator("#out")).to_contain_text("done")
+    assert alone.locator("#out li").all_text_contents()[2:4] == ["origin: null", "api: blocked"]
+    alone.close()
+
+
+def test_images_text_and_reload_when_a_file_changes(page, web, tmp_path):
+    (web.workspace / "logo.png").write_bytes(png(96, 48))
+    notes = web.workspace / "notes.py"
+    notes.write_text("def greet(name):\n    return f'hello {name}'\n")
+    expect(page.locator("#files li")).to_have_count(2)
+    page.locator("#files li").filter(has_text="logo.png").click()
+    image = page.locator("#viewer img")
+    expect(image).to_be_visible()
+    page.wait_for_function("() => document.querySelector('#viewer img').naturalWidth === 96")
+    page.locator("#files li").filter(has_text="notes.py").click()
+    code = page.locator("#viewer .code")
+    expect(code).to_contain_text("def greet(name):")
+    assert code.locator("span").count() > 3  # highlighted by pygments, not plain text
+    page.uncheck("#follow")  # a changed file reloads even when the viewer does not follow
+    notes.write_text("def greet(name):\n    return f'good morning {name}'\n")
+    expect(page.locator("#viewer .code")).to_contain_text("good morning")
+    shot(page, "web-files.png", tmp_path)
+    page.click("#files-button")
+    expect(page.locator("#files")).to_be_hidden()
+    notes.unlink()
+    expect(page.locator("#viewer")).to_contain_text("notes.py was deleted")
+
+
+def test_the_sessions_panel_resumes_a_terminal_session(page, web, server):
+    sessions.save("terminal-chat", [{"role": "system", "content": "s"},
+                                    {"role": "user", "content": "What is 6 times 7?"},
+                                    {"role": "assistant", "content": "42."}], summary="a sum from the terminal")
+    page.click("#sessions-button")
+    row = page.locator("#session-rows tr").filter(has_text="a sum from the terminal")
+    expect(row).to_contain_text("3 msgs")
+    row.get_by_role("button", name="Resume").click()
+    expect(page.locator(".user").first).to_have_text("What is 6 times 7?")
+    expect(page.locator(".assistant").first).to_have_text("42.")
+    expect(page.locator(".notice").last).to_contain_text("loaded terminal-chat: 3 messages")
+    send(page, "/list")
+    expect(page.locator("pre.output").last).to_contain_text("a sum from the terminal")
+    server.add(text_reply("Still 42."))
+    send(page, "And 7 times 6?")
+    expect(page.locator(".assistant").last).to_have_text("Still 42.")
+    assert [m["content"] for m in server.chat_requests()[0].body["messages"][1:]] == \
+        ["What is 6 times 7?", "42.", "And 7 times 6?"]
+
+
+SKELETON = """<!doctype html>
+<html><head><meta charset="utf-8"><title>Snake</title>
+<style>
+body{margin:0;font:15px system-ui,sans-serif;background:#10141c;color:#e8e8e8;display:flex;flex-direction:column;align-items:center}
+h1{margin:.6em 0 .2em;font-size:24px} #score{color:#8fd18f}
+canvas{background:#1b2230;border:2px solid #2e3a4f;border-radius:6px} p{color:#9aa3b2;margin:.5em}
+</style></head><body>
+<h1>Snake <span id="score">0</span></h1>
+<canvas id="board" width="400" height="400" tabindex="0"></canvas>
+<p id="help">Arrow keys steer · Space restarts after a crash · eat the red squares</p>
+</body></html>
+"""
+GAME_SCRIPT = """<script>
+const N = 20, S = 20, board = document.getElementById("board"), g = board.getContext("2d");
+let snake, dir, next, food, score, over, started, ticks = 0;
+function reset() { snake = [{x: 8, y: 10}, {x: 7, y: 10}, {x: 6, y: 10}]; dir = next = {x: 1, y: 0};
+  score = 0; over = started = false; place(); }
+function place() { do { food = {x: Math.floor(Math.random() * N), y: Math.floor(Math.random() * N)}; }
+  while (snake.some(p => p.x === food.x && p.y === food.y)); }
+function step() {
+  if (over || !started) return;
+  dir = next;
+  const head = {x: snake[0].x + dir.x, y: snake[0].y + dir.y};
+  if (head.x < 0 || head.y < 0 || head.x >= N || head.y >= N || snake.some(p => p.x === head.x && p.y === head.y)) { over = true; return; }
+  snake.unshift(head);
+  if (head.x === food.x && head.y === food.y) { score++; place(); } else snake.pop();
+}
+function draw() {
+  g.fillStyle = "#1b2230"; g.fillRect(0, 0, 400, 400);
+  g.fillStyle = "#e5484d"; g.fillRect(food.x * S + 3, food.y * S + 3, S - 6, S - 6);
+  snake.forEach((p, i) => { g.fillStyle = i ? "#46a758" : "#8fd18f"; g.fillRect(p.x * S + 1, p.y * S + 1, S - 2, S - 2); });
+  document.getElementById("score").textContent = score;
+  if (over || !started) { g.fillStyle = "rgba(0,0,0,.65)"; g.fillRect(0, 165, 400, 70); g.fillStyle = "#fff";
+    g.font = "bold 22px system-ui"; g.textAlign = "center";
+    g.fillText(over ? "Game over · Space to restart" : "Press an arrow key to start", 200, 208); }
+}
+const KEYS = {ArrowUp: {x: 0, y: -1}, ArrowDown: {x: 0, y: 1}, ArrowLeft: {x: -1, y: 0}, ArrowRight: {x: 1, y: 0}};
+addEventListener("keydown", e => {
+  const d = KEYS[e.key];
+  if (d && (d.x !== -dir.x || d.y !== -dir.y)) { next = d; started = true; e.preventDefault(); }
+  if (e.key === " ") { if (over) reset(); e.preventDefault(); }
+});
+reset(); draw();
+setInterval(() => { step(); draw(); document.body.dataset.ticks = ++ticks; }, 140);
+</script>
+"""
+GAME = SKELETON.replace("</body>", GAME_SCRIPT + "</body>")
+
+
+@pytest.mark.slow
+def test_a_browser_game_is_watched_as_it_is_written(page, web, server, tmp_path):
+    """The seed's example task, with scripted model answers: the page first, then the game, then a
+    splice; each write shows up in the viewer while the agent keeps working."""
+    title = GAME.encode().index(b"Snake <span")  # write_file splices at a byte offset
+    server.add(tool_reply("write_file", {"path": "snake/index.html", "content": SKELETON}),
+               tool_reply("write_file", {"path": "snake/index.html", "content": GAME}, call_id="call_2"),
+               tool_reply("write_file", {"path": "snake/index.html", "content": "Classic ", "offset": title},
+                          call_id="call_3"),
+               slow_text("Done: snake/index.html is a playable Snake in one HTML file, canvas and all. "
+                         "Arrow keys steer, Space restarts.", 0.05))
+    for response in server.script[1:3]:
+        response.delay = 0.4  # the model takes a moment per step, so each version is on screen a while
+    send(page, "Write a playable Snake game as one HTML file with embedded CSS and JavaScript, "
+               "canvas, score, game over and restart; no dependencies.")
+    frame = page.frame_locator("#viewer iframe")
+    expect(frame.locator("#help")).to_be_visible()  # the skeleton, before any script
+    expect(page.locator("#path")).to_have_text("snake/index.html")
+    expect(frame.locator("body[data-ticks]")).to_be_attached()  # the game runs
+    expect(frame.locator("h1")).to_contain_text("Classic Snake")  # the splice reloaded it again
+    idle(page)
+    frame.locator("#board").focus()
+    page.keyboard.press("ArrowDown")
+    game = next(f for f in page.frames if f.url.endswith(".html") or "/raw/" in f.url)
+    page.wait_for_function("() => true")  # let a tick pass
+    time.sleep(0.6)
+    assert game.evaluate("() => started && !over && snake[0].y > 10")  # it is playable: the snake turned
+    shot(page, "web-game.png", tmp_path)
+    assert (web.workspace / "snake" / "index.html").read_text().startswith("<!doctype html>")
+    assert "Classic Snake" in (web.workspace / "snake" / "index.html").read_text()
+    calls = [json.loads(m["tool_calls"][0]["function"]["arguments"])["path"]
+             for m in saved_messages(web.workspace) if m.get("tool_calls")]
+    assert calls == ["snake/index.html"] * 3
