@@ -15,23 +15,18 @@ from __future__ import annotations
 
 import hashlib
 import os
-import selectors
-import signal
-import subprocess
-import time
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 
 from ..fsutil import atomic_write
 from ..sanitize import sanitize
-from ..tools.shell import NON_INTERACTIVE_ENV
+from ..tools.shell import NON_INTERACTIVE_ENV, run_process
 
 # Environment variables whose names contain one of these never reach a check command.
 SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH", "COOKIE",
                 "PRIVATE", "SESSION")
 LIST_LIMIT = 500  # files listed by one list_files call
-DRAIN_AFTER_EXIT = 0.5  # seconds of output still read after the command exits
 
 
 class Refused(Exception):
@@ -178,10 +173,8 @@ class Shell:
         if argv is None:
             raise Refused(f"{args['command']!r} is not a named command "
                           f"(named: {', '.join(ws.commands) or 'none'})")
-        output, code, timed_out = run_argv(argv, ws.root, ws.timeout)
+        output, code = run_argv(argv, ws.root, ws.timeout)
         text, clipped = clip(output, ws.output_limit)
-        if timed_out:
-            text += f"\n[timed out after {ws.timeout:g}s; process group killed]"
         return ToolResult(code == 0, text, clipped, code, facts={"report": test_report(output)})
 
 
@@ -191,60 +184,14 @@ def clean_env() -> dict[str, str]:
     return {**env, **NON_INTERACTIVE_ENV, "PYTHONDONTWRITEBYTECODE": "1"}
 
 
-def run_argv(argv: list[str], cwd: Path, timeout: float) -> tuple[bytes, int, bool]:
-    """Run a fixed argument array; (output, exit code, timed out). Output is kept whole here
-    (capped at 4 MiB) and clipped by the caller; Ctrl+C kills the group and propagates."""
+def run_argv(argv: list[str], cwd: Path, timeout: float) -> tuple[bytes, int]:
+    """A fixed argument array, no shell, credentials kept out: (output, exit code). The process
+    machinery (timeout, group kill, Ctrl+C) is shell_exec's; output past 4 MiB is clipped there."""
     try:
-        proc = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, start_new_session=True, env=clean_env())
+        result = run_process(argv, timeout, 4 << 20, cwd=cwd, env=clean_env())
     except OSError as e:
-        return f"cannot start {argv[0]}: {e.strerror or e}".encode(), 127, False
-    chunks: list[bytes] = []
-    deadline = time.monotonic() + timeout
-    try:
-        timed_out = _read(proc, chunks, deadline)
-        if not timed_out:
-            try:
-                proc.wait(timeout=max(deadline - time.monotonic(), 0.01))
-            except subprocess.TimeoutExpired:
-                timed_out = True
-    finally:
-        _kill_group(proc)  # children left in the group die too
-        proc.stdout.close()
-        proc.wait()
-    code = 124 if timed_out else (128 - proc.returncode if proc.returncode < 0 else proc.returncode)
-    return b"".join(chunks), code, timed_out
-
-
-def _read(proc: subprocess.Popen, chunks: list[bytes], deadline: float) -> bool:
-    """Read until EOF; True if the deadline passed first."""
-    kept, exited_at = 0, None
-    with selectors.DefaultSelector() as selector:
-        selector.register(proc.stdout, selectors.EVENT_READ)
-        while True:
-            now = time.monotonic()
-            left = deadline - now
-            if left <= 0:
-                return True
-            if exited_at is None and proc.poll() is not None:
-                exited_at = now
-            if exited_at is not None and now - exited_at > DRAIN_AFTER_EXIT:
-                return False  # a background child holds the pipe; the command itself is done
-            if not selector.select(min(left, 0.2)):
-                continue
-            data = os.read(proc.stdout.fileno(), 1 << 16)
-            if not data:
-                return False
-            if kept < 4 << 20:
-                chunks.append(data)
-                kept += len(data)
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+        return f"cannot start {argv[0]}: {e.strerror or e}".encode(), 127
+    return result.output.encode("utf-8"), result.exit_code
 
 
 def test_report(output: bytes) -> dict | None:

@@ -50,12 +50,23 @@ class ShellExec:
 def run_shell(command: str, timeout: float, output_limit: int,
               cancel: threading.Event | None = None,
               on_start: Callable[[subprocess.Popen], None] | None = None) -> ShellResult:
-    """Run `command` in its own session; kill the whole process group at `timeout`, on Ctrl+C,
-    or when `cancel` is set (a sub-agent whose parent was interrupted): then KeyboardInterrupt.
-    `on_start` is told the process as soon as it exists (the daemon records its pid)."""
-    proc = subprocess.Popen([SHELL, "-c", command], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, start_new_session=True,
-                            env={**os.environ, **NON_INTERACTIVE_ENV})
+    """Run `command` with bash in its own session, in an environment that never waits on a
+    terminal; see run_process for the limits."""
+    return run_process([SHELL, "-c", command], timeout, output_limit, cancel, on_start,
+                       env={**os.environ, **NON_INTERACTIVE_ENV})
+
+
+def run_process(argv: list[str], timeout: float, output_limit: int,
+                cancel: threading.Event | None = None,
+                on_start: Callable[[subprocess.Popen], None] | None = None,
+                cwd: str | os.PathLike | None = None, env: dict[str, str] | None = None) -> ShellResult:
+    """The one place bantam runs a program: stdin closed, stdout and stderr merged, its own session.
+    The whole process group is killed at `timeout`, on Ctrl+C, when `cancel` is set (a sub-agent
+    whose parent was interrupted: then KeyboardInterrupt), and when the program returns (so nothing
+    it started is left behind). `on_start` is told the process as soon as it exists (the daemon
+    records its pid). A program that cannot start raises OSError."""
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            start_new_session=True, cwd=cwd, env=env)
     if on_start is not None:
         on_start(proc)
     output = ClippedOutput(output_limit)
