@@ -1,4 +1,5 @@
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -8,6 +9,11 @@ import pytest
 from tests.fakes.openai_server import FakeServer
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# A run started in the background (`nohup ... &`) inherits SIGINT and SIGHUP ignored, and so would
+# every bantam and shell the tests start, which then cannot be interrupted as the tests require.
+signal.signal(signal.SIGINT, signal.default_int_handler)
+signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
 @pytest.fixture
