@@ -13,7 +13,7 @@ from typing import Any
 from ..errors import LimitReached, ProviderError, ToolError
 from ..events import Event, OnEvent, quiet
 from . import ToolContext, make_toolbox
-from .subagent import CHILD_NOTE
+from .subagent import check_can_delegate, child_messages
 
 STATUSES = ("success", "partial", "failure", "blocked")
 REPORT = """
@@ -48,8 +48,7 @@ class SpawnAgent:
     }
 
     def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
-        if ctx.depth > 0 or ctx.provider is None:
-            raise ToolError("a sub-agent cannot start another agent")
+        check_can_delegate(ctx)
         if next(ctx.spawn_numbers) >= ctx.cfg.max_fanout:
             raise ToolError(f"the fan-out cap of {ctx.cfg.max_fanout} sub-agents for this run is reached; "
                             "do the rest yourself or combine subtasks")
@@ -67,12 +66,11 @@ def spawn(ctx: ToolContext, task: str, checks: list[str], persistence: str, max_
     from ..loop import Limits, run
     durable = ctx.durable if persistence == "durable" else None
     key = durable.key(task, checks) if durable else ""
-    if durable and durable.result(key) is not None:
-        return durable.result(key)  # finished before the run was killed
+    finished = durable.result(key) if durable else None
+    if finished is not None:
+        return finished  # finished before the run was killed
     progress = durable.progress(key) if durable else None
-    messages = (progress.read() if progress else []) or [
-        {"role": "system", "content": ctx.system_prompt + CHILD_NOTE + instructions(checks)},
-        {"role": "user", "content": task}]
+    messages = (progress.read() if progress else []) or child_messages(ctx, task, instructions(checks))
     child = ctx.child(_serialized(quiet(ctx.on_event)))
     box = make_toolbox(ctx.cfg.tools, child)
     limits = Limits(max_iter, ctx.cfg.tool_budget, ctx.cfg.retry_delays)

@@ -20,11 +20,21 @@ class RunSubagent:
 
     def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
         from ..loop import Limits, run
-        if ctx.depth > 0 or ctx.provider is None:
-            raise ToolError("a child agent cannot start another agent")
+        check_can_delegate(ctx)
         child_ctx = ctx.child(quiet(ctx.on_event))  # its answer comes back as the result
-        messages = [{"role": "system", "content": ctx.system_prompt + CHILD_NOTE},
-                    {"role": "user", "content": args["prompt"]}]
+        messages = child_messages(ctx, args["prompt"])
         box = make_toolbox(ctx.cfg.tools, child_ctx)
         return run(ctx.provider, messages, box, Limits.from_config(ctx.cfg), child_ctx.on_event).text
 
+
+
+def check_can_delegate(ctx: ToolContext) -> None:
+    """Children cannot start agents of their own (and nothing can without a model)."""
+    if ctx.depth > 0 or ctx.provider is None:
+        raise ToolError("a child agent cannot start another agent")
+
+
+def child_messages(ctx: ToolContext, task: str, instructions: str = "") -> list[dict]:
+    """A child's whole context: the parent's system prompt marked as a child's, and the task."""
+    return [{"role": "system", "content": ctx.system_prompt + CHILD_NOTE + instructions},
+            {"role": "user", "content": task}]
