@@ -5,6 +5,7 @@ It drives the same loop, provider and tools as the one-shot mode; everything her
 from __future__ import annotations
 
 import sys
+import threading
 from typing import Callable
 
 from . import __version__, compact, config, loop, sessions
@@ -42,6 +43,9 @@ Enter sends, Ctrl+J starts a new line, Ctrl+C clears the line or stops a running
 
 
 class Repl:
+    continue_hint = "/continue resumes it"
+    shell_cancel: threading.Event | None = None  # a front end's Stop for `!command` (the web page)
+
     def __init__(self, flags: dict[str, str], read: Reader | None = None,
                  out=sys.stdout, err=sys.stderr):
         self.flags = dict(flags)
@@ -68,13 +72,16 @@ class Repl:
 
     # --- the main loop ------------------------------------------------------------------------
 
-    def run(self) -> int:
+    def greet(self) -> None:
         where = "this machine" if self.cfg.provider == "local" else self.cfg.endpoint
         self.say(f"bantam {__version__} · {self.provider.model} at {where} · /help for commands")
         if self.cfg.embedded:
             self.say(config.EMBEDDED_NOTICE)
         if (sessions.sessions_dir() / f"{self.autosave.id}.json").exists():
-            self.say("this project has a saved conversation: /continue resumes it")
+            self.say("this project has a saved conversation: " + self.continue_hint)
+
+    def run(self) -> int:
+        self.greet()
         while True:
             try:
                 line = self.read("> ")
@@ -281,7 +288,7 @@ class Repl:
         if not command:
             return self.say("usage: !<command>")
         try:
-            result = run_shell(command, self.cfg.shell_timeout, self.cfg.tool_output_limit)
+            result = run_shell(command, self.cfg.shell_timeout, self.cfg.tool_output_limit, self.shell_cancel)
         except KeyboardInterrupt:
             return self.say("interrupted")
         self.print(result.output.rstrip("\n"))

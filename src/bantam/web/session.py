@@ -24,11 +24,10 @@ import threading
 import traceback
 from typing import Any, Callable
 
-from .. import __version__, config, sessions
+from .. import config
 from ..events import Done, Event, Reasoning, RequestStarted, Retry, Text, ToolCall, UsageReport
 from ..render import usage_line
 from ..repl import Repl
-from ..tools.shell import run_shell
 
 # Events at which a stopped worker raises KeyboardInterrupt: the ones a turn emits while it still
 # has work ahead. A ToolResult is not one: a tool that has finished keeps its step.
@@ -99,6 +98,8 @@ class PageRenderer:
 
 
 class WebSession(Repl):
+    continue_hint = "/continue resumes it, or pick one under Sessions"
+
     def __init__(self, flags: dict[str, str]):
         self.hub = Hub()
         self.log: list[dict] = []
@@ -106,18 +107,13 @@ class WebSession(Repl):
         self.job: threading.Thread | None = None
         self.job_start = 0             # where the running input's events begin in the log
         self.stopping = threading.Event()
+        self.shell_cancel = self.stopping  # Stop (not SIGINT) ends a `!command`
         self.question: str | None = None
         self.answers: queue.Queue = queue.Queue()
         self.responses: list[Any] = []  # network streams of the provider's responses this job
         super().__init__(flags, read=self.ask)
         self.log = [self.reset_event()]
-        where = "this machine" if self.cfg.provider == "local" else self.cfg.endpoint
-        self.say(f"bantam {__version__} · {self.provider.model} at {where} · /help for commands")
-        if self.cfg.embedded:
-            self.say(config.EMBEDDED_NOTICE)
-        if (sessions.sessions_dir() / f"{self.autosave.id}.json").exists():
-            self.say("this project has a saved conversation: /continue resumes it, "
-                     "or pick one under Sessions")
+        self.greet()
 
     # --- Repl's outputs, redirected ---------------------------------------------------------
 
@@ -145,17 +141,6 @@ class WebSession(Repl):
         if answer is _STOP:
             raise KeyboardInterrupt
         return answer
-
-    def shell(self, command: str) -> None:
-        """`!command`, as in the terminal, but Stop (the cancel flag) ends it, not SIGINT."""
-        if not command:
-            return self.say("usage: !<command>")
-        try:
-            result = run_shell(command, self.cfg.shell_timeout, self.cfg.tool_output_limit, self.stopping)
-        except KeyboardInterrupt:
-            return self.say("interrupted")
-        self.print(result.output.rstrip("\n"))
-        self.say(f"exit: {result.exit_code}")
 
     # --- the page's events -----------------------------------------------------------------
 
