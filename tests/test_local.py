@@ -27,7 +27,9 @@ def local(**values):
 
 def test_streamed_answer_with_real_token_counts():
     events = []
-    reply = local().complete([SYSTEM, {"role": "user", "content": "What is 2+2?"}], [], events.append)
+    # (a 135M model wanders on a bare "What is 2+2?"; asked for a number it answers one)
+    reply = local().complete([SYSTEM, {"role": "user", "content": "What is 2+2? Answer with a number."}], [],
+                             events.append)
     pieces = [e.text for e in events if isinstance(e, Text)]
     assert len(pieces) > 1 and "".join(pieces).strip() == reply.message["content"]
     assert "4" in reply.message["content"] or "four" in reply.message["content"].lower()
@@ -108,7 +110,7 @@ def test_without_the_extra_a_one_line_hint(home):
 
 
 def test_embedded_default_with_nothing_configured(home):
-    r = run_bantam("--set", "temperature=0", "-p", "What is the capital of France?", cwd=home)
+    r = run_bantam("--set", "temperature=0", "-p", "What is the capital of France?", cwd=home, timeout=300)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip()
     assert "no endpoint configured: answering with the bundled SmolLM2-135M-Instruct" in r.stderr
