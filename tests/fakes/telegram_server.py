@@ -8,11 +8,13 @@
 getUpdates long-polls as the real API does (waits up to `timeout` seconds for an update, honours
 `offset`); sendMessage and sendDocument/sendPhoto/... (multipart) are recorded; getFile and the
 file download URL serve files registered with `add_file`. A wrong token gets 401 like the real one.
+With `drop_sends` set, every send* request loses its connection before it is recorded (an outage).
 """
 from __future__ import annotations
 
 import email.parser
 import json
+import socket
 import threading
 import time
 from dataclasses import dataclass, field
@@ -34,6 +36,7 @@ class FakeTelegram:
         self.sent: list[Sent] = []
         self.files: dict[str, bytes] = {}   # file_path -> bytes
         self.polls = 0
+        self.drop_sends = False  # True: every send* request loses its connection, unanswered
         self.cond = threading.Condition()
         self.next_update = 1
         self.next_message = 100
@@ -149,6 +152,10 @@ def _handler(server: FakeTelegram) -> type[BaseHTTPRequestHandler]:
             _, bot, method = self.path.split("/", 2)
             if bot != f"bot{server.token}":
                 return self._reply(401, {"ok": False, "error_code": 401, "description": "Unauthorized"})
+            if server.drop_sends and method.startswith("send"):  # an outage: nothing arrives
+                self.close_connection = True
+                self.connection.shutdown(socket.SHUT_RDWR)
+                return
             kind = self.headers.get("Content-Type", "")
             if kind.startswith("multipart/"):
                 params, files = parse_multipart(kind, raw)

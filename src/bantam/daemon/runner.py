@@ -23,13 +23,14 @@ class Prepared:
     notes: list[str]   # what first start created or copied, for LIFE.md
 
 
-def prepare(path: Path, cli: Mapping[str, str], primary: str = "agent") -> Prepared:
-    """Everything that can be wrong is found here, before any thread starts."""
+def prepare(path: Path, cli: Mapping[str, str], primary: str = "agent", quiet: bool = False) -> Prepared:
+    """Everything that can be wrong is found here, before any thread starts. `quiet`: a child of
+    the supervisor, which has already said what there is to say about the directory."""
     agent = AgentDir(path.resolve())
     if agent.root.exists() and not agent.root.is_dir():
         raise ConfigError(f"{path} is not a directory")
     made = layout.create(agent, primary)
-    if "config.json" in made:
+    if "config.json" in made and not quiet:
         print(f"bantam: new agent in {path}: make it yours by editing {path}/SOUL.md and "
               f"{path}/config.json", file=sys.stderr)
     where = str(agent / "config.json")
@@ -39,7 +40,8 @@ def prepare(path: Path, cli: Mapping[str, str], primary: str = "agent") -> Prepa
             not (agent / "providers" / f"{settings.provider}.py").is_file():
         raise ConfigError(f"{where}: provider: {settings.provider!r} is neither built in "
                           f"({', '.join(PROVIDERS)}) nor a providers/{settings.provider}.py")
-    _warn_if_readable(agent, settings)
+    if not quiet:
+        _warn_if_readable(agent, settings)
     notes = [f"created {', '.join(made)} from templates"] if made else []
     notes += [f"installed opt/{entry}.py" for entry in copied]
     return Prepared(agent, settings, cfg, notes)
@@ -64,8 +66,8 @@ def auto_opt(agent: AgentDir, s: Settings) -> tuple[str, ...]:
     return tuple(entries)
 
 
-def run_one(path: Path, cli: Mapping[str, str], primary: str = "agent") -> int:
-    ready = prepare(path, cli, primary)
+def run_one(path: Path, cli: Mapping[str, str], primary: str = "agent", child: bool = False) -> int:
+    ready = prepare(path, cli, primary, quiet=child)
     lock = layout.ProcessLock(ready.agent)
     lock.acquire()
     try:
