@@ -178,9 +178,9 @@ def soak(minutes: float, every: float, seed: int) -> dict:
 
 def report(r: dict) -> str:
     served = ", ".join(f"{k} {v}" for k, v in sorted(r["served"].items()))
-    chaos = ", ".join(f"{k} {v} times" for k, v in sorted(r["chaos"].items()))
+    chaos = ", ".join(f"{k} {v}x" for k, v in sorted(r["chaos"].items()))
     return "\n".join([
-        "## Daemon soak: messages, triggers and failures for ten minutes", "",
+        f"## Daemon soak: messages, triggers and failures for {r['minutes']:g} minutes", "",
         f"`bantam daemon` with Telegram for {r['minutes']:g} min: a message every 2 s, a clock trigger "
         "every 5 s and a command trigger every 7 s, while the fake model server fails at random "
         "(10% HTTP 500, 5% stalls past the 2 s timeout, 5% cut connections, and down for 5-25 s "

@@ -18,8 +18,10 @@ import socket
 import threading
 import time
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from tests.fakes.openai_server import _QuietServer  # a client that hangs up is not news
 
 
 @dataclass
@@ -40,7 +42,7 @@ class FakeTelegram:
         self.cond = threading.Condition()
         self.next_update = 1
         self.next_message = 100
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self.httpd = _QuietServer(("127.0.0.1", 0), _handler(self))
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)
 

@@ -221,6 +221,8 @@ class Outbox:
                 stop.wait(delay)
                 continue
             except Exception as e:  # a bug must not end the outbox: the file stays for later
+                if stop.is_set():  # the client was closed under it at shutdown
+                    return
                 self.log("telegram", f"outbox: {type(e).__name__}: {e}")
                 stop.wait(max(1.0, delay))
                 continue
