@@ -178,10 +178,10 @@ def test_install_service_writes_a_unit_systemd_accepts(home, tmp_path):
     assert "systemctl --user enable --now bantam-agent.service" in r.stdout
     if not shutil.which("systemd-analyze"):
         pytest.skip("systemd-analyze is not installed")
-    check = subprocess.run(["systemd-analyze", "verify", "--user", str(unit)], capture_output=True,
-                           text=True, timeout=60, env={**os.environ, "XDG_CONFIG_HOME": str(config)})
-    problems = [x for x in check.stderr.splitlines() if "bantam-agent" in x]
-    assert not problems, check.stderr
+    # (system mode: --user needs a running user manager, which a container or CI has not)
+    check = subprocess.run(["systemd-analyze", "verify", str(unit)], capture_output=True, text=True,
+                           timeout=60)
+    assert check.returncode == 0 and not check.stderr.strip(), check.stderr
 
 
 def test_the_supervisor_warns_once_and_a_new_subconscious_logs_its_setup(home, model, daemons):
