@@ -206,3 +206,17 @@ def test_a_trigger_firing_on_the_second_is_logged_at_that_second(home, model, da
     fired = wait_for(lambda: [x for x in life(agent).splitlines() if "trigger: even fired" in x][3:] and
                      [x for x in life(agent).splitlines() if "trigger: even fired" in x], "four fires", 30)
     assert all(int(x[17:19]) % 2 == 0 for x in fired), fired  # never the odd second before
+
+
+def test_automatic_stashing_never_stashes_a_stash_again(home, model, daemons):
+    agent = configure(home / "agent", model, context_tokens=4_000)
+    history = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"line {i} " + "z" * 400}
+               for i in range(60)]
+    (agent / "messages.jsonl").write_text("".join(json.dumps(m) + "\n" for m in history))
+    daemons()
+    wait_for(lambda: started(agent) and answered(agent, "ok")(), "the start banner answered", 30)
+    markers = [c for c in contents(agent) if "[stash " in c]
+    assert len(markers) >= 2, "over budget after the first stash, so stashed again"
+    for marker in markers:  # each stash moved plain history, never an earlier stash's summary
+        digest = marker.split("[stash ", 1)[1].split("]")[0]
+        assert "[stash " not in (agent / "blobs" / digest).read_text()
