@@ -197,7 +197,10 @@ def report(r: dict) -> str:
         f"| peak RSS | {r['rss']:.1f} MB |",
         f"| CPU time (user + system, children included) | {r['cpu']:.1f} s "
         f"({r['cpu'] / (r['minutes'] * 60) * 100:.1f}% of one core) |", "",
-        f"Model server: {served}. Outages: {chaos}.",
+        f"Model server: {served}. Outages: {chaos}. There are fewer replies than messages "
+        "because one reply answers every message that arrived since the previous one (the fake "
+        "model names them, `reply to #a #b`); lost counts messages named in no reply that reached "
+        "Telegram, duplicated counts replies Telegram received more than once.",
         *([f"Lost: {r['lost']}."] if r["lost"] else []),
         *([f"Duplicated: {r['duplicated']}."] if r["duplicated"] else [])])
 
