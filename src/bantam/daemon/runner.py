@@ -6,13 +6,16 @@ import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 
 from ..config import PROVIDERS, Config
 from ..errors import ConfigError
 from . import layout, settings as settings_mod
 from .layout import AgentDir
 from .settings import Settings
+
+if TYPE_CHECKING:
+    from .agent import Agent
 
 
 @dataclass
@@ -78,15 +81,21 @@ def run_one(path: Path, cli: Mapping[str, str], primary: str = "agent", child: b
             layout.life(ready.agent, "setup", "created triggers/heartbeat.json")
         from .agent import Agent
         agent = Agent(ready.agent, ready.settings, ready.cfg)
-        signal.signal(signal.SIGTERM, _interrupt)
+        signal.signal(signal.SIGTERM, lambda signum, frame: _interrupt(agent))
         agent.serve()
     finally:
         lock.release()
     return 0
 
 
-def _interrupt(signum: int, frame: object) -> None:
+def _interrupt(agent: "Agent") -> None:
     """SIGTERM stops the daemon as Ctrl+C does: the turn in flight is abandoned (its inbound
-    message stays unanswered in messages.jsonl and is answered after the next start)."""
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # one is enough; shutdown must not be cut short
+    message stays unanswered in messages.jsonl and is answered after the next start). The agent
+    is told to stop first: Python drops an exception raised where it cannot propagate (a signal
+    landing in an import lock's callback), and then the loop still ends at once instead of the
+    daemon waiting to be killed. Once stopping, further SIGTERMs must not cut shutdown short."""
+    if agent.stop.is_set():
+        return
+    agent.stop.set()
+    agent.wake.set()
     raise KeyboardInterrupt
