@@ -105,6 +105,7 @@ class Agent:
             self.wait_s = INOTIFY_WAIT_S
         self.log("start", f"pid {os.getpid()}, model {self.cfg.model}, "
                           f"{'inotify' if self.wait_s == INOTIFY_WAIT_S else 'polling'}")
+        self.say(f"started (pid {os.getpid()}, model {self.cfg.model})")
         self.deliver_system(f"[start] bantam daemon started (pid {os.getpid()}, model {self.cfg.model})")
 
     def _watch_failed(self, message: str) -> None:
@@ -200,6 +201,7 @@ class Agent:
         for event in (self.wake, self.trigger_wake, self.mail_wake):
             event.set()
         self.log("stop", f"pid {os.getpid()}")
+        self.say("stopped")
         if self.telegram is not None:
             self.telegram.close()
 
