@@ -49,7 +49,8 @@ def unit_name(dirs: list[Path]) -> str:
 def unit_text(dirs: list[Path], options: list[str]) -> str:
     paths = [str(d.resolve()) for d in dirs]
     command = " ".join(_quote(a) for a in [sys.executable, "-m", "bantam", "daemon", *options, *paths])
-    return UNIT.format(where=", ".join(paths), home=_quote(str(dirs[0].resolve().parent)),
+    return UNIT.format(where=", ".join(p.replace("%", "%%") for p in paths),
+                       home=str(dirs[0].resolve().parent).replace("%", "%%"),  # taken verbatim
                        command=command)
 
 
