@@ -14,7 +14,7 @@ import time
 import pytest
 
 from bantam.daemon.bus import Conversation
-from tests.fakes.openai_server import json_reply, text_reply
+from tests.fakes.openai_server import Response, chunk, json_reply, sse, text_reply, usage
 from tests.fakes.telegram_server import FakeTelegram
 from tests.test_daemon import (FAST, ModelServer, answered, configure, contents, daemons, life,  # noqa: F401
                                messages, model, started, wait_for)
@@ -220,3 +220,44 @@ def test_automatic_stashing_never_stashes_a_stash_again(home, model, daemons):
     for marker in markers:  # each stash moved plain history, never an earlier stash's summary
         digest = marker.split("[stash ", 1)[1].split("]")[0]
         assert "[stash " not in (agent / "blobs" / digest).read_text()
+
+
+def test_a_message_telegram_refuses_is_set_aside_and_the_rest_still_go(home, model, daemons):
+    with FakeTelegram() as tg:
+        tg.refuse_text = "<b"
+        agent = configure(home / "agent", model, telegram_token=tg.token, telegram_chat_id="42",
+                          telegram_api_base=tg.url)
+        model.on("first", text_reply("a <b broken markup"))
+        model.on("second", text_reply("plain words"))
+        daemons()
+        wait_for(lambda: started(agent), "start")
+        tg.push_text(chat_id=42, text="first")
+        wait_for(answered(agent, "broken markup"), "the first answer")
+        tg.push_text(chat_id=42, text="second")
+        wait_for(lambda: "plain words" in tg.texts(), "the second reply, not held up")
+        assert tg.texts() == ["plain words"]
+        failed = list((agent / "outbox" / "failed").glob("*.json"))
+        assert len(failed) == 1 and "a <b broken markup" in failed[0].read_text()
+        assert "moved to outbox/failed/" in life(agent) and "HTTP 400" in life(agent)
+
+
+def cut_call() -> Response:
+    """A tool call cut mid-arguments by the output limit."""
+    return sse([chunk(tool_calls=[{"index": 0, "id": "call_1", "type": "function",
+                                   "function": {"name": "BASH", "arguments": '{"command": "ec'}}]),
+                chunk(finish="length"), chunk(usage=usage(10, 4000), no_choices=True)])
+
+
+def test_an_answer_cut_at_the_output_limit_three_times_waits_and_tells_the_operator(home, model, daemons):
+    with FakeTelegram() as tg:
+        agent = configure(home / "agent", model, telegram_token=tg.token, telegram_chat_id="42",
+                          telegram_api_base=tg.url, max_tokens_limit=10_000)
+        model.on("write the long one", cut_call(), cut_call(), cut_call())
+        daemons()
+        wait_for(lambda: started(agent), "start")
+        tg.push_text(chat_id=42, text="write the long one")
+        told = wait_for(lambda: [t for t in tg.texts() if "output limit" in t], "the note to the operator")
+        assert len(told) == 1 and "waiting for new input" in told[0]
+        sizes = [r.body.get("max_tokens") for r in model.seen("write the long one")]
+        assert sizes == [None, 8000, 10_000]
+        assert not [m for m in messages(agent) if m["role"] == "tool"]  # the cut call never ran

@@ -39,6 +39,7 @@ class FakeTelegram:
         self.files: dict[str, bytes] = {}   # file_path -> bytes
         self.polls = 0
         self.drop_sends = False  # True: every send* request loses its connection, unanswered
+        self.refuse_text = ""    # a sendMessage whose text contains this gets 400 Bad Request
         self.cond = threading.Condition()
         self.next_update = 1
         self.next_message = 100
@@ -163,6 +164,9 @@ def _handler(server: FakeTelegram) -> type[BaseHTTPRequestHandler]:
                 params, files = parse_multipart(kind, raw)
             else:
                 params, files = (json.loads(raw) if raw else {}), {}
+            if server.refuse_text and server.refuse_text in str(params.get("text", "")):
+                return self._reply(400, {"ok": False, "error_code": 400,
+                                         "description": "Bad Request: can't parse entities"})
             self._reply(200, {"ok": True, "result": self._call(method, params, files)})
 
         def _call(self, method: str, params: dict, files: dict) -> Any:
