@@ -27,6 +27,15 @@ def say(agent, text):
     Conversation(agent / "messages.jsonl").append({"role": "user", "content": text})
 
 
+def start_with_chat(home, model, tg, daemons, **extra):
+    """A daemon in home/agent chatting with the fake Telegram (chat 42), once it has started."""
+    agent = configure(home / "agent", model, telegram_token=tg.token, telegram_chat_id="42",
+                      telegram_api_base=tg.url, **extra)
+    daemon = daemons()
+    wait_for(lambda: started(agent), "start")
+    return agent, daemon
+
+
 def test_an_unanswered_turn_is_answered_when_the_model_returns_and_triggers_arrive_collapsed(
         home, model, daemons):
     agent = configure(home / "agent", model, **RETRY)
@@ -69,11 +78,8 @@ class Refusing(ModelServer):
 
 def test_a_refused_key_is_told_to_the_operator_once_and_the_turn_retried(home, daemons):
     with Refusing() as model, FakeTelegram() as tg:
-        agent = configure(home / "agent", model, telegram_token=tg.token, telegram_chat_id="42",
-                          telegram_api_base=tg.url, **RETRY)
         model.on("[telegram", text_reply("Working again."))
-        daemons()
-        wait_for(lambda: started(agent), "start")
+        agent, _ = start_with_chat(home, model, tg, daemons, **RETRY)
         tg.push_text(chat_id=42, text="hello?")
         wait_for(lambda: life(agent).count("HTTP 401") >= 4, "several failed attempts", 30)
         model.refuse = False
@@ -86,12 +92,9 @@ def test_a_refused_key_is_told_to_the_operator_once_and_the_turn_retried(home, d
 def test_replies_reach_telegram_exactly_once_in_order_across_an_outage_and_a_sigkill(
         home, model, daemons):
     with FakeTelegram() as tg:
-        agent = configure(home / "agent", model, telegram_token=tg.token, telegram_chat_id="42",
-                          telegram_api_base=tg.url, outbox_retry_max_s=0.3)
         for n in range(1, 5):
             model.on(f"question {n}", text_reply(f"answer {n}"))
-        first = daemons()
-        wait_for(lambda: started(agent), "start")
+        agent, first = start_with_chat(home, model, tg, daemons, outbox_retry_max_s=0.3)
         tg.push_text(chat_id=42, text="question 1")
         tg.wait_sent(1)  # acknowledged: must never be sent again
         tg.drop_sends = True
@@ -225,12 +228,9 @@ def test_automatic_stashing_never_stashes_a_stash_again(home, model, daemons):
 def test_a_message_telegram_refuses_is_set_aside_and_the_rest_still_go(home, model, daemons):
     with FakeTelegram() as tg:
         tg.refuse_text = "<b"
-        agent = configure(home / "agent", model, telegram_token=tg.token, telegram_chat_id="42",
-                          telegram_api_base=tg.url)
         model.on("first", text_reply("a <b broken markup"))
         model.on("second", text_reply("plain words"))
-        daemons()
-        wait_for(lambda: started(agent), "start")
+        agent, _ = start_with_chat(home, model, tg, daemons)
         tg.push_text(chat_id=42, text="first")
         wait_for(answered(agent, "broken markup"), "the first answer")
         tg.push_text(chat_id=42, text="second")
@@ -250,14 +250,27 @@ def cut_call() -> Response:
 
 def test_an_answer_cut_at_the_output_limit_three_times_waits_and_tells_the_operator(home, model, daemons):
     with FakeTelegram() as tg:
-        agent = configure(home / "agent", model, telegram_token=tg.token, telegram_chat_id="42",
-                          telegram_api_base=tg.url, max_tokens_limit=10_000)
         model.on("write the long one", cut_call(), cut_call(), cut_call())
-        daemons()
-        wait_for(lambda: started(agent), "start")
+        agent, _ = start_with_chat(home, model, tg, daemons, max_tokens_limit=10_000)
         tg.push_text(chat_id=42, text="write the long one")
         told = wait_for(lambda: [t for t in tg.texts() if "output limit" in t], "the note to the operator")
         assert len(told) == 1 and "waiting for new input" in told[0]
         sizes = [r.body.get("max_tokens") for r in model.seen("write the long one")]
         assert sizes == [None, 8000, 10_000]
         assert not [m for m in messages(agent) if m["role"] == "tool"]  # the cut call never ran
+
+
+def test_a_file_that_cannot_be_saved_does_not_stop_the_chat(home, model, daemons):
+    with FakeTelegram() as tg:
+        model.on("see attached", text_reply("Got your note, not the file."))
+        model.on("still there?", text_reply("Yes."))
+        agent, _ = start_with_chat(home, model, tg, daemons)
+        (agent / "inbound").rmdir()
+        (agent / "inbound").write_text("not a folder")  # every save in inbound/ fails
+        tg.add_file("F1", "documents/file_1.txt", b"numbers")
+        tg.push({"chat": {"id": 42}, "caption": "see attached",
+                 "document": {"file_id": "F1", "file_name": "q3.txt"}})
+        wait_for(lambda: "Got your note, not the file." in tg.texts(), "the answer to the file")
+        tg.push_text(chat_id=42, text="still there?")
+        wait_for(lambda: "Yes." in tg.texts(), "the chat goes on")
+        assert "could not save a file" in life(agent)

@@ -39,6 +39,7 @@ from .tools import make_toolbox
 from .triggers import Triggers
 
 INOTIFY_WAIT_S = 60.0   # with inotify the loop needs no polling; this is only a safety net
+RESTART_S = 10.0        # a channel thread that died is started again after this
 
 
 class Agent:
@@ -98,7 +99,7 @@ class Agent:
             threads.append((self.telegram.poll_forever, (self.stop, self.deliver_user)))
             threads.append((self.telegram.outbox.send_forever, (self.stop,)))
         for target, args in threads:
-            threading.Thread(target=target, args=args, daemon=True).start()
+            threading.Thread(target=self._keep_running, args=(target, args), daemon=True).start()
         if self.settings.watch == "auto" and watch.start(
                 {self.dir.root: self.wake.set, self.dir / "triggers": self.trigger_wake.set,
                  self.dir / "mail_inbox": self.mail_wake.set}, self.stop, self._watch_failed):
@@ -107,6 +108,18 @@ class Agent:
                           f"{'inotify' if self.wait_s == INOTIFY_WAIT_S else 'polling'}")
         self.say(f"started (pid {os.getpid()}, model {self.cfg.model})")
         self.deliver_system(f"[start] bantam daemon started (pid {os.getpid()}, model {self.cfg.model})")
+
+    def _keep_running(self, target: Any, args: tuple) -> None:
+        """A channel thread that dies of a bug is started again: a chat that silently stops
+        listening is the worst way for a months-long daemon to fail."""
+        while not self.stop.is_set():
+            try:
+                target(*args)
+                return
+            except Exception as e:
+                self.log("error", f"{getattr(target, '__qualname__', target)} failed: {bug(e)}; "
+                                  f"restarting it in {RESTART_S:g} s")
+                self.stop.wait(RESTART_S)
 
     def _watch_failed(self, message: str) -> None:
         self.log("watch", message)
@@ -135,8 +148,7 @@ class Agent:
         except (KeyboardInterrupt, SystemExit):
             raise
         except Exception as e:  # a bug must not end the agent: log it, wait for the next change
-            where = traceback.extract_tb(e.__traceback__)[-1]
-            self.log("error", f"{type(e).__name__}: {e} (at {where.filename}:{where.lineno})")
+            self.log("error", bug(e))
 
     def step(self) -> None:
         request = self.refresh()
@@ -366,6 +378,12 @@ class Agent:
             from ..providers.http import make_client
             self._web = make_client(self.cfg)
         return self._web
+
+
+def bug(e: Exception) -> str:
+    """An unexpected exception in one line, with where it was raised."""
+    where = traceback.extract_tb(e.__traceback__)[-1]
+    return f"{type(e).__name__}: {e} (at {where.filename}:{where.lineno})"
 
 
 def woken_by(conv: list[dict]) -> str:

@@ -69,7 +69,10 @@ class Telegram:
             for update in updates if isinstance(updates, list) else []:
                 self.receive(update, deliver)
                 offset = int(update.get("update_id", offset - 1)) + 1
-                atomic_write(self.offset_file, f"{offset}\n".encode(), mode=0o600)
+                try:
+                    atomic_write(self.offset_file, f"{offset}\n".encode(), mode=0o600)
+                except OSError as e:  # the poll goes on; a restart may deliver this one again
+                    self.log("telegram", f"could not save the update cursor: {e}")
 
     def receive(self, update: dict, deliver: Callable[[str], None]) -> None:
         msg = update.get("message")
@@ -105,7 +108,11 @@ class Telegram:
             return ""
         name = item.get("file_name") or os.path.basename(str(info["file_path"]))
         target = self.inbound / f"{msg.get('message_id')}-{os.path.basename(name)}"
-        atomic_write(target, response.content, mode=0o600)
+        try:
+            atomic_write(target, response.content, mode=0o600)
+        except OSError as e:  # (a full disk): the message still arrives, without its file
+            self.log("telegram", f"could not save a file: {e}")
+            return ""
         return os.path.relpath(target, self.inbound.parent.parent)
 
     def _read_offset(self) -> int:
