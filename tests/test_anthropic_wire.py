@@ -178,10 +178,16 @@ def test_invalid_json_event(server):
         complete(server, stream([message_start(), "event: content_block_delta\ndata: {not json\n\n"]))
 
 
-def test_max_tokens_stop_is_noticed(server):
-    reply, events = complete(server, stream([message_start(), *text_block(0, "cut sho"), *finish("max_tokens")]))
-    assert reply.message["content"] == "cut sho" and reply.finish_reason == "max_tokens"
-    assert any(isinstance(e, Notice) and "max_tokens" in e.message for e in events)
+def test_max_tokens_stop_is_asked_again_with_double_max_tokens(server):
+    server.add(stream([message_start(), *text_block(0, "cut sho"), *finish("max_tokens")]),
+               text_reply("the whole answer"))
+    provider = AnthropicProvider(Config(endpoint=server.url, model="claude-test", provider="anthropic"))
+    events = []
+    reply = loop.request(provider, [{"role": "user", "content": "hi"}], [], loop.Limits(retry_delays=()),
+                         events.append)
+    assert reply.message["content"] == "the whole answer"
+    assert [sent(server, n)["max_tokens"] for n in (0, 1)] == [8192, 16384]
+    assert any(isinstance(e, Notice) and "max_tokens=16384" in e.message for e in events)
 
 
 def test_non_streaming_json(server):

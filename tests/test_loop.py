@@ -11,7 +11,7 @@ from bantam.events import Notice, Retry, Text, ToolCall, ToolResult, UsageReport
 from bantam.providers.openai import OpenAIProvider
 from bantam.tools import ToolContext, make_toolbox
 from bantam.tools.subagent import CHILD_NOTE
-from tests.fakes.openai_server import chunk, json_reply, sse, text_reply, tool_reply, usage
+from tests.fakes.openai_server import Response, chunk, json_reply, sse, text_reply, tool_reply, usage
 
 
 def agent(server, home, messages=None, limits=None, **cfg_values):
@@ -182,3 +182,32 @@ def test_connection_refused_exhausts_retries(home):
     with pytest.raises(ProviderError):
         loop.run(provider, [{"role": "user", "content": "x"}], box, loop.Limits(retry_delays=(0, 0)), events.append)
     assert len([e for e in events if isinstance(e, Retry)]) == 2
+
+
+def cut_tool_call(args_text: str, completion: int) -> Response:
+    """A tool call whose arguments stop mid-JSON because the output limit was reached."""
+    return sse([chunk(tool_calls=[{"index": 0, "id": "call_1", "type": "function",
+                                   "function": {"name": "shell_exec", "arguments": args_text}}]),
+                chunk(finish="length"), chunk(usage=usage(10, completion), no_choices=True)])
+
+
+def test_a_tool_call_cut_at_the_output_limit_is_asked_again_with_double_max_tokens(server, home):
+    server.add(cut_tool_call('{"command": "echo hel', 2000),
+               tool_reply("shell_exec", {"command": "echo hello"}), text_reply("done"))
+    run, messages, events = agent(server, home)
+    assert run().text == "done"
+    first, second, third = [r.body for r in server.chat_requests()]
+    assert "max_tokens" not in first and second["max_tokens"] == 4000 and "max_tokens" not in third
+    assert messages[3]["content"] == "hello\n\n\nexit: 0"  # the cut call never ran
+    assert not any("not valid JSON" in str(m.get("content")) for m in messages)
+    assert any(isinstance(e, Notice) and "max_tokens=4000" in e.message for e in events)
+
+
+def test_output_limit_recovery_doubles_up_to_max_tokens_limit_then_gives_up(server, home):
+    server.add(*[cut_tool_call('{"command": "ec', 10) for _ in range(3)])
+    run, messages, _ = agent(server, home, forward={"max_tokens": 3000},
+                             limits=loop.Limits(retry_delays=(0,), max_tokens_limit=8000))
+    with pytest.raises(LimitReached, match="cut at the output limit"):
+        run()
+    assert [r.body["max_tokens"] for r in server.chat_requests()] == [3000, 6000, 8000]
+    assert [m["role"] for m in messages] == ["system", "user"]  # nothing half-done was kept

@@ -49,6 +49,7 @@ class Config:
     n_ctx: int | None = None              # provider=local: context size (default 8192)
     n_threads: int | None = None          # provider=local: CPU threads (default: llama.cpp's)
     retry_delays: tuple[float, ...] = FIBONACCI_DELAYS  # seconds between retries of a request
+    max_tokens_limit: int = 32_768        # an answer cut at max_tokens is asked again, doubled, up to this
     forward: Mapping[str, Any] = field(default_factory=dict)  # unknown keys, sent to the API
     file: str = ""                        # the config file that was read, if any
     warning: str = ""                     # something the user should hear about the config file
@@ -126,6 +127,7 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "n_ctx": _number(int, 16),
     "n_threads": _number(int, 1),
     "retry_delays": _delays,
+    "max_tokens_limit": _number(int, 1),
 }
 
 # environment variable -> key; the config file and flags win over these

@@ -26,6 +26,8 @@ from .sanitize import sanitize
 from .tools import Outcome, Toolbox
 
 REPEAT_LIMIT = 3  # the same call this many times in a row is refused, not run again
+OUTPUT_ATTEMPTS = 3  # seed 003: at most three generations of an answer cut at the output limit
+CUT = ("length", "max_tokens")  # finish reasons of an answer cut at the output limit
 Checkpoint = Callable[[list[dict]], None]
 
 
@@ -34,10 +36,11 @@ class Limits:
     max_iterations: int = 1000  # model requests per turn
     tool_budget: int = 200      # tool calls per turn
     retry_delays: tuple[float, ...] = FIBONACCI_DELAYS
+    max_tokens_limit: int = 32_768  # a cut answer is asked again with doubled max_tokens, up to this
 
     @classmethod
     def from_config(cls, cfg: Config) -> "Limits":
-        return cls(cfg.max_al_iterations, cfg.tool_budget, cfg.retry_delays)
+        return cls(cfg.max_al_iterations, cfg.tool_budget, cfg.retry_delays, cfg.max_tokens_limit)
 
 
 @dataclass
@@ -90,6 +93,36 @@ def run(provider: Provider, messages: list[dict], toolbox: Toolbox, limits: Limi
 
 def request(provider: Provider, messages: list[dict], schemas: list[dict], limits: Limits,
             on_event: OnEvent) -> Reply:
+    """One answer. One cut at the output limit is asked for again with twice the output budget,
+    up to `max_tokens_limit` and OUTPUT_ATTEMPTS generations in all (seed 003). A cut tool call
+    is never run: when the budget is spent it raises LimitReached; a cut text is kept."""
+    reply = _request(provider, messages, schemas, limits, on_event)
+    budget = getattr(provider, "output_tokens", False)  # False: the provider cannot be told
+    try:
+        for _ in range(OUTPUT_ATTEMPTS - 1):
+            if reply.finish_reason not in CUT or budget is False:
+                break
+            used = provider.output_budget() or (reply.usage.completion_tokens if reply.usage else 0)
+            larger = min(max(2 * used, 1024), max(limits.max_tokens_limit, used))
+            if larger <= used:
+                break
+            on_event(Notice(message=f"the answer was cut at the output limit ({used} tokens); "
+                                    f"asking again with max_tokens={larger}"))
+            provider.output_tokens = larger  # type: ignore[attr-defined]
+            reply = _request(provider, messages, schemas, limits, on_event)
+    finally:
+        if budget is not False:
+            provider.output_tokens = None  # type: ignore[attr-defined]
+    if reply.finish_reason in CUT:
+        if reply.message.get("tool_calls"):
+            raise LimitReached("the answer was cut at the output limit (max_tokens_limit "
+                               f"{limits.max_tokens_limit}) in the middle of a tool call; not run")
+        on_event(Notice(message="the answer was cut at the output limit"))
+    return reply
+
+
+def _request(provider: Provider, messages: list[dict], schemas: list[dict], limits: Limits,
+             on_event: OnEvent) -> Reply:
     """One model request, retried. Two refusals are repaired once: the seed's "Invalid assistant
     message" (drop the empty message) and a context overflow (compact, then ask again)."""
     def call() -> Reply:

@@ -131,6 +131,7 @@ class FakeServer:
         self.props, self.show = props, show
         self.requests: list[Recorded] = []
         self.lock = threading.Lock()
+        self.connections: set[socket.socket] = set()  # open client connections, for go_down
         self.httpd = _QuietServer(("127.0.0.1", 0), _handler(self))
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.02,), daemon=True)
@@ -161,6 +162,26 @@ class FakeServer:
         self.httpd.shutdown()
         self.httpd.server_close()
 
+    def go_down(self) -> None:
+        """Stop listening and drop every open connection: new ones are refused, as from a
+        server that is down."""
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        with self.lock:
+            for conn in self.connections:
+                try:
+                    conn.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def come_back(self) -> None:
+        """Listen again on the same port."""
+        port = self.httpd.server_address[1]
+        self.httpd = _QuietServer(("127.0.0.1", port), _handler(self))
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.02,), daemon=True)
+        self.thread.start()
+
 
 class _QuietServer(ThreadingHTTPServer):
     def handle_error(self, request: Any, client_address: Any) -> None:
@@ -177,6 +198,19 @@ def _handler(server: FakeServer) -> type[BaseHTTPRequestHandler]:
 
         def log_message(self, *args: Any) -> None:
             pass
+
+        def setup(self) -> None:
+            super().setup()
+            with server.lock:
+                server.connections.add(self.connection)
+
+        def finish(self) -> None:
+            with server.lock:
+                server.connections.discard(self.connection)
+            try:
+                super().finish()
+            except OSError:  # dropped by go_down
+                pass
 
         def _record(self) -> Any:
             size = int(self.headers.get("Content-Length") or 0)

@@ -8,16 +8,20 @@
 getUpdates long-polls as the real API does (waits up to `timeout` seconds for an update, honours
 `offset`); sendMessage and sendDocument/sendPhoto/... (multipart) are recorded; getFile and the
 file download URL serve files registered with `add_file`. A wrong token gets 401 like the real one.
+With `drop_sends` set, every send* request loses its connection before it is recorded (an outage).
 """
 from __future__ import annotations
 
 import email.parser
 import json
+import socket
 import threading
 import time
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from tests.fakes.openai_server import _QuietServer  # a client that hangs up is not news
 
 
 @dataclass
@@ -34,10 +38,12 @@ class FakeTelegram:
         self.sent: list[Sent] = []
         self.files: dict[str, bytes] = {}   # file_path -> bytes
         self.polls = 0
+        self.drop_sends = False  # True: every send* request loses its connection, unanswered
+        self.refuse_text = ""    # a sendMessage whose text contains this gets 400 Bad Request
         self.cond = threading.Condition()
         self.next_update = 1
         self.next_message = 100
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self.httpd = _QuietServer(("127.0.0.1", 0), _handler(self))
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)
 
@@ -149,11 +155,18 @@ def _handler(server: FakeTelegram) -> type[BaseHTTPRequestHandler]:
             _, bot, method = self.path.split("/", 2)
             if bot != f"bot{server.token}":
                 return self._reply(401, {"ok": False, "error_code": 401, "description": "Unauthorized"})
+            if server.drop_sends and method.startswith("send"):  # an outage: nothing arrives
+                self.close_connection = True
+                self.connection.shutdown(socket.SHUT_RDWR)
+                return
             kind = self.headers.get("Content-Type", "")
             if kind.startswith("multipart/"):
                 params, files = parse_multipart(kind, raw)
             else:
                 params, files = (json.loads(raw) if raw else {}), {}
+            if server.refuse_text and server.refuse_text in str(params.get("text", "")):
+                return self._reply(400, {"ok": False, "error_code": 400,
+                                         "description": "Bad Request: can't parse entities"})
             self._reply(200, {"ok": True, "result": self._call(method, params, files)})
 
         def _call(self, method: str, params: dict, files: dict) -> Any:

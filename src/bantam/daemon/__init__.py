@@ -9,6 +9,7 @@ docs/daemon.md. The modules:
 
     runner.py     prepare (create, validate, lock) and serve one directory
     supervisor.py several directories, one child process each
+    service.py    --install-service: a systemd user unit
     agent.py      the wake loop on bantam's loop.run; channel out
     bus.py        messages.jsonl: locked appends, journaled rewrites, healing
     settings.py   config.json      layout.py  the directory, templates, LIFE.md, the lock
@@ -35,6 +36,9 @@ def parser() -> "argparse.ArgumentParser":
         prog="bantam daemon", description="Run persistent agents, one per directory "
         "(default: ./agent). Each directory is created from templates on first start.")
     p.add_argument("dirs", nargs="*", metavar="DIR", help="agent directories")
+    p.add_argument("--install-service", action="store_true",
+                   help="write a systemd user unit that runs these directories, and say how to start it")
+    p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)  # started by the supervisor
     return common_options(p)
 
 
@@ -45,9 +49,12 @@ def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     cli = flags(args)
     dirs = [Path(d) for d in args.dirs] or [Path("agent")]
+    if args.install_service:
+        from .service import install
+        return install(dirs, options(args))
     if len(dirs) == 1:
         from .runner import run_one
-        return run_one(dirs[0], cli)
+        return run_one(dirs[0], cli, child=args.child)
     from .supervisor import supervise
     return supervise(dirs, cli, options(args))
 

@@ -7,6 +7,8 @@
         checkpoint after every step appends the step to messages.jsonl and rebuilds the request
         from the file, so each step sees a fresh prompt and whatever arrived meanwhile
     send the final text to the chat unless muted; inject the next queued trigger once idle
+    a turn the model could not answer (server down, 401) is tried again by itself, after a delay
+    that doubles up to retry_turn_max_s; an error no retry can fix is told to the operator once
 
 Channel threads (telegram, triggers, mail) and background-work emitters only append to the file;
 the loop is the only thing that calls the model.
@@ -16,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 import traceback
 from typing import Any
 
@@ -27,15 +30,16 @@ from ..providers import ask
 from ..tools import ToolContext
 from . import mail, watch
 from .bus import Conversation, system_message, unwrap
-from .layout import AgentDir, life
+from .layout import AgentDir, life, stamp
 from .prompt import life_message, system_prompt
 from .settings import Settings
-from .stash import (CHARS_PER_TOKEN, SUMMARY_PROMPT, Blobs, directive, middle_half, over_budget,
-                    render, stash_range)
+from .stash import (CHARS_PER_TOKEN, PRESSURE, SUMMARY_PROMPT, Blobs, directive, is_stash,
+                    middle_half, over_budget, render, stash_range)
 from .tools import make_toolbox
 from .triggers import Triggers
 
 INOTIFY_WAIT_S = 60.0   # with inotify the loop needs no polling; this is only a safety net
+RESTART_S = 10.0        # a channel thread that died is started again after this
 
 
 class Agent:
@@ -45,8 +49,9 @@ class Agent:
         self.dir, self.settings, self.cfg = agent_dir, settings, cfg
         self.stop = threading.Event()
         self.wake, self.trigger_wake, self.mail_wake = threading.Event(), threading.Event(), threading.Event()
-        self.conv = Conversation(agent_dir / "messages.jsonl", on_change=self.wake.set)
         self.blobs = Blobs(agent_dir / "blobs", f"{agent_dir.rel()}/blobs")
+        self.conv = Conversation(agent_dir / "messages.jsonl", on_change=self.wake.set,
+                                 on_unreadable=self.keep_unreadable)
         self.provider = load_provider(agent_dir, settings, cfg)
         self.telegram = self._telegram()
         self.bg = Background(agent_dir / "bg", settings.tool_timeout, self.clip, self.deliver_system,
@@ -57,16 +62,20 @@ class Agent:
         self.wait_s = settings.poll_s
         self.busy = False          # a turn is running: triggers wait
         self.current_call = ""     # the tool call being run, for bg's "tc:" note
+        self.replied = ""          # what became of the turn's answer, for the terminal
         self.pending: list[dict] = []   # image messages READ_FILE attached, added after the step
         self.known: list[dict] = []     # the conversation as last read
         self.live: set[int] = set()     # ids of the request's messages as last built
         self._web: Any = None
+        self.failures = 0               # turns in a row the model did not answer
+        self.retry_at: float | None = None  # (monotonic) when to try the unanswered turn again
+        self.told: set[str] = set()     # errors already told to the operator, until one succeeds
 
     def _telegram(self) -> Any:
         if not self.settings.telegram_token:
             return None
         from .telegram import Telegram
-        return Telegram(self.settings, self.cfg, self.dir / "inbound", self.dir / "tg_poll.offset", self.log)
+        return Telegram(self.settings, self.cfg, self.dir, self.log)
 
     # --- running ------------------------------------------------------------------------------
 
@@ -88,15 +97,29 @@ class Agent:
                    (mail.run, (self, self.stop, self.mail_wake))]
         if self.telegram is not None:
             threads.append((self.telegram.poll_forever, (self.stop, self.deliver_user)))
+            threads.append((self.telegram.outbox.send_forever, (self.stop,)))
         for target, args in threads:
-            threading.Thread(target=target, args=args, daemon=True).start()
+            threading.Thread(target=self._keep_running, args=(target, args), daemon=True).start()
         if self.settings.watch == "auto" and watch.start(
                 {self.dir.root: self.wake.set, self.dir / "triggers": self.trigger_wake.set,
                  self.dir / "mail_inbox": self.mail_wake.set}, self.stop, self._watch_failed):
             self.wait_s = INOTIFY_WAIT_S
         self.log("start", f"pid {os.getpid()}, model {self.cfg.model}, "
                           f"{'inotify' if self.wait_s == INOTIFY_WAIT_S else 'polling'}")
+        self.say(f"started (pid {os.getpid()}, model {self.cfg.model})")
         self.deliver_system(f"[start] bantam daemon started (pid {os.getpid()}, model {self.cfg.model})")
+
+    def _keep_running(self, target: Any, args: tuple) -> None:
+        """A channel thread that dies of a bug is started again: a chat that silently stops
+        listening is the worst way for a months-long daemon to fail."""
+        while not self.stop.is_set():
+            try:
+                target(*args)
+                return
+            except Exception as e:
+                self.log("error", f"{getattr(target, '__qualname__', target)} failed: {bug(e)}; "
+                                  f"restarting it in {RESTART_S:g} s")
+                self.stop.wait(RESTART_S)
 
     def _watch_failed(self, message: str) -> None:
         self.log("watch", message)
@@ -107,13 +130,17 @@ class Agent:
         while not self.stop.is_set():
             self.wake.clear()
             seen = self.conv.signature()
-            if seen != handled:
+            due = self.retry_at is not None and time.monotonic() >= self.retry_at
+            if seen != handled or due:
                 handled = seen  # what this step acts on; anything later changes the signature
+                self.retry_at = None
                 self.safe_step()
                 continue
             if self.triggers.inject_next():
                 continue
-            self.wake.wait(self.wait_s)
+            wait = self.wait_s if self.retry_at is None else \
+                min(self.wait_s, max(0.05, self.retry_at - time.monotonic()))
+            self.wake.wait(wait)
 
     def safe_step(self) -> None:
         try:
@@ -121,8 +148,7 @@ class Agent:
         except (KeyboardInterrupt, SystemExit):
             raise
         except Exception as e:  # a bug must not end the agent: log it, wait for the next change
-            where = traceback.extract_tb(e.__traceback__)[-1]
-            self.log("error", f"{type(e).__name__}: {e} (at {where.filename}:{where.lineno})")
+            self.log("error", bug(e))
 
     def step(self) -> None:
         request = self.refresh()
@@ -131,39 +157,114 @@ class Agent:
 
     def turn(self, request: list[dict]) -> None:
         self.busy = True
+        woke = woken_by(self.known)
+        self.replied = "no answer"
         try:
-            result = loop.run(self.provider, request, self.toolbox, self.limits, self.on_event,
-                              self.checkpoint)
-            self.reply(result.text)
-        except (ProviderError, LimitReached) as e:
+            loop.run(self.provider, request, self.toolbox, self.limits, self.on_event, self.checkpoint)
+        except ProviderError as e:
+            self.say(f"woke by {woke}: {self._failed(e)}")
+            return
+        except LimitReached as e:
             self.log("error", f"{e}; waiting for new input")
+            self.tell_once("limit", f"[bantam] {e}; I am waiting for new input.")
+            self.say(f"woke by {woke}: stopped: {e}")
+            return
         finally:
             self.busy, self.current_call = False, ""
+        if self.failures:
+            self.log("model", f"answered again after {self.failures} failed attempt(s)")
+        self.failures, self.told = 0, set()
+        self.say(f"woke by {woke}: {self.replied}")
+
+    def _failed(self, e: ProviderError) -> str:
+        """The turn stays unanswered: try it again later, by itself, backing off."""
+        s = self.settings
+        delay = min(s.retry_turn_s * 2 ** min(self.failures, 30), s.retry_turn_max_s)
+        self.failures += 1
+        self.retry_at = time.monotonic() + delay
+        self.log("error", f"{e}; the turn is unanswered: retrying it in {delay:g} s "
+                          f"(attempt {self.failures} failed)")
+        if not e.retryable:  # a refused key, a bad request: waiting alone will not fix it
+            status = getattr(e, "status", None)
+            self.tell_once(f"status {status}", f"[bantam] the model API refuses my requests: {e}. "
+                           f"I keep retrying every {s.retry_turn_max_s:g} s at most; this needs you "
+                           f"(check the key and config.json, then restart me).")
+        return f"failed: {e}; retrying in {delay:g} s"
+
+    def tell_once(self, key: str, text: str) -> None:
+        """Tell the operator something that needs them, once until a turn succeeds again."""
+        if key in self.told:
+            return
+        self.told.add(key)
+        self.log("notice", text)
+        self.tell_operator(text)
+
+    def say(self, text: str) -> None:
+        """One line per turn on standard output: what `journalctl` shows for the service."""
+        flat = " ".join(text.split())
+        line = f"{stamp()} {self.dir.name}: {flat[:300]}"
+        try:
+            print(line, flush=True)
+        except (OSError, ValueError):  # no terminal any more: the LIFE.md entry is the record
+            pass
 
     def shutdown(self) -> None:
         self.stop.set()
         for event in (self.wake, self.trigger_wake, self.mail_wake):
             event.set()
         self.log("stop", f"pid {os.getpid()}")
+        self.say("stopped")
         if self.telegram is not None:
             self.telegram.close()
 
     # --- the request, rebuilt from the file -------------------------------------------------
 
     def refresh(self) -> list[dict]:
-        conv = self.run_directives(self.conv.read())
+        conv = self.shrink_huge(self.run_directives(self.conv.read()))
         system = system_prompt(self.dir, self.settings, self.telegram is not None)
         tail = life_message(self.dir, self.settings.life_tail)
         size = len(system) + len(tail["content"]) + len(json.dumps(conv, ensure_ascii=False))
         if over_budget(size, self.settings.context_tokens) and len(conv) >= 4:
-            self.log("stash", f"context at ~{size // CHARS_PER_TOKEN} tokens, over 80% of "
-                              f"{self.settings.context_tokens}: stashing the middle half")
-            self.log("stash", stash_range(self.conv, self.blobs, self.summarize, *middle_half(conv)))
-            conv = self.conv.read()
+            start, end = middle_half(conv)
+            # never stash a stash again: that only summarises a summary and loses the history
+            start = max([start] + [i + 1 for i, m in enumerate(conv[:end]) if is_stash(m)])
+            if end - start >= 2:
+                self.log("stash", f"context at ~{size // CHARS_PER_TOKEN} tokens, over 80% of "
+                                  f"{self.settings.context_tokens}: stashing lines {start + 1}-{end}")
+                self.log("stash", stash_range(self.conv, self.blobs, self.summarize, start, end))
+                conv = self.conv.read()
         self.known = conv
         request = [{"role": "system", "content": system}, *conv, tail]
         self.live = {id(m) for m in request}
         return request
+
+    def shrink_huge(self, conv: list[dict]) -> list[dict]:
+        """A message bigger than half the context budget can never be answered whole, and stashing
+        the rest of the history around it would not help: stash the message itself to a blob and
+        leave its head, tail and the blob's name (as a clipped tool result does)."""
+        limit = int(self.settings.context_tokens * CHARS_PER_TOKEN * PRESSURE / 2)
+        for i, message in enumerate(conv):
+            content = message.get("content")
+            if not isinstance(content, str) or len(content) <= limit:
+                continue
+            wrapped, text = unwrap(content)
+            clipped = self.blobs.clip(text, self.settings.tool_output_limit)
+            smaller = {**message, "content": system_message(clipped)["content"] if wrapped else clipped}
+            if self.conv.edit(lambda cur, i=i, m=message, new=smaller:
+                              cur[:i] + [new] + cur[i + 1:] if cur[i:i + 1] == [m] else None):
+                self.log("stash", f"line {i + 1} of messages.jsonl ({len(content)} characters, over "
+                                  f"half the context budget) was stashed whole; the agent sees its "
+                                  f"head and tail: {clipped[clipped.find('[stash '):][:40]}")
+                conv = conv[:i] + [smaller] + conv[i + 1:]
+        return conv
+
+    def keep_unreadable(self, lines: list[tuple[int, bytes]]) -> None:
+        """messages.jsonl healing drops a line it cannot read: keep it in a blob, and say so."""
+        for number, raw in lines:
+            digest = self.blobs.put(raw)
+            self.log("heal", f"messages.jsonl line {number} was unreadable ({len(raw)} bytes: "
+                             f"{raw[:60].decode('utf-8', 'replace')!r}) and left the conversation; "
+                             f"it is kept in {self.blobs.rel}/{digest}")
 
     def run_directives(self, conv: list[dict]) -> list[dict]:
         """STASH_MESSAGE: <start> <end> | all, intercepted before the model sees it."""
@@ -194,9 +295,14 @@ class Agent:
         new = [m for m in request if id(m) not in self.live]
         if self.known and not any(id(m) in self.live for m in request[1:]):
             new = self._adopt_compaction(new)
+        known = self.known
+        last = new[-1] if new else {}
+        if last.get("role") == "assistant" and not last.get("tool_calls"):  # the final answer:
+            # into the outbox before it is in the file, so a crash between the two sends it
+            # again (the turn is answered anew) rather than never
+            self.replied = self.reply(str(last.get("content") or ""), known + new)
         pending, self.pending = self.pending, []  # (READ_FILE's workers add to it)
         new += pending
-        known = self.known
         if new:  # before any line another writer added meanwhile: that is the order it happened
             self.conv.edit(lambda cur: known + new + cur[len(known):] if cur[:len(known)] == known
                            else cur + new)
@@ -221,24 +327,24 @@ class Agent:
 
     # --- channel out ------------------------------------------------------------------------
 
-    def reply(self, text: str) -> None:
+    def reply(self, text: str, conv: list[dict]) -> str:
+        """Send the answer, the last message of `conv`, where it goes; says what became of it."""
         if not text:
-            return
-        if is_muted(self.known):
+            return "no answer"
+        if is_muted(conv):
             self.log("reply", f"(muted) {text}")
-        elif self.telegram is None:
+            return f"replied (muted): {text}"
+        if self.telegram is None:
             self.log("reply", text)
-        else:
-            self.log("reply", f"(to telegram) {text}")
-            self.tell_operator(text)
+            return f"replied: {text}"
+        self.log("reply", f"(to telegram) {text}")
+        self.tell_operator(text)
+        return f"replied (to telegram): {text}"
 
     def tell_operator(self, text: str) -> None:
-        if self.telegram is None:
-            return
-        try:
+        """Into the Telegram outbox: sent in order, at least once, whatever the network does."""
+        if self.telegram is not None:
             self.telegram.send_text(text)
-        except ProviderError as e:
-            self.log("telegram", f"send failed: {e}")
 
     # --- what the parts use --------------------------------------------------------------
 
@@ -272,6 +378,21 @@ class Agent:
             from ..providers.http import make_client
             self._web = make_client(self.cfg)
         return self._web
+
+
+def bug(e: Exception) -> str:
+    """An unexpected exception in one line, with where it was raised."""
+    where = traceback.extract_tb(e.__traceback__)[-1]
+    return f"{type(e).__name__}: {e} (at {where.filename}:{where.lineno})"
+
+
+def woken_by(conv: list[dict]) -> str:
+    """What a turn answers, in a few words: its newest user message, or unfinished tool work."""
+    if conv and conv[-1].get("role") == "tool":
+        return "unfinished tool work"
+    last = next((m for m in reversed(conv) if m.get("role") == "user"), None)
+    text = " ".join(unwrap(last.get("content"))[1].split()) if last else ""
+    return (text[:100] + " [...]" if len(text) > 100 else text) or "(nothing)"
 
 
 def is_muted(conv: list[dict]) -> bool:

@@ -12,7 +12,7 @@ emitters and other processes (the operator's tools, a test). Three rules keep th
    journal is removed. Whoever takes the lock next and finds a journal finishes the copy first, so
    a crash at any point leaves the old conversation or the new one, never a mix.
 
-Reading heals: malformed lines, orphan tool results and tool-call blocks without all their results
+Reading heals: malformed lines (handed to `on_unreadable` first, so they can be kept), orphan tool results and tool-call blocks without all their results
 are dropped, a mid-stream `system` message becomes a wrapped user message, and the file is
 rewritten (rule 3) when anything changed.
 """
@@ -75,10 +75,12 @@ def _write_all(fd: int, data: bytes) -> None:
 class Conversation:
     """messages.jsonl with the three rules above. `on_change` is called after every write."""
 
-    def __init__(self, path: Path, on_change: Callable[[], None] | None = None):
+    def __init__(self, path: Path, on_change: Callable[[], None] | None = None,
+                 on_unreadable: Callable[[list[tuple[int, bytes]]], None] | None = None):
         self.path = Path(path)
         self.journal = self.path.with_name(f".{self.path.name}.journal")
         self.on_change = on_change or (lambda: None)
+        self.on_unreadable = on_unreadable  # (line number, raw line) of lines healing drops
 
     def signature(self) -> tuple[int, int, int]:
         """Changes whenever the file does: the loop's cheap "has anything happened?"."""
@@ -143,6 +145,9 @@ class Conversation:
         raw = b"".join(chunks)
         messages, clean = heal(raw)
         if not clean:
+            bad = unreadable(raw)
+            if bad and self.on_unreadable is not None:
+                self.on_unreadable(bad)
             self._rewrite(messages)
         return messages
 
@@ -182,6 +187,12 @@ def heal(raw: bytes) -> tuple[list[dict], bool]:
         parsed.append(_system_to_user(message))
     messages = heal_blocks(parsed)
     return messages, clean and messages == parsed and len(parsed) == raw.count(b"\n")
+
+
+def unreadable(raw: bytes) -> list[tuple[int, bytes]]:
+    """The lines of `raw` that are no message at all (numbered from 1), as healing drops them."""
+    return [(n, line) for n, line in enumerate(raw.split(b"\n"), 1)
+            if line.strip() and _parse(line) is None]
 
 
 def _parse(line: bytes) -> dict | None:

@@ -175,12 +175,19 @@ class ProcessLock:
             self.fd = None
 
 
+def stamp(fmt: str = "%Y-%m-%d %H:%M:%S") -> str:
+    """The local time now. Explicitly from time.time(): a bare strftime reads C's time(), the
+    kernel's coarse clock, which for a few milliseconds after each second still shows the one
+    before, so a trigger firing on the second was logged a second early."""
+    return time.strftime(fmt, time.localtime(time.time()))
+
+
 def life(agent: AgentDir, kind: str, text: str) -> None:
     """One line in LIFE.md: `2026-01-31 12:00:00 kind: text`."""
     flat = " ".join(str(text).split())
     if len(flat) > LIFE_LINE_MAX:
         flat = flat[:LIFE_LINE_MAX] + " [...]"
-    line = f"{time.strftime('%Y-%m-%d %H:%M:%S')} {kind}: {flat}\n"
+    line = f"{stamp()} {kind}: {flat}\n"
     locked_append(agent / "LIFE.md", line.encode("utf-8"))
 
 

@@ -9,12 +9,11 @@ same from step to step and the provider's prompt cache keeps working.
 """
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 from . import templates
 from .bus import system_message
-from .layout import AgentDir, life_tail
+from .layout import AgentDir, life_tail, stamp
 from .settings import Settings
 
 SOURCE = Path(__file__).resolve().parent
@@ -51,7 +50,7 @@ def memory(agent: AgentDir, limit: int) -> str:
 
 
 def life_message(agent: AgentDir, lines: int) -> dict:
-    now = time.strftime("%Y-%m-%d %H:%M:%S %Z")
+    now = stamp("%Y-%m-%d %H:%M:%S %Z")
     tail = life_tail(agent, lines)
     return system_message(f"[now {now}] The end of {agent.rel()}/LIFE.md:\n{tail or '(empty)'}")
 

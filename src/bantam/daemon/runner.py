@@ -6,13 +6,16 @@ import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 
 from ..config import PROVIDERS, Config
 from ..errors import ConfigError
 from . import layout, settings as settings_mod
 from .layout import AgentDir
 from .settings import Settings
+
+if TYPE_CHECKING:
+    from .agent import Agent
 
 
 @dataclass
@@ -23,13 +26,14 @@ class Prepared:
     notes: list[str]   # what first start created or copied, for LIFE.md
 
 
-def prepare(path: Path, cli: Mapping[str, str], primary: str = "agent") -> Prepared:
-    """Everything that can be wrong is found here, before any thread starts."""
+def prepare(path: Path, cli: Mapping[str, str], primary: str = "agent", quiet: bool = False) -> Prepared:
+    """Everything that can be wrong is found here, before any thread starts. `quiet`: a child of
+    the supervisor, which has already said what there is to say about the directory."""
     agent = AgentDir(path.resolve())
     if agent.root.exists() and not agent.root.is_dir():
         raise ConfigError(f"{path} is not a directory")
     made = layout.create(agent, primary)
-    if "config.json" in made:
+    if "config.json" in made and not quiet:
         print(f"bantam: new agent in {path}: make it yours by editing {path}/SOUL.md and "
               f"{path}/config.json", file=sys.stderr)
     where = str(agent / "config.json")
@@ -39,7 +43,8 @@ def prepare(path: Path, cli: Mapping[str, str], primary: str = "agent") -> Prepa
             not (agent / "providers" / f"{settings.provider}.py").is_file():
         raise ConfigError(f"{where}: provider: {settings.provider!r} is neither built in "
                           f"({', '.join(PROVIDERS)}) nor a providers/{settings.provider}.py")
-    _warn_if_readable(agent, settings)
+    if not quiet:
+        _warn_if_readable(agent, settings)
     notes = [f"created {', '.join(made)} from templates"] if made else []
     notes += [f"installed opt/{entry}.py" for entry in copied]
     return Prepared(agent, settings, cfg, notes)
@@ -64,8 +69,8 @@ def auto_opt(agent: AgentDir, s: Settings) -> tuple[str, ...]:
     return tuple(entries)
 
 
-def run_one(path: Path, cli: Mapping[str, str], primary: str = "agent") -> int:
-    ready = prepare(path, cli, primary)
+def run_one(path: Path, cli: Mapping[str, str], primary: str = "agent", child: bool = False) -> int:
+    ready = prepare(path, cli, primary, quiet=child)
     lock = layout.ProcessLock(ready.agent)
     lock.acquire()
     try:
@@ -76,15 +81,21 @@ def run_one(path: Path, cli: Mapping[str, str], primary: str = "agent") -> int:
             layout.life(ready.agent, "setup", "created triggers/heartbeat.json")
         from .agent import Agent
         agent = Agent(ready.agent, ready.settings, ready.cfg)
-        signal.signal(signal.SIGTERM, _interrupt)
+        signal.signal(signal.SIGTERM, lambda signum, frame: _interrupt(agent))
         agent.serve()
     finally:
         lock.release()
     return 0
 
 
-def _interrupt(signum: int, frame: object) -> None:
+def _interrupt(agent: "Agent") -> None:
     """SIGTERM stops the daemon as Ctrl+C does: the turn in flight is abandoned (its inbound
-    message stays unanswered in messages.jsonl and is answered after the next start)."""
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # one is enough; shutdown must not be cut short
+    message stays unanswered in messages.jsonl and is answered after the next start). The agent
+    is told to stop first: Python drops an exception raised where it cannot propagate (a signal
+    landing in an import lock's callback), and then the loop still ends at once instead of the
+    daemon waiting to be killed. Once stopping, further SIGTERMs must not cut shutdown short."""
+    if agent.stop.is_set():
+        return
+    agent.stop.set()
+    agent.wake.set()
     raise KeyboardInterrupt

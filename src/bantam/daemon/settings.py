@@ -57,12 +57,16 @@ class Settings:
     search_url: str = "https://html.duckduckgo.com/html/"  # SEARCH posts q= here
     watch: str = "auto"                   # auto: inotify via watchfiles when installed; poll
     poll_s: float = 1.0                   # polling interval without inotify
+    retry_turn_s: float = 15.0            # an unanswered turn (model down) is tried again after this,
+    retry_turn_max_s: float = 300.0       # ... doubling each time, up to this
+    outbox_retry_max_s: float = 60.0      # a Telegram send that failed is retried, backing off to this
 
 
 NAMES = {f.name: f for f in fields(Settings)}
 POSITIVE = {"context_tokens", "life_tail", "memory_limit", "tool_timeout", "tool_output_limit",
             "trigger_tick", "cmd_timeout", "heartbeat_max_s", "inbox_tick", "inbox_preview",
-            "chat_msg_max", "bash_timeout", "telegram_poll_s", "poll_s"}
+            "chat_msg_max", "bash_timeout", "telegram_poll_s", "poll_s", "retry_turn_s",
+            "retry_turn_max_s", "outbox_retry_max_s"}
 CLI_ALIASES = {"endpoint": "api_base"}  # bantam's flag names for the seed's fields
 
 

@@ -60,6 +60,12 @@ def directive(message: dict) -> str | tuple[int, int] | None:
     return "all" if match.group(1) == "all" else (int(match.group(2)), int(match.group(3)))
 
 
+def is_stash(message: dict) -> bool:
+    """The "[stash <hash>] lines a-b ... Summary: ..." message a stash leaves behind."""
+    wrapped, text = unwrap(message.get("content"))
+    return message.get("role") == "user" and wrapped and text.startswith("[stash ")
+
+
 def middle_half(messages: list[dict]) -> tuple[int, int]:
     n = len(messages)
     return n // 4, (3 * n) // 4

@@ -51,9 +51,12 @@ def supervise(dirs: list[Path], cli: Mapping[str, str], options: list[str]) -> i
                           f"{', '.join(str(d) for d in dirs)}")
     primary = primary_of(dirs)
     for path in dirs:
-        lock = layout.ProcessLock(prepare(path, cli, primary).agent)
+        ready = prepare(path, cli, primary)
+        lock = layout.ProcessLock(ready.agent)
         lock.acquire()  # in use elsewhere: say so now, not through a child that keeps dying
         lock.release()
+        for note in ready.notes:  # what was created here; the child finds it all in place
+            layout.life(ready.agent, "setup", note)
     first = AgentDir(dirs[0].resolve())
     children = [Child(path.resolve()) for path in dirs]
     signal.signal(signal.SIGTERM, _stop)
@@ -82,8 +85,8 @@ def _tend(child: Child, now: float, first: AgentDir, options: list[str]) -> None
                                          f"status {code}; restarting it in {delay:g} s")
         child.proc, child.due = None, now + delay
     if now >= child.due:
-        child.proc = subprocess.Popen([sys.executable, "-m", "bantam", "daemon", *options, str(child.path)],
-                                      stdin=subprocess.DEVNULL)
+        child.proc = subprocess.Popen([sys.executable, "-m", "bantam", "daemon", "--child", *options,
+                                       str(child.path)], stdin=subprocess.DEVNULL)
 
 
 def _stop_all(children: list[Child]) -> None:

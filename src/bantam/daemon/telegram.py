@@ -3,18 +3,27 @@
 In: `poll_forever` long-polls getUpdates and appends "[telegram <message_id>] <text>" for
 messages from the configured chat (and thread); anything else is ignored and logged. Files sent
 with a message are saved in inbound/. The update cursor is kept in tg_poll.offset, written after
-the message is in the conversation (at-least-once). Out: `send_text` (split at chat_msg_max) and
-`send_file`. The base URL is configurable, so tests talk to a local fake Bot API server.
-The token is part of every URL; errors are redacted before they reach LIFE.md.
+the message is in the conversation (at-least-once). Out: `send_text` (split at chat_msg_max)
+puts each piece in the outbox (outbox/<seq>.json, one file a message), which one thread sends in
+order, oldest first, retrying through any outage with a delay that doubles up to
+outbox_retry_max_s; a file is removed only once Telegram has acknowledged it, so every message is
+sent at least once, across restarts too, and never again after its acknowledgement (only a crash
+between the two sends one twice). A message Telegram refuses as bad (HTTP 400) is moved to
+outbox/failed/ so the rest are not held up. `send_file` (SEND_ATTACHMENT) is sent at once, and
+the tool reports a failure to the agent. The base URL is configurable, so tests talk to a local
+fake Bot API server. The token is part of every URL; errors are redacted before they reach LIFE.md.
 """
 from __future__ import annotations
 
+import json
 import os
+import threading
+import time
 from pathlib import Path
 from typing import Any, Callable
 
 from ..config import Config
-from ..errors import ProviderError
+from ..errors import APIError, ProviderError
 from ..events import Retry
 from ..fsutil import atomic_write
 from ..providers.http import load_httpx, make_client, redact
@@ -27,21 +36,22 @@ MEDIA = {**dict.fromkeys(("jpg", "jpeg", "png", "webp"), ("sendPhoto", "photo"))
          **dict.fromkeys(("mp4", "mov", "webm", "mkv"), ("sendVideo", "video")),
          **dict.fromkeys(("mp3", "m4a", "wav", "flac", "aac"), ("sendAudio", "audio"))}
 FILE_KINDS = ("document", "voice", "audio", "video", "animation")  # inbound files, beside photo
-SEND_DELAYS = (1.0, 2.0, 5.0)  # a reply is worth a few quick retries, not minutes of them
+SEND_DELAYS = (1.0, 2.0, 5.0)  # an attachment is worth a few quick retries, not minutes of them
+SEND_TIMEOUT = 30.0            # seconds for one send: a stalled server must not hold the outbox
 
 
 class Telegram:
-    def __init__(self, s: Settings, cfg: Config, inbound: Path, offset_file: Path,
-                 log: Callable[[str, str], None]):
+    def __init__(self, s: Settings, cfg: Config, agent_dir: Path, log: Callable[[str, str], None]):
         self.token = s.telegram_token
         self.chat_id, self.thread_id = s.telegram_chat_id, s.telegram_thread_id
         self.api = f"{s.telegram_api_base.rstrip('/')}/bot{self.token}"
         self.files = f"{s.telegram_api_base.rstrip('/')}/file/bot{self.token}"
         self.poll_s, self.max_chars = s.telegram_poll_s, s.chat_msg_max
-        self.inbound, self.offset_file = inbound, offset_file
+        self.inbound, self.offset_file = agent_dir / "inbound", agent_dir / "tg_poll.offset"
         self.log = log
         self.cfg = cfg
         self.client = make_client(cfg)
+        self.outbox = Outbox(agent_dir / "outbox", self._send_queued, log, s.outbox_retry_max_s)
 
     # --- in ---------------------------------------------------------------------------------
 
@@ -59,7 +69,10 @@ class Telegram:
             for update in updates if isinstance(updates, list) else []:
                 self.receive(update, deliver)
                 offset = int(update.get("update_id", offset - 1)) + 1
-                atomic_write(self.offset_file, f"{offset}\n".encode(), mode=0o600)
+                try:
+                    atomic_write(self.offset_file, f"{offset}\n".encode(), mode=0o600)
+                except OSError as e:  # the poll goes on; a restart may deliver this one again
+                    self.log("telegram", f"could not save the update cursor: {e}")
 
     def receive(self, update: dict, deliver: Callable[[str], None]) -> None:
         msg = update.get("message")
@@ -95,7 +108,11 @@ class Telegram:
             return ""
         name = item.get("file_name") or os.path.basename(str(info["file_path"]))
         target = self.inbound / f"{msg.get('message_id')}-{os.path.basename(name)}"
-        atomic_write(target, response.content, mode=0o600)
+        try:
+            atomic_write(target, response.content, mode=0o600)
+        except OSError as e:  # (a full disk): the message still arrives, without its file
+            self.log("telegram", f"could not save a file: {e}")
+            return ""
         return os.path.relpath(target, self.inbound.parent.parent)
 
     def _read_offset(self) -> int:
@@ -111,9 +128,12 @@ class Telegram:
     # --- out --------------------------------------------------------------------------------
 
     def send_text(self, text: str) -> None:
+        """Queue `text` (in pieces of at most chat_msg_max) in the outbox."""
         for piece in split(text, self.max_chars):
-            with_retries(lambda: self.call("sendMessage", {**self._target(), "text": piece}),
-                         self._on_retry, SEND_DELAYS)
+            self.outbox.put({"method": "sendMessage", "params": {**self._target(), "text": piece}})
+
+    def _send_queued(self, item: dict) -> None:
+        self.call(str(item["method"]), dict(item["params"]), timeout=SEND_TIMEOUT)
 
     def send_file(self, path: Path, caption: str = "") -> str:
         method, field = MEDIA.get(path.suffix.lower().lstrip("."), ("sendDocument", "document"))
@@ -153,13 +173,77 @@ class Telegram:
         description = body.get("description") if isinstance(body, dict) else None
         retry_after = ((body.get("parameters") or {}).get("retry_after")
                        if isinstance(body, dict) else None)
-        raise ProviderError(redact(f"telegram {method}: HTTP {r.status_code}: "
-                                   f"{description or r.text[:200]}", self.token),
-                            retryable=r.status_code == 429 or r.status_code >= 500,
-                            retry_after=retry_after)
+        raise APIError(redact(f"telegram {method}: HTTP {r.status_code}: "
+                              f"{description or r.text[:200]}", self.token), status=r.status_code,
+                       retryable=r.status_code == 429 or r.status_code >= 500,
+                       retry_after=retry_after)
 
     def close(self) -> None:
         self.client.close()
+
+
+class Outbox:
+    """outbox/<seq>.json, sent oldest first by `send_forever`; see the module's docstring."""
+
+    def __init__(self, folder: Path, send: Callable[[dict], None], log: Callable[[str, str], None],
+                 max_delay: float):
+        self.folder, self.send, self.log, self.max_delay = folder, send, log, max_delay
+        self.folder.mkdir(mode=0o700, exist_ok=True)
+        self.wake = threading.Event()
+        self.lock = threading.Lock()
+        self.last = 0
+
+    def put(self, item: dict) -> None:
+        with self.lock:  # names sort in the order messages were queued, also across restarts
+            self.last = max(self.last + 1, time.time_ns())
+            atomic_write(self.folder / f"{self.last:020d}.json",
+                         json.dumps(item, ensure_ascii=False).encode("utf-8"), mode=0o600)
+        self.wake.set()
+
+    def waiting(self) -> list[Path]:
+        return sorted(self.folder.glob("*.json"))
+
+    def send_forever(self, stop: threading.Event) -> None:
+        delay, failing_since = 0.0, 0.0
+        while not stop.is_set():
+            self.wake.clear()
+            queued = self.waiting()
+            if not queued:
+                self.wake.wait(60.0)
+                continue
+            try:
+                self.send(json.loads(queued[0].read_text(encoding="utf-8")))
+            except (OSError, ValueError, KeyError, TypeError) as e:  # unreadable: set it aside
+                self._set_aside(queued[0], f"unreadable: {e}")
+                continue
+            except ProviderError as e:
+                if isinstance(e, APIError) and e.status == 400:  # this message can never go
+                    self._set_aside(queued[0], str(e))
+                    continue
+                if not failing_since:
+                    failing_since = time.monotonic()
+                    self.log("telegram", f"send failed: {e}; {len(queued)} message(s) wait in "
+                                         "the outbox and are retried until Telegram takes them")
+                delay = min(max(1.0, delay * 2, e.retry_after or 0.0), self.max_delay)
+                stop.wait(delay)
+                continue
+            except Exception as e:  # a bug must not end the outbox: the file stays for later
+                if stop.is_set():  # the client was closed under it at shutdown
+                    return
+                self.log("telegram", f"outbox: {type(e).__name__}: {e}")
+                stop.wait(max(1.0, delay))
+                continue
+            queued[0].unlink(missing_ok=True)  # acknowledged: never sent again
+            if failing_since:
+                self.log("telegram", f"sending again after {time.monotonic() - failing_since:.0f} s "
+                                     "of failures")
+            delay, failing_since = 0.0, 0.0
+
+    def _set_aside(self, path: Path, why: str) -> None:
+        failed = self.folder / "failed"
+        failed.mkdir(mode=0o700, exist_ok=True)
+        os.replace(path, failed / path.name)
+        self.log("telegram", f"outbox/{path.name} was not sent ({why}); moved to outbox/failed/")
 
 
 def split(text: str, limit: int) -> list[str]:

@@ -40,7 +40,8 @@ state lives in {dir}/:
   content changes; {{"cmd": "<shell>", "repeat_s": <s>}} runs a command ({cmd_timeout:g} s timeout)
   and fires with its stdout (no output: no fire); "watch" with "cmd" runs the command when the
   file changes. Triggers are checked every {trigger_tick:g} s; paths are relative to your home.
-  Fires are queued and delivered one at a time, only when you are idle.{heartbeat}
+  Fires are queued and delivered one at a time, only when you are idle; fires of one trigger
+  that piled up meanwhile arrive as one message saying how many.{heartbeat}
 - {dir}/mail_inbox/: files dropped there arrive as "[mail from <user>] <name>" messages and are
   moved to {dir}/mail_inbox/processed/.
 - {dir}/inbound/: files your operator sent over chat. {dir}/tools/: your own extra tools
@@ -48,6 +49,8 @@ state lives in {dir}/:
 Messages wrapped in <system-message> come from the harness, not from a person. Your text replies
 go to your operator's chat{chat}, except replies to harness messages when you used no tool in
 between: those are muted, so an idle "ok" costs nothing.
+When the model API fails, the harness retries your turn by itself (LIFE.md says so), and chat
+replies wait in {dir}/outbox/ until Telegram takes them.
 Every tool call runs for at most {tool_timeout:g} s in the foreground; past that it keeps running in
 the background ("[backgrounded bg/<id> (pid N)]"; {dir}/bg/<id>.json describes it, `kill -- -N`
 stops it) and its result arrives later as "[bg <id> done ...]". Background work does not survive

@@ -9,7 +9,10 @@
 A fire is first written to trigger-queue/ (so it survives a crash), then the schedule is moved on
 or removed. Queued fires are injected one at a time, and only when the stream is idle (its last
 message is a plain assistant reply); if the previous trigger got nothing but an idle reply, that
-pair is removed first, so unanswered heartbeats do not pile up. The state a watch needs (the
+pair is removed first, so unanswered heartbeats do not pile up. Fires that queued up while the
+agent could not take them (the model was down) are delivered collapsed: every queued fire of one
+trigger with the same message becomes one message saying how many there were. A trigger's
+command runs in a thread of its own, so a slow one delays only itself. The state a watch needs (the
 file's hash, when it last fired) is kept in its own json. subconscious-* fires are also shown
 to the operator. The heartbeat doubles its period each time it finds the agent idle, up to
 heartbeat_max_s, and drops back when something happened in between.
@@ -43,6 +46,7 @@ class Triggers:
         self.queue = agent.dir / "trigger-queue"
         self.lock = threading.Lock()        # the loop and the trigger thread both inject
         self.reported: dict[str, float] = {}  # bad trigger files already logged (name -> mtime)
+        self.running: set[str] = set()      # triggers whose command is running now
 
     # --- the thread -------------------------------------------------------------------------
 
@@ -62,6 +66,8 @@ class Triggers:
         now = time.time()
         soonest = now + self.agent.settings.trigger_tick
         for path in sorted(self.folder.glob("*.json")):
+            if path.stem in self.running:
+                continue
             spec = self._read(path)
             if spec is not None:
                 nxt = self.check(path, spec, now)
@@ -84,7 +90,7 @@ class Triggers:
             if now < float(spec["next"]):
                 return float(spec["next"])
             self._clock(path, name, spec, now)
-            return float(spec["next"]) if path.exists() else None
+            return float(spec["next"]) if path.exists() and name not in self.running else None
         except (ValueError, TypeError, KeyError) as e:
             self._report(path, f"{type(e).__name__}: {e}")
         return None
@@ -93,11 +99,33 @@ class Triggers:
 
     def _clock(self, path: Path, name: str, spec: dict, now: float) -> None:
         if "cmd" in spec:
-            output = self.run_cmd(str(spec["cmd"]))
-            if output:
-                self.fire(name, _join(spec.get("message"), output))
-        else:
-            self.fire(name, str(spec.get("message") or f"(trigger {name})"))
+            self._in_thread(name, lambda: self._cmd_then_reschedule(path, name, spec, now))
+            return
+        self.fire(name, str(spec.get("message") or f"(trigger {name})"))
+        self._reschedule(path, spec, now)
+
+    def _cmd_then_reschedule(self, path: Path, name: str, spec: dict, now: float) -> None:
+        output = self.run_cmd(str(spec["cmd"]))
+        if output:
+            self.fire(name, _join(spec.get("message"), output))
+        self._reschedule(path, spec, time.time())
+
+    def _in_thread(self, name: str, work: Any) -> None:
+        """A command in its own thread; the trigger is skipped by the scans until it is done."""
+        def run() -> None:
+            try:
+                work()
+            except Exception as e:  # (the scan thread reports its own errors the same way)
+                self.agent.log("trigger", f"{name} failed: {type(e).__name__}: {e}")
+            finally:
+                self.running.discard(name)
+                self.agent.trigger_wake.set()
+        self.running.add(name)
+        threading.Thread(target=run, daemon=True, name=f"trigger-{name}").start()
+
+    def _reschedule(self, path: Path, spec: dict, now: float) -> None:
+        if not path.exists():  # removed meanwhile (by the agent, while its command ran)
+            return
         if "cron" in spec:
             spec["next"] = cron_next(str(spec["cron"]), now)
         elif spec.get("repeat_s"):
@@ -118,14 +146,15 @@ class Triggers:
         if digest == spec["hash"] or now < float(spec.get("last", 0)) + float(spec.get("repeat_s") or 0):
             return None  # unchanged, or cooling down (a change then fires when the cooldown ends)
         spec["hash"], spec["last"] = digest, now
-        message = str(spec.get("message") or f"{spec['watch']} changed")
-        if "cmd" in spec:
-            output = self.run_cmd(str(spec["cmd"]))
-            if output:
-                self.fire(name, _join(spec.get("message"), output))
-        else:
-            self.fire(name, message)
         _save(path, spec)
+        if "cmd" in spec:
+            def work() -> None:
+                output = self.run_cmd(str(spec["cmd"]))
+                if output:
+                    self.fire(name, _join(spec.get("message"), output))
+            self._in_thread(name, work)
+        else:
+            self.fire(name, str(spec.get("message") or f"{spec['watch']} changed"))
         return None
 
     def run_cmd(self, cmd: str) -> str:
@@ -161,6 +190,11 @@ class Triggers:
                 self.agent.log("trigger", f"dropped unreadable {queued[0].name}: {e}")
                 queued[0].unlink(missing_ok=True)
                 return False
+            same = [queued[0]] + [p for p in queued[1:] if _same_fire(p, name, message)]
+            text = f"[trigger {name}] {message}"
+            if len(same) > 1:
+                first = time.strftime("%H:%M:%S", time.localtime(float(record.get("fired_at") or 0)))
+                text += f"\n(fired {len(same)} times since {first} while you were busy; delivered once)"
             collapsed: list[str] = []
 
             def change(messages: list[dict]) -> list[dict] | None:
@@ -168,10 +202,11 @@ class Triggers:
                     return None
                 kept, dropped = collapse(messages)
                 collapsed.extend(dropped)
-                return kept + [system_message(f"[trigger {name}] {message}")]
+                return kept + [system_message(text)]
             if not self.agent.conv.edit(change):
                 return False
-            queued[0].unlink(missing_ok=True)
+            for path in same:
+                path.unlink(missing_ok=True)
         if name == HEARTBEAT:
             self._back_off(HEARTBEAT in collapsed)
         return True
@@ -212,6 +247,14 @@ class Triggers:
         if self.reported.get(path.name) != mtime:
             self.reported[path.name] = mtime
             self.agent.log("trigger", f"{path.name} ignored: {problem}")
+
+
+def _same_fire(path: Path, name: str, message: str) -> bool:
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(record, dict) and record.get("name") == name and record.get("message") == message
 
 
 def is_idle(messages: list[dict]) -> bool:

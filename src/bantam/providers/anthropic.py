@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 
 from ..config import Config
 from ..errors import APIError, ProviderError
-from ..events import Notice, OnEvent, Reasoning, Text, Usage
+from ..events import OnEvent, Reasoning, Text, Usage
 from . import Reply
 from .http import HTTPProvider, error_message, redact
 from .sse import iter_sse
@@ -59,7 +59,12 @@ class AnthropicProvider(HTTPProvider):
         if not (isinstance(thinking, dict) and thinking.get("type") != "disabled"):
             body["temperature"] = cfg.temperature  # with thinking on, only the default (1) is allowed
         body.update(cfg.forward)
+        if self.output_tokens:  # the loop asks again for an answer cut at the output limit
+            body["max_tokens"] = self.output_tokens
         return body
+
+    def output_budget(self) -> int | None:
+        return super().output_budget() or self.max_tokens
 
     def adjust(self, error: APIError) -> str | None:
         # Older models take fewer output tokens than the default; use their limit from now on.
@@ -182,8 +187,6 @@ class TurnBuilder:
         thinking = [b for _, b in ordered if b.get("type") in THINKING]
         if thinking:
             message["thinking"] = thinking
-        if self.stop_reason == "max_tokens":
-            self.on_event(Notice(message="the answer was cut off at max_tokens; set max_tokens= higher"))
         return Reply(message, self.usage(), self.stop_reason)
 
     def _call(self, index: int, block: dict) -> dict[str, Any]:

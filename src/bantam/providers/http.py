@@ -38,6 +38,7 @@ class HTTPProvider:
         self.base_url, self.url = base_url, url
         self._client = None
         self._client_lock = threading.Lock()
+        self.output_tokens: int | None = None  # set by the loop to ask again for a cut answer
 
     @property
     def client(self) -> "httpx.Client":
@@ -57,6 +58,13 @@ class HTTPProvider:
 
     def read_json(self, data: Any, on_event: OnEvent) -> "Reply":
         raise NotImplementedError
+
+    def output_budget(self) -> int | None:
+        """The output limit a request carries now, when bantam sets one."""
+        if self.output_tokens:
+            return self.output_tokens
+        value = self.cfg.forward.get("max_tokens", self.cfg.forward.get("max_completion_tokens"))
+        return value if isinstance(value, int) and value > 0 else None
 
     def adjust(self, error: APIError) -> str | None:
         """A 400 some models give for a setting bantam sends by default: change the setting and

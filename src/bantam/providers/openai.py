@@ -43,6 +43,9 @@ class OpenAIProvider(HTTPProvider):
         if tools:
             body["tools"] = tools
         body.update(cfg.forward)
+        if self.output_tokens:  # the loop asks again for an answer cut at the output limit
+            body["max_completion_tokens" if "max_completion_tokens" in cfg.forward else "max_tokens"] = \
+                self.output_tokens
         return body
 
     def adjust(self, error: APIError) -> str | None:
