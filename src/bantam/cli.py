@@ -117,26 +117,29 @@ def dispatch(args: argparse.Namespace) -> int:
         return run_handler(cfg, read_stdin())
     if len(words) > 1:
         raise ConfigError(f"expected at most one prompt file, got {len(words)} arguments")
-    prompt = read_prompt(args.prompt, words[0] if words else None)
+    piped = read_stdin()
+    prompt = read_prompt(args.prompt, words[0] if words else None, piped)
     if prompt is not None and not prompt.strip():
         raise ConfigError("the prompt is empty")
+    from_pipe = args.prompt is None and not words  # untrusted text: always a prompt for the model
+    if prompt is not None and prompt.startswith("!") and piped and piped.strip() and not from_pipe:
+        raise ConfigError("a !command takes no piped input (it would run as part of the command)")
     if prompt is None and not args.thread:
         if args.json:
             raise ConfigError("--json needs a prompt: -p TEXT, a FILE, or standard input")
         from .repl import run_repl
         return run_repl(flags(args))
     from .oneshot import run_prompt
-    return run_prompt(cfg, prompt, args.json, args.thread)
+    return run_prompt(cfg, prompt, args.json, args.thread, command=not from_pipe)
 
 
-def read_prompt(text: str | None, path: str | None) -> str | None:
+def read_prompt(text: str | None, path: str | None, piped: str | None) -> str | None:
     if path is not None:
         try:
             with open(path, encoding="utf-8") as f:
                 text = f.read()
         except (OSError, UnicodeDecodeError) as e:
             raise ConfigError(f"cannot read prompt file {path}: {getattr(e, 'strerror', None) or e}") from None
-    piped = read_stdin()
     if text is None:
         return piped
     return f"{text}\n\n{piped}" if piped and piped.strip() else text

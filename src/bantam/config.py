@@ -8,6 +8,7 @@ bantam does not know are kept in `Config.forward` and sent with each API request
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -19,6 +20,15 @@ DEFAULT_ENDPOINT = "https://api.kilo.ai/api/openrouter"  # seed 001's default
 DEFAULT_MODEL = "openrouter/free"
 LOCAL_TEMPERATURE = 0.2  # small local models wander at the seed's 0.7 (SmolLM2's authors use 0.2)
 ANTHROPIC_ENDPOINT = "https://api.anthropic.com/v1"  # when provider=anthropic names no endpoint
+OPENAI_ENDPOINT = "https://api.openai.com/v1"
+# A key from the environment with no endpoint configured goes to its own API, nowhere else:
+# variable -> (provider, endpoint, model when none is configured). LLM_API_KEY without LLM_URL
+# is the Agent seed's, whose documented default is Anthropic's Messages API.
+KEY_HOMES = {
+    "LLM_API_KEY": ("anthropic", ANTHROPIC_ENDPOINT, "claude-haiku-4-5"),
+    "ANTHROPIC_API_KEY": ("anthropic", ANTHROPIC_ENDPOINT, "claude-haiku-4-5"),
+    "OPENAI_API_KEY": ("openai", OPENAI_ENDPOINT, "gpt-4o-mini"),
+}
 FALLBACK_CONTEXT_WINDOW = 200_000
 FIBONACCI_DELAYS = (1.0, 1.0, 2.0, 3.0, 5.0, 8.0, 13.0, 21.0, 34.0)
 CONFIG_FILES = (".bantam.cfg", "model.cfg")  # the first one present wins
@@ -46,6 +56,7 @@ class Config:
     tool_output_limit: int = 30_000       # bytes of tool output the model sees; the rest is clipped
     model_path: str = ""                  # a local GGUF file for provider=local (default: bundled)
     web_password: str = field(default="", repr=False)  # `bantam web`: instead of a random token
+    env_passthrough: tuple[str, ...] = ()  # secret-looking variables commands may see (GH_TOKEN, AWS_*)
     n_ctx: int | None = None              # provider=local: context size (default 8192)
     n_threads: int | None = None          # provider=local: CPU threads (default: llama.cpp's)
     retry_delays: tuple[float, ...] = FIBONACCI_DELAYS  # seconds between retries of a request
@@ -76,6 +87,8 @@ def _number(kind: type, minimum: float | None = None) -> Callable[[str], Any]:
             value = kind(text.strip())
         except ValueError:
             raise ValueError(f"expected {'an integer' if kind is int else 'a number'}, got {text!r}") from None
+        if not math.isfinite(value):  # nan, inf, 1e400
+            raise ValueError(f"expected a finite number, got {text!r}")
         if minimum is not None and value < minimum:
             raise ValueError(f"must be at least {minimum}, got {text!r}")
         return value
@@ -104,8 +117,24 @@ def _text(text: str) -> str:
     return text.strip()
 
 
+def _endpoint(text: str) -> str:
+    url = text.strip().rstrip("/")
+    if not url.lower().startswith(("http://", "https://")):
+        raise ValueError(f"expected an http:// or https:// URL, got {text.strip()!r}")
+    return url
+
+
+def _tool_names(text: str) -> tuple[str, ...]:
+    from .tools import REGISTRY  # names only; no tool module is imported
+    names = _names(text)
+    unknown = [n for n in names if n not in REGISTRY and "__" not in n]  # server__tool: MCP's
+    if unknown:
+        raise ValueError(f"unknown tool {unknown[0]!r} (known: {', '.join(REGISTRY)})")
+    return names
+
+
 PARSERS: dict[str, Callable[[str], Any]] = {
-    "endpoint": lambda t: t.strip().rstrip("/"),
+    "endpoint": _endpoint,
     "model": _text,
     "temperature": _number(float, 0),
     "api_key": _text,
@@ -118,12 +147,13 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "reasoning_effort": _text,
     "bantam_tools_dir": _text,
     "provider": _choice(*PROVIDERS),
-    "tools": _names,
+    "tools": _tool_names,
     "tool_budget": _number(int, 1),
     "max_fanout": _number(int, 1),
     "tool_output_limit": _number(int, 200),
     "model_path": _text,
     "web_password": _text,
+    "env_passthrough": _names,
     "n_ctx": _number(int, 16),
     "n_threads": _number(int, 1),
     "retry_delays": _delays,
@@ -141,11 +171,27 @@ ENVIRONMENT = {
 
 
 def forwarded_value(text: str) -> Any:
-    """`max_tokens=100` forwards 100, `stop=["x"]` a list, anything not JSON as a string."""
+    """`max_tokens=100` forwards 100, `stop=["x"]` a list, anything not JSON as a string.
+    NaN and Infinity are not JSON (no API accepts them): ValueError."""
     try:
-        return json.loads(text)
+        value = json.loads(text, parse_constant=_no_constant)
+        if isinstance(value, float) and not math.isfinite(value):  # 1e400
+            raise _NotFinite(text)
+        return value
+    except _NotFinite:
+        raise ValueError(f"expected a finite value, got {text.strip()!r}") from None
     except ValueError:
+        if text.strip().lower() in ("nan", "inf", "-inf", "infinity", "-infinity"):
+            raise ValueError(f"expected a finite value, got {text.strip()!r}") from None
         return text.strip()
+
+
+class _NotFinite(Exception):
+    pass
+
+
+def _no_constant(name: str) -> Any:
+    raise _NotFinite(name)
 
 
 def read_config_file(directory: str | os.PathLike = ".") -> tuple[Path | None, list[tuple[str, str, str]]]:
@@ -213,13 +259,15 @@ def load(flags: Mapping[str, str] | None = None, directory: str | os.PathLike = 
     forward: dict[str, Any] = {}
     for key, (text, where) in raw.items():
         parser = PARSERS.get(key)
-        if parser is None:
-            forward[key] = forwarded_value(text)
-            continue
         try:
-            values[key] = parser(text)
+            if parser is None:
+                forward[key] = forwarded_value(text)
+            else:
+                values[key] = parser(text)
         except ValueError as e:
             raise ConfigError(f"{where}: {key}: {e}") from None
+    if not values.get("api_key") and "endpoint" not in values:
+        _route_env_key(values, environ)
     embedded = False
     if not values.get("provider") and "endpoint" not in values:
         from .providers.local import available  # the bundled model, when the local extra is installed
@@ -232,11 +280,30 @@ def load(flags: Mapping[str, str] | None = None, directory: str | os.PathLike = 
         values["temperature"] = LOCAL_TEMPERATURE
     elif values["provider"] == "anthropic" and "endpoint" not in values:
         values["endpoint"] = ANTHROPIC_ENDPOINT
-    if not values.get("api_key"):
+    if not values.get("api_key") and not embedded and values.get("endpoint"):
         fallback = "ANTHROPIC_API_KEY" if values["provider"] == "anthropic" else "OPENAI_API_KEY"
         values["api_key"] = environ.get("LLM_API_KEY") or environ.get(fallback) or ""
+    _protect(values)
     return Config(**values, forward=forward, file=str(path) if path else "", embedded=embedded,
                   warning=exposed_key_warning(path, entries))
+
+
+def _route_env_key(values: dict[str, Any], environ: Mapping[str, str]) -> None:
+    """No endpoint and no api_key configured: a key in the environment picks its own API (and a
+    provider= setting picks among the keys). Without one, the defaults apply with no key."""
+    for var, (provider, endpoint, model) in KEY_HOMES.items():
+        if environ.get(var) and values.get("provider", provider) == provider:
+            values.update(provider=provider, endpoint=endpoint, api_key=environ[var])
+            values.setdefault("model", model)
+            return
+
+
+def _protect(values: dict[str, Any]) -> None:
+    """Secrets become *** wherever bantam writes; the passthrough list shapes the tool environment."""
+    from . import envpolicy
+    envpolicy.register_secret(values.get("api_key"))
+    envpolicy.register_secret(values.get("web_password"))
+    envpolicy.set_passthrough(values.get("env_passthrough", ()))
 
 
 def known_keys() -> list[str]:
@@ -247,6 +314,8 @@ def check_value(key: str, value: str) -> Any:
     """Parse one value as the config file would; ConfigError if it is bad."""
     if not key.replace("_", "a").isalnum() or not key[:1].isalpha():
         raise ConfigError(f"{key!r} is not a configuration key")
+    if "\n" in value or "\r" in value:  # it would become a second line of the config file
+        raise ConfigError(f"{key}: a value is one line; this one holds a line break")
     parser = PARSERS.get(key)
     try:
         return parser(value) if parser else forwarded_value(value)

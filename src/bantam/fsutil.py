@@ -105,4 +105,5 @@ class JsonlLog:
 
 
 def _line(record: dict) -> bytes:
-    return (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
+    from .envpolicy import redact  # a thread or progress log never holds a known secret
+    return (redact(json.dumps(record, ensure_ascii=False)) + "\n").encode("utf-8")

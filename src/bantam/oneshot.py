@@ -16,13 +16,15 @@ from .providers import context_window_soon, make_provider
 from .render import make_renderer
 from .sessions import Thread
 from .tools import ToolContext, make_toolbox
+from .envpolicy import user_env
 from .tools.shell import run_shell
 
 
 def run_prompt(cfg: Config, prompt: str | None, json_lines: bool = False, thread_id: str | None = None,
-               out: IO[str] | None = None) -> int:
-    """Answer one prompt (or resume a thread's unanswered one); return the exit code."""
-    if prompt is not None and prompt.startswith("!"):
+               out: IO[str] | None = None, command: bool = True) -> int:
+    """Answer one prompt (or resume a thread's unanswered one); return the exit code. A prompt
+    starting with ! is run as the user's command when `command` (never for piped input)."""
+    if command and prompt is not None and prompt.startswith("!"):
         return run_command(cfg, prompt[1:].strip())
     provider = make_provider(cfg)
     render = make_renderer(cfg, json_lines, out or sys.stdout, sys.stderr, context_window_soon(provider, cfg))
@@ -60,7 +62,7 @@ def answer(cfg: Config, provider, prompt: str | None, render: OnEvent,
 
 def run_command(cfg: Config, command: str) -> int:
     """`!cmd`: run it through shell_exec's machinery, no model involved; exit with its status."""
-    result = run_shell(command, cfg.shell_timeout, cfg.tool_output_limit)
+    result = run_shell(command, cfg.shell_timeout, cfg.tool_output_limit, env=user_env())
     sys.stdout.write(result.output if result.output.endswith("\n") or not result.output
                      else result.output + "\n")
     sys.stdout.flush()

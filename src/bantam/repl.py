@@ -16,6 +16,7 @@ from .prompt import system_prompt
 from .providers import context_window_soon, make_provider
 from .render import make_renderer
 from .tools import ToolContext, make_toolbox
+from .envpolicy import user_env
 from .tools.shell import run_shell
 
 COMPACT_AT = 0.6  # offer compaction when the context is this full (seed 001)
@@ -288,7 +289,8 @@ class Repl:
         if not command:
             return self.say("usage: !<command>")
         try:
-            result = run_shell(command, self.cfg.shell_timeout, self.cfg.tool_output_limit, self.shell_cancel)
+            result = run_shell(command, self.cfg.shell_timeout, self.cfg.tool_output_limit, self.shell_cancel,
+                               env=user_env())  # the user's own command: the user's environment
         except KeyboardInterrupt:
             return self.say("interrupted")
         self.print(result.output.rstrip("\n"))

@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from .envpolicy import redact
 from .errors import BantamError
 from .fsutil import JsonlLog, atomic_write, bantam_home, private_dir
 
@@ -61,7 +62,7 @@ def save(session_id: str, messages: list[dict], *, summary: str = "", model: str
     text = json.dumps(head, ensure_ascii=False)[:-1] + f', "messages": [\n{lines}\n]}}\n'
     if secret and len(secret) >= 4:
         text = text.replace(secret, "***")
-    atomic_write(path, text.encode("utf-8"), mode=0o600)
+    atomic_write(path, redact(text).encode("utf-8"), mode=0o600)  # and every other known secret
     return path
 
 

@@ -29,6 +29,7 @@ from ..events import Error, Event, Notice, Retry, ToolCall, quiet
 from ..providers import ask
 from ..tools import ToolContext
 from . import mail, watch
+from .bg import interrupted_note
 from .bus import Conversation, system_message, unwrap
 from .layout import AgentDir, life, stamp
 from .prompt import life_message, system_prompt
@@ -91,8 +92,7 @@ class Agent:
 
     def start(self) -> None:
         for job in self.bg.lost():
-            self.deliver_system(f"[bg {job.get('id')} lost: bantam restarted before it finished "
-                                f"({job.get('tool', 'tool')}, pid {job.get('pid')})]")
+            self.deliver_system(interrupted_note(job))
         threads = [(self.triggers.run, (self.stop, self.trigger_wake)),
                    (mail.run, (self, self.stop, self.mail_wake))]
         if self.telegram is not None:

@@ -6,8 +6,10 @@ Done within `timeout`: the (clipped) result, inline. Otherwise bg/<id>.json reco
 pid too, when the tool reported one through `note_pid`), the assistant gets
 "[backgrounded bg/<id> (pid N); kill the pid to stop it]" at once, and an emitter thread waits for
 the worker however long it takes, then delivers "[bg <id> done, tc:<call>] <result>" as a harness
-message and removes the json. Work in the background dies with the process (daemon threads); a
-json left by a dead process is reported as lost at the next start.
+message and removes the json. Every call, inline ones too, has its bg/<id>.json from the moment
+it starts, so a call cut off by a stop, a crash or SIGKILL is known at the next start: its
+processes died with bantam (bantam.reaper), and the model is told it was interrupted instead of
+the call being silently run again.
 """
 from __future__ import annotations
 
@@ -50,15 +52,22 @@ class Background:
         self.deliver = deliver      # appends a harness message to the conversation
         self.log = log              # LIFE.md
 
-    def run(self, tool: str, call_id: str, work: Callable[[], str]) -> str:
+    def run(self, tool: str, call_id: str, work: Callable[[], str], detail: str = "") -> str:
+        """`detail` (the arguments, shortened) is what the model is told if the call is interrupted."""
         job = Job(tool, call_id)
+        bg_id = secrets.token_hex(3)
+        path = self.folder / f"{bg_id}.json"
+        record = {"id": bg_id, "tool": tool, "tc": call_id, "detail": detail[:300], "started": time.time()}
+        atomic_write(path, json.dumps(record).encode(), mode=0o600)  # before any effect of the call
         threading.Thread(target=self._work, args=(job, work), daemon=True,
                          name=f"bg-{tool}").start()
         if job.done.wait(self.timeout):
+            if not isinstance(job.error, KeyboardInterrupt):  # cut off by a stop: reported next start
+                path.unlink(missing_ok=True)
             if job.error is not None:
                 raise job.error  # the toolbox turns it into an error result, keeping the object
             return self.clip(job.result)
-        return self._background(job)
+        return self._background(job, record, path)
 
     def _work(self, job: Job, work: Callable[[], str]) -> None:
         _current.job = job
@@ -69,11 +78,9 @@ class Background:
         finally:
             job.done.set()
 
-    def _background(self, job: Job) -> str:
-        bg_id = secrets.token_hex(3)
-        path = self.folder / f"{bg_id}.json"
-        record = {"id": bg_id, "tool": job.tool, "tc": job.call_id, "pid": job.pid,
-                  "started": time.time()}
+    def _background(self, job: Job, record: dict, path: Path) -> str:
+        bg_id = record["id"]
+        record = {**record, "pid": job.pid, "background": True}
         atomic_write(path, json.dumps(record).encode(), mode=0o600)
         self.log("bg", f"{bg_id} {job.tool} backgrounded (pid {job.pid})")
         threading.Thread(target=self._emit, args=(job, bg_id, path), daemon=True,
@@ -102,3 +109,14 @@ class Background:
                 found.append({"id": path.stem})
             path.unlink(missing_ok=True)
         return found
+
+
+def interrupted_note(job: dict) -> str:
+    """What the model is told at start about a call the last process did not finish."""
+    what = f"{job.get('tool', 'a tool')} call" + (f" tc:{job['tc']}" if job.get("tc") else "")
+    if job.get("detail"):
+        what += f" {job['detail']}"
+    where = "in the background" if job.get("background") else "when bantam stopped"
+    return (f"[bg {job.get('id')} interrupted: the {what} was still running {where}; its processes "
+            f"were killed with bantam and it was NOT run again. Check what it already did before "
+            f"you repeat it.]")

@@ -26,6 +26,7 @@ import re
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from ..envpolicy import redact
 from ..fsutil import atomic_write
 
 ROLES = ("user", "assistant", "tool")
@@ -53,7 +54,8 @@ def _text_of(content: Any) -> str:
 
 
 def encode(messages: list[dict]) -> bytes:
-    return b"".join((json.dumps(m, ensure_ascii=False) + "\n").encode("utf-8") for m in messages)
+    """The JSONL bytes of `messages`; a known secret value (bantam.envpolicy) is written as ***."""
+    return redact("".join(json.dumps(m, ensure_ascii=False) + "\n" for m in messages)).encode("utf-8")
 
 
 def locked_append(path: Path, data: bytes) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 from ..errors import ConfigError
 from ..fsutil import atomic_write
 from . import templates
+from ..envpolicy import redact
 from .bus import locked_append
 
 SUBCONSCIOUS = "subconscious"   # a directory of this name is a reviewer: no heartbeat, no chat
@@ -184,7 +185,7 @@ def stamp(fmt: str = "%Y-%m-%d %H:%M:%S") -> str:
 
 def life(agent: AgentDir, kind: str, text: str) -> None:
     """One line in LIFE.md: `2026-01-31 12:00:00 kind: text`."""
-    flat = " ".join(str(text).split())
+    flat = redact(" ".join(str(text).split()))
     if len(flat) > LIFE_LINE_MAX:
         flat = flat[:LIFE_LINE_MAX] + " [...]"
     line = f"{stamp()} {kind}: {flat}\n"

@@ -17,6 +17,7 @@ from typing import Any, Mapping
 from urllib.parse import urlparse
 
 from .. import config as bantam_config
+from ..envpolicy import register_secret
 from ..errors import ConfigError
 
 KEY_ENV = ("ATTOBOT_API_KEY", "LLM_API_KEY")  # over config.json's api_key (the seed's precedence)
@@ -97,6 +98,7 @@ def load(path: Path, cli: Mapping[str, str] | None = None,
                                   "command line", parse_text=True)
     settings = Settings(**{**values, **cli_values})
     check(settings, str(path))
+    register_secret(settings.telegram_token)  # *** in LIFE.md, messages and tool results
     explicit = set(values) | set(cli_values)
     cfg = make_config(settings, explicit, {**passthrough, **cli_pass}, request, environ, str(path))
     return settings, cfg

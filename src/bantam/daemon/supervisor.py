@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
+from .. import reaper
 from ..errors import ConfigError
 from . import layout
 from .layout import SUBCONSCIOUS, AgentDir
@@ -80,13 +81,17 @@ def _tend(child: Child, now: float, first: AgentDir, options: list[str]) -> None
         code = child.proc.poll()
         if code is None:
             return
+        reaper.release(child.proc.pid)
         delay = float(os.environ.get("BANTAM_DAEMON_RESPAWN_S") or RESPAWN_S)
         layout.life(first, "supervisor", f"{child.path.name} (pid {child.proc.pid}) died with exit "
                                          f"status {code}; restarting it in {delay:g} s")
         child.proc, child.due = None, now + delay
     if now >= child.due:
+        # Its own session, watched by bantam.reaper: a SIGKILLed supervisor still stops its
+        # children (SIGTERM, so each shuts down cleanly and frees its directory's lock).
         child.proc = subprocess.Popen([sys.executable, "-m", "bantam", "daemon", "--child", *options,
-                                       str(child.path)], stdin=subprocess.DEVNULL)
+                                       str(child.path)], stdin=subprocess.DEVNULL, start_new_session=True)
+        reaper.watch(child.proc.pid, signal.SIGTERM)
 
 
 def _stop_all(children: list[Child]) -> None:

@@ -26,7 +26,7 @@ from ..config import Config
 from ..errors import APIError, ProviderError
 from ..events import Retry
 from ..fsutil import atomic_write
-from ..providers.http import load_httpx, make_client, redact
+from ..providers.http import BODY_CAP, load_httpx, make_client, read_capped, redact
 from ..providers.retry import with_retries
 from .settings import Settings
 
@@ -36,6 +36,7 @@ MEDIA = {**dict.fromkeys(("jpg", "jpeg", "png", "webp"), ("sendPhoto", "photo"))
          **dict.fromkeys(("mp4", "mov", "webm", "mkv"), ("sendVideo", "video")),
          **dict.fromkeys(("mp3", "m4a", "wav", "flac", "aac"), ("sendAudio", "audio"))}
 FILE_KINDS = ("document", "voice", "audio", "video", "animation")  # inbound files, beside photo
+FILE_CAP = 50 * 1024 * 1024  # an inbound file (the Bot API serves at most 20 MB)
 SEND_DELAYS = (1.0, 2.0, 5.0)  # an attachment is worth a few quick retries, not minutes of them
 SEND_TIMEOUT = 30.0            # seconds for one send: a stalled server must not hold the outbox
 
@@ -101,15 +102,16 @@ class Telegram:
             return ""
         try:
             info = self.call("getFile", {"file_id": item["file_id"]})
-            response = self.client.get(f"{self.files}/{info['file_path']}")
-            response.raise_for_status()
+            with self.client.stream("GET", f"{self.files}/{info['file_path']}") as response:
+                response.raise_for_status()
+                content = read_capped(response, FILE_CAP, "the telegram file server")
         except (ProviderError, KeyError, TypeError, load_httpx().HTTPError) as e:
             self.log("telegram", f"could not fetch a file: {redact(str(e), self.token)}")
             return ""
         name = item.get("file_name") or os.path.basename(str(info["file_path"]))
         target = self.inbound / f"{msg.get('message_id')}-{os.path.basename(name)}"
         try:
-            atomic_write(target, response.content, mode=0o600)
+            atomic_write(target, content, mode=0o600)
         except OSError as e:  # (a full disk): the message still arrives, without its file
             self.log("telegram", f"could not save a file: {e}")
             return ""
@@ -154,18 +156,17 @@ class Telegram:
              timeout: float | None = None) -> Any:
         """One Bot API call; ProviderError (retryable for network trouble, 429, 5xx) on failure."""
         httpx = load_httpx()
+        body = {"files": files, "data": params} if files else {"json": params}
         try:
-            if files:
-                r = self.client.post(f"{self.api}/{method}", data=params, files=files, timeout=timeout)
-            else:
-                r = self.client.post(f"{self.api}/{method}", json=params, timeout=timeout)
+            with self.client.stream("POST", f"{self.api}/{method}", timeout=timeout, **body) as r:
+                raw = read_capped(r, BODY_CAP, "telegram")
         except httpx.HTTPError as e:
             raise ProviderError(redact(f"telegram {method}: {e or type(e).__name__}", self.token)) from None
-        return self._result(method, r)
+        return self._result(method, r, raw)
 
-    def _result(self, method: str, r: Any) -> Any:
+    def _result(self, method: str, r: Any, raw: bytes) -> Any:
         try:
-            body = r.json()
+            body = json.loads(raw)
         except ValueError:
             body = {}
         if r.status_code < 400 and isinstance(body, dict) and body.get("ok"):
@@ -173,8 +174,8 @@ class Telegram:
         description = body.get("description") if isinstance(body, dict) else None
         retry_after = ((body.get("parameters") or {}).get("retry_after")
                        if isinstance(body, dict) else None)
-        raise APIError(redact(f"telegram {method}: HTTP {r.status_code}: "
-                              f"{description or r.text[:200]}", self.token), status=r.status_code,
+        shown = description or raw[:200].decode("utf-8", "replace")
+        raise APIError(redact(f"telegram {method}: HTTP {r.status_code}: {shown}", self.token), status=r.status_code,
                        retryable=r.status_code == 429 or r.status_code >= 500,
                        retry_after=retry_after)
 

@@ -8,6 +8,7 @@ turns failures into results the model can read. Tools in <agent>/tools/*.py are 
 from __future__ import annotations
 
 import base64
+import json
 import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +32,7 @@ READ_LIMIT = 50 * 1024 * 1024       # bytes READ_FILE reads at most
 IMAGE_LIMIT = 10 * 1024 * 1024      # bytes of an image shown to the model (it stays in messages.jsonl)
 READ_LINES = 2000                   # lines READ_FILE shows by default
 SHELL_CAPTURE = 2_000_000           # characters of BASH output kept (then clipped and stashed)
+RAW_ARGUMENTS = {"WRITE_FILE": ("content",), "EDIT_FILE": ("old_string", "new_string")}
 IMAGES = {b"\x89PNG\r\n\x1a\n": "image/png", b"\xff\xd8\xff": "image/jpeg", b"GIF8": "image/gif"}
 
 
@@ -189,9 +191,15 @@ class FnTool:
     parameters: dict
     agent: "Agent"
 
+    @property
+    def raw_arguments(self) -> tuple[str, ...]:
+        """File content is data: WRITE_FILE and EDIT_FILE get it byte for byte."""
+        return RAW_ARGUMENTS.get(self.name, ())
+
     def run(self, args: dict, ctx: ToolContext) -> str:
         return self.agent.bg.run(self.name, self.agent.current_call,
-                                 lambda: _text(self.fn(args, self.agent)))
+                                 lambda: _text(self.fn(args, self.agent)),
+                                 json.dumps(args, ensure_ascii=False)[:300])
 
 
 def _text(result: Any) -> str:

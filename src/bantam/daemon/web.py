@@ -7,10 +7,10 @@ from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 from ..errors import ToolError
-from ..providers.http import load_httpx
+from ..providers.http import load_httpx, read_head
 
 FETCH_TIMEOUT = 30.0
-MAX_BYTES = 10 * 1024 * 1024     # of one page
+MAX_BYTES = 2 * 1024 * 1024      # of one page read at most (the HTML parser needs ~50x that in memory)
 MAX_RESULTS = 10
 DROP_TAGS = ("script", "style", "noscript", "svg", "iframe", "head")
 
@@ -19,39 +19,42 @@ def fetch(client: Any, url: str) -> str:
     """The page at `url`: HTML as Markdown, text as it is, anything else described."""
     if urlparse(url).scheme not in ("http", "https"):
         raise ToolError(f"not an http(s) URL: {url!r}")
-    response = _get(client, "GET", url)
+    response, body = _get(client, "GET", url)
     kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
-    body = response.content[:MAX_BYTES]
+    clipped = len(body) > MAX_BYTES
+    body = body[:MAX_BYTES]
     if "html" in kind or (not kind and body.lstrip()[:1] == b"<"):
         text = markdown(body.decode(response.encoding or "utf-8", "replace"))
     elif kind.startswith("text/") or kind.endswith(("json", "xml", "javascript")):
         text = body.decode(response.encoding or "utf-8", "replace")
     else:
-        return (f"{url}: {kind or 'unknown type'}, {len(response.content)} bytes "
-                "(not text; download it with BASH)")
-    return f"{response.url} (HTTP {response.status_code})\n\n{text.strip()}"
+        size = response.headers.get("content-length") or (f"over {MAX_BYTES}" if clipped else len(body))
+        return f"{url}: {kind or 'unknown type'}, {size} bytes (not text; download it with BASH)"
+    note = f"\n\n[only the first {MAX_BYTES >> 20} MB of the page were read]" if clipped else ""
+    return f"{response.url} (HTTP {response.status_code})\n\n{text.strip()}{note}"
 
 
 def search(client: Any, base_url: str, query: str) -> str:
     if not query.strip():
         raise ToolError("the query is empty")
-    response = _get(client, "POST", base_url, data={"q": query})
-    results = parse_results(response.text)
+    response, body = _get(client, "POST", base_url, data={"q": query})
+    results = parse_results(body[:MAX_BYTES].decode(response.encoding or "utf-8", "replace"))
     if not results:
         return f"no results for {query!r}"
     return "\n\n".join(f"{i}. {title}\n   {link}\n   {snippet}".rstrip()
                        for i, (title, link, snippet) in enumerate(results, 1))
 
 
-def _get(client: Any, method: str, url: str, **kw: Any) -> Any:
+def _get(client: Any, method: str, url: str, **kw: Any) -> tuple[Any, bytes]:
+    """The response and at most MAX_BYTES + 1 bytes of its body (an endless page is cut there)."""
     httpx = load_httpx()
     try:
-        response = client.request(method, url, follow_redirects=True, timeout=FETCH_TIMEOUT, **kw)
+        with client.stream(method, url, follow_redirects=True, timeout=FETCH_TIMEOUT, **kw) as response:
+            if response.status_code >= 400:
+                raise ToolError(f"{method} {url}: HTTP {response.status_code}")
+            return response, read_head(response, MAX_BYTES + 1)
     except httpx.HTTPError as e:
         raise ToolError(f"{method} {url} failed: {e or type(e).__name__}") from e
-    if response.status_code >= 400:
-        raise ToolError(f"{method} {url}: HTTP {response.status_code}")
-    return response
 
 
 def markdown(html: str) -> str:

@@ -27,6 +27,10 @@ if TYPE_CHECKING:
 USER_AGENT = "Mozilla/5.0 (compatible; Bantam/1.0)"  # seed: avoids gateway 403 blocks
 RETRYABLE_STATUS = {408, 429}  # and every 5xx
 DISCOVERY_TIMEOUT = 10.0       # seconds for side requests such as GET /models
+# Byte caps on what a server may send (a hostile or broken one must not grow bantam's memory):
+BODY_CAP = 16 * 1024 * 1024    # a whole JSON answer or a model listing
+ERROR_CAP = 64 * 1024          # an error body: only its message is wanted
+LINE_CAP = 4 * 1024 * 1024     # one SSE line (a real chunk is a few kB)
 
 
 class HTTPProvider:
@@ -88,19 +92,19 @@ class HTTPProvider:
             with self.client.stream("POST", self.url, json=body, headers=self.headers()) as resp:
                 kind = resp.headers.get("content-type", "")
                 if resp.status_code >= 400 or "html" in kind:  # a web page at 200: wrong endpoint
-                    raise error_from_response(resp, resp.read(), self.cfg.api_key)
+                    raise error_from_response(resp, read_head(resp, ERROR_CAP), self.cfg.api_key)
                 if "json" in kind or (not body.get("stream") and "event-stream" not in kind):
-                    return self.read_json(parse_json(resp.read(), self.url), on_event)
-                return self.read_stream(resp.iter_lines(), on_event)
+                    return self.read_json(parse_json(read_capped(resp, BODY_CAP, self.url), self.url), on_event)
+                return self.read_stream(capped_lines(resp, LINE_CAP), on_event)
 
     def get_json(self, url: str, post: dict | None = None) -> Any:
         """A side request (model list, server properties); ProviderError if it fails."""
         with mapped_errors(url, self.cfg):
-            resp = self.client.request("POST" if post else "GET", url, json=post, headers=self.headers(),
-                                       timeout=min(self.cfg.timeout, DISCOVERY_TIMEOUT))
-        if resp.status_code >= 400:
-            raise error_from_response(resp, resp.content, self.cfg.api_key)
-        return parse_json(resp.content, url)
+            with self.client.stream("POST" if post else "GET", url, json=post, headers=self.headers(),
+                                    timeout=min(self.cfg.timeout, DISCOVERY_TIMEOUT)) as resp:
+                if resp.status_code >= 400:
+                    raise error_from_response(resp, read_head(resp, ERROR_CAP), self.cfg.api_key)
+                return parse_json(read_capped(resp, BODY_CAP, url), url)
 
     def models(self) -> list[Any]:
         data = self.get_json(self.base_url + "/models")
@@ -125,6 +129,46 @@ def parse_json(raw: bytes, url: str) -> Any:
         return json.loads(raw)
     except ValueError:
         raise ProviderError(f"{url} sent a body that is not JSON: {raw[:200]!r}", retryable=False) from None
+
+
+def read_head(resp: "httpx.Response", cap: int) -> bytes:
+    """At most `cap` bytes of a streamed body; the rest is not read (the connection is dropped)."""
+    parts, size = [], 0
+    for chunk in resp.iter_bytes():
+        parts.append(chunk)
+        size += len(chunk)
+        if size >= cap:
+            break
+    return b"".join(parts)[:cap]
+
+
+def read_capped(resp: "httpx.Response", cap: int, url: str) -> bytes:
+    """A whole streamed body of at most `cap` bytes; past it, ProviderError (never memory growth)."""
+    data = read_head(resp, cap + 1)
+    if len(data) > cap:
+        raise ProviderError(f"{url} sent a body larger than {cap >> 20} MB; not reading more",
+                            retryable=False)
+    return data
+
+
+def capped_lines(resp: "httpx.Response", cap: int) -> Iterator[str]:
+    """The body's lines (LF or CRLF), each at most `cap` bytes; a longer line is ProviderError.
+    (httpx's iter_lines would keep a line that never ends in memory, however long it grows.)"""
+    parts: list[bytes] = []
+    size = 0
+    for chunk in resp.iter_bytes():
+        *complete, rest = chunk.split(b"\n")
+        for piece in complete:
+            parts.append(piece)
+            yield b"".join(parts).rstrip(b"\r").decode("utf-8", "replace")
+            parts, size = [], 0
+        if rest:
+            parts.append(rest)
+            size += len(rest)
+            if size > cap:
+                raise ProviderError(f"the server sent a line longer than {cap >> 20} MB; not reading more")
+    if parts:
+        yield b"".join(parts).rstrip(b"\r").decode("utf-8", "replace")
 
 
 def load_httpx() -> Any:

@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 import os
+from dataclasses import fields, replace
 from typing import IO, Callable
 
 from ..config import Config
-from ..events import OnEvent, Usage
+from ..events import Event, OnEvent, Usage
 
 
 def usage_line(model: str, usage: Usage, window: int) -> str:
@@ -30,8 +31,28 @@ def make_renderer(cfg: Config, json_lines: bool, out: IO[str], err: IO[str],
                   context_window: Callable[[], int]) -> OnEvent:
     if json_lines:
         from .jsonl import JsonRenderer
-        return JsonRenderer(out, err, context_window)
+        return redacting(JsonRenderer(out, err, context_window))
     from .text import TextRenderer
     terminal = out.isatty()
-    return TextRenderer(out, err, use_color(cfg, err), context_window, status=err.isatty(),
-                        markdown=terminal, live=terminal)
+    return redacting(TextRenderer(out, err, use_color(cfg, err), context_window, status=err.isatty(),
+                                  markdown=terminal, live=terminal))
+
+
+class redacting:
+    """A renderer whose events have each known secret value in their text fields as ***;
+    everything else (reset, ...) is the wrapped renderer's."""
+
+    def __init__(self, inner: OnEvent):
+        self.inner = inner
+
+    def __call__(self, event: Event) -> None:
+        from ..envpolicy import redact
+        changes = {}
+        for f in fields(event):
+            value = getattr(event, f.name)
+            if isinstance(value, str) and value and (text := redact(value)) != value:
+                changes[f.name] = text
+        self.inner(replace(event, **changes) if changes else event)
+
+    def __getattr__(self, name: str):
+        return getattr(self.inner, name)

@@ -92,10 +92,10 @@ def _goal(goal: str | None, goal_file: str | None) -> str:
 def renderer(args: argparse.Namespace):
     """Progress on stderr, in the terminal's palette when stderr is a terminal."""
     from ..config import Config
-    from ..render import use_color
+    from ..render import redacting, use_color
     from ..render.text import TextRenderer
     color = use_color(Config(color="auto"), sys.stderr)
-    return TextRenderer(sys.stdout, sys.stderr, color, lambda: 0)
+    return redacting(TextRenderer(sys.stdout, sys.stderr, color, lambda: 0))
 
 
 def report(store, state, render) -> int:

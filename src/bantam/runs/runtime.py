@@ -10,7 +10,9 @@ again on resume (never the API key).
 """
 from __future__ import annotations
 
+import os
 import shutil
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -184,4 +186,16 @@ def _source(workspace: str | None) -> Path | None:
     source = Path(workspace)
     if not source.is_dir():
         raise ConfigError(f"--workspace: {workspace} is not a directory")
+    _only_files_and_links(source)  # before the run directory exists: nothing half-made
     return source
+
+
+def _only_files_and_links(source: Path) -> None:
+    """A named pipe, socket or device in the workspace cannot be copied (a pipe would block)."""
+    for folder, dirs, files in os.walk(source):
+        for name in dirs + files:
+            path = Path(folder, name)
+            mode = path.lstat().st_mode
+            if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode)):
+                raise ConfigError(f"--workspace: {path} is not a regular file, folder or link "
+                                  "(a named pipe, socket or device cannot be copied into a run)")

@@ -25,7 +25,8 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from ..errors import ConfigError
-from ..fsutil import JsonlLog, atomic_write
+from ..envpolicy import redact
+from ..fsutil import JsonlLog, atomic_write, private_dir
 from .state import Observation, RunState
 
 ARTIFACT_LIMIT = 256 * 1024  # bytes of one answer or result kept as an artifact
@@ -41,22 +42,22 @@ class RunDir:
 
     @classmethod
     def create(cls, runs_dir: Path, goal: str, source: Path | None) -> "RunDir":
-        runs_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(runs_dir)  # prompts, observations and command output: the user's alone
         while True:  # ids sort by time; the random part keeps runs started in one second apart
             run = cls(runs_dir / (time.strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)))
             try:
-                run.path.mkdir()
+                run.path.mkdir(mode=0o700)
                 break
             except FileExistsError:
                 continue
         run.lock()
-        (run.path / "artifacts").mkdir()
+        (run.path / "artifacts").mkdir(mode=0o700)
         if source is not None:
             shutil.copytree(source, run.workspace, symlinks=True,
                             ignore=shutil.ignore_patterns("__pycache__"))
         else:
             run.workspace.mkdir()
-        atomic_write(run.path / "goal.md", goal.encode("utf-8"))
+        atomic_write(run.path / "goal.md", redact(goal).encode("utf-8"), mode=0o600)
         return run
 
     @classmethod
@@ -78,7 +79,7 @@ class RunDir:
 
     def lock(self) -> None:
         """One writer per run: a second `resume` of the same run stops here."""
-        handle = open(self.path / ".lock", "a+")
+        handle = os.fdopen(os.open(self.path / ".lock", os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600), "a+")
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -106,8 +107,9 @@ class RunDir:
 
     def save(self, state: RunState, plan_md: str) -> None:
         state.updated = time.time()
-        atomic_write(self.path / "state.json", state.model_dump_json(indent=1).encode("utf-8"))
-        atomic_write(self.path / "plan.md", plan_md.encode("utf-8"))
+        atomic_write(self.path / "state.json", redact(state.model_dump_json(indent=1)).encode("utf-8"),
+                     mode=0o600)
+        atomic_write(self.path / "plan.md", redact(plan_md).encode("utf-8"), mode=0o600)
 
     # --- logs and artifacts ---------------------------------------------------------------
 
@@ -139,8 +141,8 @@ class RunDir:
         self._append("events.jsonl", {"time": round(time.time(), 3), "type": kind, **data}, sync=False)
 
     def _append(self, name: str, record: dict, sync: bool) -> None:
-        line = (json.dumps(record, ensure_ascii=False, default=str) + "\n").encode("utf-8")
-        fd = os.open(self.path / name, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        line = (redact(json.dumps(record, ensure_ascii=False, default=str)) + "\n").encode("utf-8")
+        fd = os.open(self.path / name, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:
             os.write(fd, line)
             if sync:
@@ -149,8 +151,8 @@ class RunDir:
             os.close(fd)
 
     def artifact(self, name: str, text: str) -> str:
-        data = text.encode("utf-8")
+        data = redact(text).encode("utf-8")
         if len(data) > ARTIFACT_LIMIT:
             data = data[:ARTIFACT_LIMIT] + b"\n[... clipped ...]\n"
-        atomic_write(self.path / "artifacts" / name, data)
+        atomic_write(self.path / "artifacts" / name, data, mode=0o600)
         return f"artifacts/{name}"

@@ -21,11 +21,9 @@ from typing import Any, Protocol
 
 from ..fsutil import atomic_write
 from ..sanitize import sanitize
-from ..tools.shell import NON_INTERACTIVE_ENV, run_process
+from ..envpolicy import redact, tool_env
+from ..tools.shell import run_process
 
-# Environment variables whose names contain one of these never reach a check command.
-SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH", "COOKIE",
-                "PRIVATE", "SESSION")
 LIST_LIMIT = 500  # files listed by one list_files call
 
 
@@ -96,12 +94,12 @@ class Workspace:
 def clip(data: bytes, limit: int) -> tuple[str, bool]:
     """Head and tail of `data` within `limit` bytes, as text; True when something was cut."""
     if len(data) <= limit:
-        return sanitize(data.decode("utf-8", "replace")), False
+        return redact(sanitize(data.decode("utf-8", "replace"))), False
     half = limit // 2
     cut = len(data) - 2 * half
     text = (data[:half].decode("utf-8", "ignore") + f"\n[... {cut} bytes clipped of {len(data)} ...]\n"
             + data[-half:].decode("utf-8", "ignore"))
-    return sanitize(text), True
+    return redact(sanitize(text)), True
 
 
 def sha256(data: bytes) -> str:
@@ -154,6 +152,10 @@ class WriteFile:
         if path not in ws.write_paths:
             raise Refused(f"{path}: not in write_paths ({', '.join(ws.write_paths) or 'none'})")
         real = ws.locate(path, existing=False)
+        if through_link(ws.root, path):
+            raise Refused(f"{path}: is or passes through a symbolic link; writes through links are refused")
+        if real.relative_to(ws.root.resolve()).as_posix() not in ws.write_paths:
+            raise Refused(f"{path}: resolves to a file not in write_paths")
         if real.exists() and not real.is_file():
             raise Refused(f"{path}: exists and is not a regular file")
         data = args.get("content", "").encode("utf-8")
@@ -161,6 +163,16 @@ class WriteFile:
         atomic_write(real, data)
         return ToolResult(True, f"wrote {len(data)} bytes to {path}",
                           facts={"sha256": sha256(data), "bytes": len(data)})
+
+
+def through_link(root: Path, rel: str) -> bool:
+    """True when `rel`, or a folder on the way to it, is a symbolic link inside `root`."""
+    current = root
+    for part in PurePosixPath(rel).parts:
+        current = current / part
+        if current.is_symlink():
+            return True
+    return False
 
 
 class Shell:
@@ -179,9 +191,8 @@ class Shell:
 
 
 def clean_env() -> dict[str, str]:
-    """The environment without anything that looks like a credential, and nothing interactive."""
-    env = {k: v for k, v in os.environ.items() if not any(w in k.upper() for w in SECRET_WORDS)}
-    return {**env, **NON_INTERACTIVE_ENV, "PYTHONDONTWRITEBYTECODE": "1"}
+    """Every model-started command's environment (bantam.envpolicy), and no stray .pyc files."""
+    return {**tool_env(), "PYTHONDONTWRITEBYTECODE": "1"}
 
 
 def run_argv(argv: list[str], cwd: Path, timeout: float) -> tuple[bytes, int]:

@@ -13,6 +13,7 @@ import threading
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..envpolicy import redact
 from ..errors import ConfigError, ToolError
 from ..events import OnEvent, ignore
 from ..sanitize import sanitize
@@ -87,12 +88,19 @@ class Toolbox:
                 for t in self.tools.values()]
 
     def execute(self, name: str, arguments: str) -> Outcome:
+        """Run one call; the result is sanitised and every known secret in it is ***, so the model,
+        the thread and every renderer see the same clean text."""
+        outcome = self._execute(name, arguments)
+        outcome.content = redact(outcome.content)
+        return outcome
+
+    def _execute(self, name: str, arguments: str) -> Outcome:
         self.used += 1
         tool = self.tools.get(name)
         if tool is None:
             return Outcome(f"error: unknown tool {name!r}; available: {', '.join(self.tools)}", True)
         try:
-            args = sanitize_value(parse_arguments(sanitize(arguments)))
+            args = clean_arguments(arguments, getattr(tool, "raw_arguments", ()))
             check_args(tool.parameters, args)
             return Outcome(sanitize(tool.run(args, self.ctx)))
         except ToolError as e:
@@ -111,6 +119,19 @@ def make_toolbox(names: tuple[str, ...] | list[str], ctx: ToolContext) -> Toolbo
         module, _, cls = REGISTRY[name].partition(":")
         tools[name] = getattr(importlib.import_module(module), cls)()
     return Toolbox(tools, ctx)
+
+
+def clean_arguments(text: str, raw: tuple[str, ...]) -> dict[str, Any]:
+    """The call's arguments, sanitised, except those named in `raw` (file content: data, kept
+    byte for byte, CRLF, zero-width joiners and all)."""
+    if not raw:
+        return sanitize_value(parse_arguments(sanitize(text)))
+    try:
+        parsed = parse_arguments(text)
+    except ToolError:  # a stray control character in the JSON text: the old way
+        parsed = parse_arguments(sanitize(text))
+    return {sanitize(k): v if k in raw and isinstance(v, str) else sanitize_value(v)
+            for k, v in parsed.items()}
 
 
 def parse_arguments(text: str) -> dict[str, Any]:

@@ -6,10 +6,12 @@ from typing import Any
 
 from ..errors import ToolError
 from ..fsutil import atomic_write
+from ..sanitize import bidi_note
 
 
 class WriteFile:
     name = "write_file"
+    raw_arguments = ("content",)  # file content is data: written byte for byte
     description = (
         "Write a file. With neither offset nor del_bytes, the whole file is replaced by content "
         "(parent directories are created). With offset and/or del_bytes, del_bytes bytes at byte "
@@ -40,14 +42,14 @@ def write_file(path: str, content: str, offset: int | None = None, del_bytes: in
         if offset is None and del_bytes is None:
             target.parent.mkdir(parents=True, exist_ok=True)
             atomic_write(target, data)
-            return f"wrote {len(data)} bytes to {path}"
+            return f"wrote {len(data)} bytes to {path}{bidi_note(content)}"
         new, deleted = splice(_read(target), offset or 0, del_bytes or 0, data, path)
         target.parent.mkdir(parents=True, exist_ok=True)  # only once the splice is known to be valid
         atomic_write(target, new)
     except OSError as e:
         raise ToolError(f"cannot write {path}: {e.strerror or e}") from e
     return (f"wrote {len(data)} bytes at offset {offset or 0} of {path} (deleted {deleted}); "
-            f"the file is now {len(new)} bytes")
+            f"the file is now {len(new)} bytes{bidi_note(content)}")
 
 
 def _read(target: Path) -> bytes:

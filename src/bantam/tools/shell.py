@@ -12,12 +12,11 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from .. import reaper
+from ..envpolicy import tool_env
 from ..fsutil import bantam_home, private_dir
 
 SHELL = shutil.which("bash") or "/bin/sh"
-# So that `git log`, `git rebase --continue` or `man` can never sit waiting for a human.
-NON_INTERACTIVE_ENV = {"PAGER": "cat", "GIT_PAGER": "cat", "MANPAGER": "cat", "SYSTEMD_PAGER": "cat",
-                       "GIT_EDITOR": "true", "GIT_SEQUENCE_EDITOR": "true", "GIT_TERMINAL_PROMPT": "0"}
 SPOOL_CAP = 100 * 1024 * 1024  # at most this much of one command's output is kept on disk
 DRAIN_AFTER_EXIT = 0.5         # seconds to keep reading after the shell exits (background children)
 _spool_numbers = itertools.count(1)
@@ -49,11 +48,11 @@ class ShellExec:
 
 def run_shell(command: str, timeout: float, output_limit: int,
               cancel: threading.Event | None = None,
-              on_start: Callable[[subprocess.Popen], None] | None = None) -> ShellResult:
-    """Run `command` with bash in its own session, in an environment that never waits on a
-    terminal; see run_process for the limits."""
-    return run_process([SHELL, "-c", command], timeout, output_limit, cancel, on_start,
-                       env={**os.environ, **NON_INTERACTIVE_ENV})
+              on_start: Callable[[subprocess.Popen], None] | None = None,
+              env: dict[str, str] | None = None) -> ShellResult:
+    """Run `command` with bash in its own session; see run_process for the limits and the
+    environment."""
+    return run_process([SHELL, "-c", command], timeout, output_limit, cancel, on_start, env=env)
 
 
 def run_process(argv: list[str], timeout: float, output_limit: int,
@@ -64,9 +63,12 @@ def run_process(argv: list[str], timeout: float, output_limit: int,
     The whole process group is killed at `timeout`, on Ctrl+C, when `cancel` is set (a sub-agent
     whose parent was interrupted: then KeyboardInterrupt), and when the program returns (so nothing
     it started is left behind). `on_start` is told the process as soon as it exists (the daemon
-    records its pid). A program that cannot start raises OSError."""
+    records its pid). If bantam itself dies (any signal, SIGKILL too) the group dies with it
+    (bantam.reaper). `env` defaults to the model's tool environment (bantam.envpolicy.tool_env);
+    the user's own `!cmd` passes envpolicy.user_env(). A program that cannot start raises OSError."""
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            start_new_session=True, cwd=cwd, env=env)
+                            start_new_session=True, cwd=cwd, env=tool_env() if env is None else env)
+    reaper.watch(proc.pid)
     if on_start is not None:
         on_start(proc)
     output = ClippedOutput(output_limit)
@@ -82,6 +84,7 @@ def run_process(argv: list[str], timeout: float, output_limit: int,
         _kill_group(proc)  # whatever the command left running in its group goes with it
         proc.stdout.close()
         proc.wait()
+        reaper.release(proc.pid)
     text = output.text()
     if timed_out:
         return ShellResult(f"{text}\n[timed out after {timeout:g}s; process group killed]", 124, True)

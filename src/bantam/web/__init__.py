@@ -24,6 +24,7 @@ from ..errors import ConfigError
 
 DEFAULT_PORT = 8765
 DEFAULT_HOST = "127.0.0.1"
+MIN_PASSWORD = 12  # web_password: shorter ones fall to guessing, however slowed
 
 
 def parser() -> argparse.ArgumentParser:
@@ -33,6 +34,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--workspace", default=".", metavar="DIR",
                    help="the project folder: the agent works there, the page shows its files (default: here)")
     p.add_argument("--host", default=DEFAULT_HOST, help=f"address to listen on (default {DEFAULT_HOST})")
+    p.add_argument("--allow-host", action="append", default=[], metavar="NAME",
+                   help="also accept requests for this Host name (a proxy's); repeatable")
     return common_options(p)
 
 
@@ -44,7 +47,7 @@ def main(argv: list[str]) -> int:
     load_config(args)  # a bad flag or config file stops here, with its one-line message
     flags = carried_flags(command_flags(args), Path(args.workspace))
     os.chdir(open_workspace(Path(args.workspace)))  # tools, sessions and /cfg work there, as `bantam` would
-    return serve(flags, args.host, args.port)
+    return serve(flags, args.host, args.port, tuple(args.allow_host))
 
 
 def open_workspace(path: Path) -> Path:
@@ -66,18 +69,23 @@ def carried_flags(flags: dict[str, str], workspace: Path) -> dict[str, str]:
     return {**{key: value for key, value, _ in entries}, **flags}
 
 
-def serve(flags: dict[str, str], host: str, port: int) -> int:
+def serve(flags: dict[str, str], host: str, port: int, allowed: tuple[str, ...] = ()) -> int:
     import uvicorn
 
     from .app import Keys, build_app
     from .files import Workspace
     from .session import WebSession
 
-    session = WebSession(flags)
     password = str(session_password(flags) or "")
+    if password and len(password) < MIN_PASSWORD:
+        raise ConfigError(f"web_password: use at least {MIN_PASSWORD} characters (it has {len(password)})")
+    session = WebSession(flags)
     sock = listen(host, port)
     port = sock.getsockname()[1]
-    keys = Keys(password or secrets.token_urlsafe(24), port)
+    # Listening beyond loopback is the user's choice of remote access: any Host then (as Jupyter's
+    # allow_remote_access); on loopback only its own names, against DNS rebinding.
+    hosts = tuple(h.lower() for h in allowed) + (() if is_loopback(host) else ("*",))
+    keys = Keys(password or secrets.token_urlsafe(24), port, one_time=not password, hosts=hosts)
     workspace = Workspace(".", secrets=(session.cfg.api_key, password))
     app = build_app(session, workspace, keys)
     shown = f"[{host}]" if ":" in host else host

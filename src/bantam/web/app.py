@@ -1,6 +1,11 @@
 """The page's HTTP side: one Starlette app, a guard in front of every route, and the routes.
 
 Who may do what (docs/web.md explains the reasoning):
+- a request whose Host is not this server's own name (127.0.0.1:PORT, localhost:PORT, [::1]:PORT,
+  or one given with --allow-host) is refused first, so a DNS-rebinding page reaches nothing
+  (Jupyter Server's allow_remote_access / local_hostnames);
+- a printed token is exchanged for the cookie once, then spent (it stays in browser history);
+  wrong guesses of the token or password are answered more and more slowly, one at a time;
 - every route needs the token (or `web_password`): an HttpOnly, SameSite=Strict cookie set when
   the printed link's `?token=` is first opened, or `Authorization: Bearer TOKEN` from a script;
 - a request that changes something (POST) must also come from the page's own origin and carry
@@ -13,8 +18,10 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import ipaddress
 import json
 import secrets
+import time
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any, Awaitable, Callable
@@ -31,6 +38,8 @@ from .files import Refused, Workspace
 from .session import WebSession
 
 KEEPALIVE = 15.0  # seconds between comments on an idle event stream, so proxies keep it open
+GUESS_DELAY = 0.5    # seconds added to the answer to a wrong token or password, doubling each time
+GUESS_DELAY_MAX = 10.0
 SANDBOX = "sandbox allow-scripts allow-forms allow-modals allow-pointer-lock allow-downloads"
 API_CSP = "default-src 'none'; frame-ancestors 'none'"
 LOGIN_CSP = "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'"
@@ -50,26 +59,65 @@ placeholder="token or password"><input type="submit" value="Open"></form>"""
 class Keys:
     secret: str                                           # the printed token, or web_password
     port: int
+    one_time: bool = True          # a printed token is spent once exchanged for the cookie
+    hosts: tuple[str, ...] = ()    # Host names allowed besides the loopback ones (--allow-host)
     cookie: str = field(default_factory=lambda: secrets.token_urlsafe(32))  # not the password
     view: str = field(default_factory=lambda: secrets.token_urlsafe(24))    # /raw/ only
+    spent: bool = False
+    failures: int = 0
+    guesses: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     @property
     def cookie_name(self) -> str:
-        return f"bantam_{self.port}"  # two servers on one host keep their own cookies
+        # Browsers do not keep cookies apart by port; the name only keeps two servers' cookies from
+        # overwriting each other. What protects the page is the Host check and SameSite=Strict.
+        return f"bantam_{self.port}"
 
     def valid_secret(self, given: str) -> bool:
-        return hmac.compare_digest(given.encode(), self.secret.encode())
+        return not self.spent and hmac.compare_digest(given.encode(), self.secret.encode())
+
+    def bearer(self, request: Request) -> str | None:
+        scheme, _, given = request.headers.get("authorization", "").partition(" ")
+        return given.strip() if scheme.lower() == "bearer" else None
 
     def authorized(self, request: Request) -> bool:
         cookie = request.cookies.get(self.cookie_name, "")
         if cookie and hmac.compare_digest(cookie.encode(), self.cookie.encode()):
             return True
-        scheme, _, given = request.headers.get("authorization", "").partition(" ")
-        return scheme.lower() == "bearer" and self.valid_secret(given.strip())
+        given = self.bearer(request)
+        return given is not None and self.valid_secret(given)
 
     def signed_in(self, response: Response) -> Response:
         response.set_cookie(self.cookie_name, self.cookie, httponly=True, samesite="strict", path="/")
+        self.spent = self.one_time  # the link (in browser history) signs nobody in again
         return response
+
+    async def check_guess(self, given: str) -> bool:
+        """A sign-in attempt; guesses wait in line, and each wrong one waits longer than the last."""
+        async with self.guesses:
+            if self.valid_secret(given):
+                self.failures = 0
+                return True
+            self.failures += 1
+            await asyncio.sleep(min(GUESS_DELAY * 2 ** (self.failures - 1), GUESS_DELAY_MAX))
+            return False
+
+    def host_allowed(self, host: str) -> bool:
+        """Host is this server's loopback name with its port, or one the user allowed."""
+        if host.endswith("]") or ":" not in host:
+            name, port = host, "80"
+        else:
+            name, _, port = host.rpartition(":")
+        if "*" in self.hosts or name.lower() in self.hosts or host.lower() in self.hosts:
+            return True
+        if port != str(self.port):
+            return False
+        if name.lower() == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(name.strip("[]")).is_loopback
+        except ValueError:
+            return False
 
 
 class Guard:
@@ -84,20 +132,25 @@ class Guard:
         request = Request(scope)
         path = scope["path"]
         refusal = None
-        if request.method not in ("GET", "HEAD") and not same_origin(request):
+        if not self.keys.host_allowed(request.headers.get("host", "")):
+            refusal = JSONResponse({"error": "unknown Host; start bantam web with --allow-host NAME "
+                                             "to use this name"}, 403)
+        elif request.method not in ("GET", "HEAD") and not same_origin(request):
             refusal = JSONResponse({"error": "cross-origin request refused"}, 403)
         elif path == "/" and "token" in request.query_params:
-            refusal = self.sign_in(request.query_params["token"])
+            refusal = await self.sign_in(request.query_params["token"])
         elif not (path.startswith("/raw/") or path == "/login" or self.keys.authorized(request)):
+            if self.keys.bearer(request) is not None:
+                await self.keys.check_guess("\0")  # a wrong bearer token is a guess too: slowed
             refusal = HTMLResponse(LOGIN_PAGE, 401, headers={"Content-Security-Policy": LOGIN_CSP}) \
                 if path == "/" else JSONResponse({"error": "missing or wrong token"}, 401)
         app = refusal or self.app
         await app(scope, receive, with_headers(send))
 
-    def sign_in(self, token: str) -> Response:
+    async def sign_in(self, token: str) -> Response:
         """`/?token=`: set the cookie and go to `/`, so the token leaves the address bar (and any
         referrer the page might send)."""
-        if not self.keys.valid_secret(token):
+        if not await self.keys.check_guess(token):
             return HTMLResponse(LOGIN_PAGE, 401, headers={"Content-Security-Policy": LOGIN_CSP})
         return self.keys.signed_in(RedirectResponse("/", 303))
 
@@ -160,7 +213,7 @@ class Routes:
         if request.method == "GET":
             return HTMLResponse(LOGIN_PAGE, headers={"Content-Security-Policy": LOGIN_CSP})
         form = parse_qs((await request.body()).decode("utf-8", "replace"))
-        if self.keys.valid_secret((form.get("password") or [""])[0]):
+        if await self.keys.check_guess((form.get("password") or [""])[0]):
             return self.keys.signed_in(RedirectResponse("/", 303))
         return HTMLResponse(LOGIN_PAGE, 401, headers={"Content-Security-Policy": LOGIN_CSP})
 

@@ -15,6 +15,7 @@ from pathlib import Path, PurePosixPath
 from typing import Callable
 
 from ..config import CONFIG_FILES
+from ..envpolicy import redact
 
 MAX_FILES = 2000              # entries listed; a huge tree is cut, not walked forever
 MAX_TEXT = 512 * 1024         # bytes of a text file highlighted in the viewer
@@ -61,6 +62,8 @@ class Workspace:
         path = Path(os.path.realpath(self.root / rel))  # follows every symlink on the way
         if not path.is_relative_to(self.root):
             raise Refused(403, f"{rel}: leads outside the workspace")
+        if any(p.startswith(".") for p in path.relative_to(self.root).parts):  # `g` -> .git
+            raise Refused(403, f"{rel}: leads to a hidden file")
         if not path.is_file():
             raise Refused(404, f"{rel}: no such file")
         return path
@@ -118,13 +121,16 @@ class Workspace:
         text = data[:MAX_TEXT].decode("utf-8", "replace")
         for secret in self.secrets:  # an api_key in model.cfg is still nobody's business
             text = text.replace(secret, "***")
+        text = redact(text)  # and every other secret bantam knows
         clipped = len(data) > MAX_TEXT
         return {**info, "kind": "html" if suffix in HTML_TYPES else "text",
                 "html": highlight(rel, text), "clipped": clipped}
 
     def servable(self, rel: str) -> bool:
-        """Whether the raw route may hand the file to the sandboxed frame (never a config file)."""
-        return PurePosixPath(rel).name not in CONFIG_FILES
+        """Whether the raw route may hand the file to the sandboxed frame: never a config file,
+        by its name or by what it resolves to (`cfg.txt` -> model.cfg)."""
+        real = Path(os.path.realpath(self.root / rel)) if rel and "\x00" not in rel else Path(rel)
+        return PurePosixPath(rel).name not in CONFIG_FILES and real.name not in CONFIG_FILES
 
     def raw(self, rel: str) -> tuple[bytes, str]:
         """The bytes and content type for the sandboxed frame or an <img>."""

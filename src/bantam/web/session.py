@@ -25,6 +25,7 @@ import traceback
 from typing import Any, Callable
 
 from .. import config
+from ..envpolicy import redact
 from ..events import Done, Event, Reasoning, RequestStarted, Retry, Text, ToolCall, UsageReport
 from ..render import usage_line
 from ..repl import Repl
@@ -145,6 +146,7 @@ class WebSession(Repl):
     # --- the page's events -----------------------------------------------------------------
 
     def emit(self, event: dict) -> None:
+        event = {k: redact(v) if isinstance(v, str) else v for k, v in event.items()}  # no secret on the page
         with self.lock:
             last = self.log[-1] if self.log else None
             if last and event["type"] in ("text", "reasoning") and last["type"] == event["type"]:

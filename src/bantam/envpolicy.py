@@ -1,0 +1,122 @@
+"""What a command the model starts may see, and the secret values nobody may read.
+
+    env = tool_env()          # the environment for shell_exec, the daemon's BASH and background
+                              # tools, controlled-run checks, sub-agents' tools, cmd triggers
+    text = redact(text)       # every secret value bantam knows, as ***
+
+The policy (after Codex CLI's shell_environment_policy): inherit bantam's environment, then
+- drop bantam's own credentials always (OPENAI_API_KEY, ANTHROPIC_API_KEY, LLM_API_KEY, and any
+  variable whose value is a secret bantam registered: the api_key, web_password, telegram token);
+- drop every variable whose name looks secret (SECRET_PATTERNS) unless `env_passthrough` names it
+  (`env_passthrough=GH_TOKEN,AWS_*`: a user whose agent must run `gh`);
+- strip `user:password@` from URLs in the variables that stay (HTTPS_PROXY=http://u:p@proxy);
+- add NON_INTERACTIVE (no pager, no editor, no git password prompt).
+The user's own `!cmd` is not the model's: it gets the user's environment (`user_env`).
+
+The secret values (registered ones, values of the variables dropped above, passwords found in
+URLs) are replaced by *** wherever bantam writes or prints: tool results, threads, sessions,
+daemon files, run directories, --json and the terminal.
+"""
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+from typing import Iterable, Mapping
+
+# Never passed, whatever env_passthrough says: the keys bantam itself reads.
+OWN_CREDENTIALS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "LLM_API_KEY", "ATTOBOT_API_KEY")
+# A variable whose upper-cased name matches one of these is dropped by default.
+SECRET_PATTERNS = ("*KEY*", "*SECRET*", "*TOKEN*", "*PASSWORD*", "*PASS*", "*PWD*", "*CREDENTIAL*",
+                   "*_PAT", "*AUTH*", "*COOKIE*")
+# So that `git log`, `git rebase --continue` or `man` can never sit waiting for a human.
+NON_INTERACTIVE = {"PAGER": "cat", "GIT_PAGER": "cat", "MANPAGER": "cat", "SYSTEMD_PAGER": "cat",
+                   "GIT_EDITOR": "true", "GIT_SEQUENCE_EDITOR": "true", "GIT_TERMINAL_PROMPT": "0"}
+MIN_SECRET = 4        # a shorter registered value would blank ordinary words
+MIN_ENV_SECRET = 8    # values of dropped variables: `PASSWORD_MIN=8` or `AUTH=1` are not secrets
+URL_CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<user>[^/@\s:]*)"
+                             r"(?::(?P<password>[^/@\s]*))?@")
+
+_registered: set[str] = set()
+_passthrough: tuple[str, ...] = ()
+
+
+def register_secret(value: str | None) -> None:
+    """A value bantam holds as a secret (api_key, web_password, a telegram token)."""
+    if value and len(value) >= MIN_SECRET:
+        _registered.add(value)
+
+
+def set_passthrough(names: Iterable[str]) -> None:
+    """The `env_passthrough` configuration key: names (or globs) passed although they look secret."""
+    global _passthrough
+    _passthrough = tuple(n.strip().upper() for n in names if n.strip())
+
+
+def looks_secret(name: str) -> bool:
+    upper = name.upper()
+    return any(fnmatch.fnmatchcase(upper, p) for p in SECRET_PATTERNS)
+
+
+def passed_through(name: str) -> bool:
+    return any(fnmatch.fnmatchcase(name.upper(), p) for p in _passthrough)
+
+
+def dropped(name: str, value: str) -> bool:
+    """True when `name=value` must not reach a command the model starts."""
+    if name in OWN_CREDENTIALS or value in _registered:
+        return True
+    return looks_secret(name) and not passed_through(name)
+
+
+def strip_url_credentials(value: str) -> str:
+    """`https://user:pass@host/x` -> `https://host/x`."""
+    return URL_CREDENTIALS.sub(lambda m: m.group("scheme"), value) if "@" in value else value
+
+
+def tool_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of every command the model starts (see the module docstring)."""
+    environ = os.environ if environ is None else environ
+    env = {k: strip_url_credentials(v) for k, v in environ.items() if not dropped(k, v)}
+    return {**env, **NON_INTERACTIVE}
+
+
+def user_env() -> dict[str, str]:
+    """The user's own `!cmd`: the user's whole environment, still never waiting on a terminal."""
+    return {**os.environ, **NON_INTERACTIVE}
+
+
+def known_secrets(environ: Mapping[str, str] | None = None) -> list[str]:
+    """Every secret value bantam knows, longest first (so a key containing another is blanked whole)."""
+    environ = os.environ if environ is None else environ
+    found = set(_registered)
+    for name, value in environ.items():
+        if dropped(name, value) and len(value) >= MIN_ENV_SECRET and not value.startswith("/"):
+            found.add(value)  # an absolute path (XAUTHORITY, SSH_AUTH_SOCK) is not a secret
+        if "@" in value:
+            for m in URL_CREDENTIALS.finditer(value):
+                if m.group("password") and len(m.group("password")) >= MIN_SECRET:
+                    found.add(m.group("password"))
+    return sorted(found, key=len, reverse=True)
+
+
+_cache: tuple[tuple, list[str]] = ((), [])
+
+
+def _secrets_now() -> list[str]:
+    """known_secrets(), computed again only when the registry or the environment changed size."""
+    global _cache
+    key = (len(_registered), _passthrough, len(os.environ))
+    if _cache[0] != key:
+        _cache = (key, known_secrets())
+    return _cache[1]
+
+
+def redact(text: str) -> str:
+    """`text` with every known secret value replaced by ***."""
+    if not text:
+        return text
+    for secret in _secrets_now():
+        if secret in text:
+            text = text.replace(secret, "***")
+    return text
