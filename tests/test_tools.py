@@ -628,7 +628,8 @@ def test_arguments_are_sanitised_before_running(box, home, ensure_ascii):
     args = {"path": "na\u200bme.txt", "content": "x\u200by\ufeff"}
     out = box.execute("write_file", json.dumps(args, ensure_ascii=ensure_ascii))
     assert not out.is_error, out.content
-    assert (home / "name.txt").read_text() == "xy"
+    # the path is sanitised; file content is data, written byte for byte (issue 13)
+    assert (home / "name.txt").read_text(encoding="utf-8") == "x\u200by\ufeff"
 
 
 def test_results_are_sanitised(box):

@@ -133,13 +133,13 @@ def parse_json(raw: bytes, url: str) -> Any:
 
 def read_head(resp: "httpx.Response", cap: int) -> bytes:
     """At most `cap` bytes of a streamed body; the rest is not read (the connection is dropped)."""
-    parts, size = [], 0
+    buffer = bytearray()
     for chunk in resp.iter_bytes():
-        parts.append(chunk)
-        size += len(chunk)
-        if size >= cap:
+        buffer += chunk
+        if len(buffer) >= cap:
+            del buffer[cap:]
             break
-    return b"".join(parts)[:cap]
+    return bytes(buffer)
 
 
 def read_capped(resp: "httpx.Response", cap: int, url: str) -> bytes:
