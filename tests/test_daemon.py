@@ -346,7 +346,10 @@ def test_slow_tool_is_backgrounded_and_its_result_delivered(home, model, daemons
     daemons()
     wait_for(lambda: started(agent), "start")
     Conversation(agent / "messages.jsonl").append({"role": "user", "content": "run the slow job"})
-    record = wait_for(lambda: [json.loads(p.read_text()) for p in (agent / "bg").glob("*.json")], "bg json")[0]
+    # every call has its record from the start (so an interrupted one is known); this one goes on
+    # in the background past tool_timeout, and its record then says so, with the pid
+    record = wait_for(lambda: [r for p in (agent / "bg").glob("*.json")
+                               if (r := json.loads(p.read_text())).get("background")], "bg json")[0]
     assert record["tool"] == "BASH" and record["tc"] == "call_1"
     assert Path(f"/proc/{record['pid']}").exists()
     wait_for(answered(agent, "The slow job finished."), "the completion")

@@ -232,3 +232,27 @@ def test_the_daemons_fetch_of_an_endless_page_is_cut(home, model, endless, tmp_p
     assert "only the first 2 MB of the page were read" in result[0]
     print(f"daemon WEB_FETCH of an endless page: peak RSS {peak} kB")
     assert peak < RSS_LIMIT_KB, f"peak RSS {peak} kB"
+
+
+def test_a_controlled_runs_check_dies_with_a_killed_bantam(home):
+    seconds = BASE + 2
+    ws = home / "ws"
+    ws.mkdir()
+    (ws / "task.txt").write_text("write yes")
+    (home / "run.toml").write_text(f"""
+[runtime]
+planning_strategy = "files"
+execute_plan = true
+[tools]
+write_paths = ["answer.txt"]
+required_verifications = ["check"]
+[tools.commands]
+check = ["bash", "-c", "touch ../check-started; sleep {seconds} & sleep {seconds}"]
+""")
+    (home / "answers.json").write_text(json.dumps(["```\nyes\n```", '{"final": "done"}']))
+    proc = start_bantam(home, "run", "answer yes", "--workspace", str(ws), "--require-read", "task.txt",
+                        "--config", str(home / "run.toml"), "--scripted", str(home / "answers.json"))
+    poll(lambda: len(sleeping(seconds)) == 2, "the check command", 60)
+    proc.kill()
+    proc.wait(30)
+    poll(lambda: not processes_with(f"sleep {seconds}"), "the check's processes to end")

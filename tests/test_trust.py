@@ -256,3 +256,26 @@ def test_run_directories_are_private_and_a_named_pipe_is_refused(home):
     for path in run.iterdir():
         if path.is_file():
             assert path.stat().st_mode & 0o777 == 0o600, path
+
+
+def test_the_daemons_bash_reads_no_secret_and_its_files_hold_none(home):
+    from tests.test_daemon import ModelServer, configure, messages, started, wait_for
+    from bantam.daemon.bus import Conversation
+    with ModelServer() as model:
+        agent = configure(home / "agent", model, watch="poll")
+        model.on("list the environment", tool_reply("BASH", ENV_COMMAND))
+        env = {**os.environ, **SECRETS, "ATTOBOT_API_KEY": "sk-attobot-key-0123456"}
+        daemon = subprocess.Popen([sys.executable, "-m", "bantam", "daemon", "agent"], cwd=home, env=env,
+                                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            wait_for(lambda: started(agent), "start")
+            Conversation(agent / "messages.jsonl").append({"role": "user", "content": "list the environment"})
+            result = wait_for(lambda: [m["content"] for m in messages(agent) if m["role"] == "tool"], "the tool")[0]
+        finally:
+            daemon.terminate()
+            daemon.wait(30)
+        assert "env-listed" in result and "PATH=" in result
+        written = everything_written(home) + json.dumps([r.body for r in model.chat_requests()])
+        assert_clean(written)
+        assert "sk-attobot-key-0123456" not in written
+        assert model.chat_requests()[0].headers["authorization"] == "Bearer sk-attobot-key-0123456"
