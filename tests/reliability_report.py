@@ -58,6 +58,27 @@ def pytest_row(label: str, test: str, modes: str) -> str:
     return f"| {label} | {modes} | {summary.split(' in ')[0]} | {'ok' if r.returncode == 0 else 'FAILED'} |"
 
 
+def TRUST_ROWS() -> list[str]:
+    """Issue 13's attacks: credentials, key routing, piped commands, bounded reads, process lifetime,
+    the browser view, controlled runs, bad input."""
+    return [
+        pytest_row("a model runs `env` (one-shot, --json, thread, sub-agent, daemon BASH, run check) with "
+                   "OPENAI_API_KEY, ATTOBOT_API_KEY, GITHUB_TOKEN, DB_PASSWORD and a URL password set; `cat` "
+                   "of a config holding the api_key; an env key with no endpoint; `!cmd` piped in; nan/1e400/"
+                   "ftp:// values, an unknown tool, a line break in /cfg; a named pipe in --workspace; "
+                   "CRLF, emoji, ZWNJ and bidi content in write_file; writes through symlinks",
+                   "tests/test_trust.py", "one-shot, json, thread, sub-agent, daemon, run, config"),
+        pytest_row("SIGTERM, SIGHUP, SIGKILL of bantam while a command (with a background child) runs; "
+                   "SIGKILL of the daemon, of its supervisor, of a controlled run during its check; servers "
+                   "sending an endless SSE line, an endless JSON body (stream true and false), an endless "
+                   "model list and an endless page, peak RSS measured (limit 300 MB)",
+                   "tests/test_lifetime.py", "one-shot, daemon, supervisor, run, models"),
+        pytest_row("the browser view: a foreign Host (DNS rebinding), symlinks to model.cfg and .git, the "
+                   "printed token reused from history, a short web_password",
+                   "tests/test_trust_web.py", "web"),
+    ]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trials", type=int, default=1, help="trials of each fault in each mode and wire format")
@@ -78,6 +99,7 @@ def main() -> None:
                    "tests/test_tools.py", "shell_exec, write_file, sanitiser"),
         pytest_row("fuzzing (hypothesis): config file, SSE lines, OpenAI and Anthropic streams, tool arguments",
                    "tests/test_fuzz.py", "parsers"),
+        *TRUST_ROWS(),
     ]
     text = "\n".join([
         "# Reliability", "",
