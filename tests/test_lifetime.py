@@ -77,8 +77,9 @@ def test_no_command_outlives_bantam(home, server, sig):
     proc = start_bantam(home, "-p", "run it")
     poll(lambda: (home / "started.txt").exists() and len(sleeping(seconds)) == 2, "the command")
     proc.send_signal(sig)
-    proc.wait(30)
+    assert proc.wait(30) == (-9 if sig == signal.SIGKILL else 128 + sig)  # TERM, HUP: handled, then exit
     poll(lambda: not processes_with(f"sleep {seconds}"), f"the command's processes to end after {sig.name}")
+    assert not (home / "ran.txt").exists()
 
 
 def test_a_killed_daemon_leaves_no_command_and_the_restart_says_it_was_interrupted(home, model, tmp_path):
@@ -256,3 +257,19 @@ check = ["bash", "-c", "touch ../check-started; sleep {seconds} & sleep {seconds
     proc.kill()
     proc.wait(30)
     poll(lambda: not processes_with(f"sleep {seconds}"), "the check's processes to end")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGTERM])
+def test_the_terminal_ends_on_a_closed_terminal_and_its_command_with_it(home, server, sig):
+    """A model's command in the interactive terminal, then the terminal window is closed (SIGHUP) or
+    the session is terminated: bantam exits (the terminal does not swallow it as a Ctrl+C)."""
+    from tests.test_repl import Term
+    seconds = BASE + 10 + int(sig)
+    write_cfg(home, **base_cfg(server))
+    server.add(tool_reply("shell_exec", {"command": marked_command(home, seconds)}), text_reply("done"))
+    term = Term(home)
+    term.enter("run it")
+    poll(lambda: len(sleeping(seconds)) == 2, "the command")
+    term.child.kill(sig)
+    poll(lambda: not term.child.isalive(), "bantam to exit")
+    poll(lambda: not processes_with(f"sleep {seconds}"), "the command's processes to end")

@@ -3,11 +3,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import stat
 import sys
+import threading
 
 from . import __version__
-from .errors import BantamError, ConfigError
+from .errors import BantamError, ConfigError, Terminated
 
 USAGE = """\
 bantam                         interactive session
@@ -52,6 +54,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    stop_on_signals()
     if argv and argv[0] in SUBCOMMANDS and not os.path.isfile(argv[0]):
         return guarded(lambda: subcommand(argv[0], argv[1:]))
     args = parser().parse_args(argv)
@@ -80,12 +83,31 @@ def guarded(run) -> int:
     except BantamError as e:
         print(f"bantam: {e}", file=sys.stderr)
         return 1
+    except Terminated as e:
+        print(f"\nbantam: stopped by {signal.Signals(e.signum).name}", file=sys.stderr)
+        return 128 + e.signum
     except KeyboardInterrupt:
         print("\nbantam: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:  # `bantam ... | head`: the reader left; that is not an error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+
+
+def stop_on_signals() -> None:
+    """SIGTERM and SIGHUP (a closed terminal, `timeout`, a cancelled job) take Ctrl+C's path, so
+    the command in flight is killed and nothing is half-written. A signal already ignored (`nohup`)
+    stays ignored; the daemon and the web server install their own handlers later. (If bantam dies
+    anyway, by SIGKILL, bantam.reaper still ends its commands.)"""
+    if threading.current_thread() is not threading.main_thread():
+        return  # only the main thread may set handlers (a test may call main from another)
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(sig) == signal.SIG_DFL:
+            signal.signal(sig, _terminated)
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise Terminated(signum)
 
 
 def load_config(args: argparse.Namespace):

@@ -6,6 +6,7 @@
      │    └── APIError     the server answered with an error status or an error object
      ├── LimitReached      max_al_iterations or tool_budget ran out (exit 1)
      └── ToolError         a tool could not do what was asked; the message goes back to the model
+    Terminated (BaseException, like SystemExit)   SIGTERM or SIGHUP: exit 128 + the signal's number
 
 Provider code maps httpx's exceptions onto ProviderError at its boundary, so nothing above the
 providers ever sees an HTTP library's exception.
@@ -54,3 +55,13 @@ class LimitReached(BantamError):
 
 class ToolError(BantamError):
     """A tool refused or failed; its message is returned to the model so it can correct itself."""
+
+
+class Terminated(BaseException):
+    """SIGTERM or SIGHUP. Not a KeyboardInterrupt, which the terminal catches to go on: this one
+    ends bantam, through every `finally` on the way (the running command's process group is
+    killed, files are left whole; only complete steps were ever saved)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
