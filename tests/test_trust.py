@@ -279,3 +279,17 @@ def test_the_daemons_bash_reads_no_secret_and_its_files_hold_none(home):
         assert_clean(written)
         assert "sk-attobot-key-0123456" not in written
         assert model.chat_requests()[0].headers["authorization"] == "Bearer sk-attobot-key-0123456"
+
+
+def test_a_commands_full_output_on_disk_holds_no_known_secret(home):
+    """Clipped output is kept whole in ~/.bantam/tool-output; a secret there, even split across
+    the pieces the pipe delivers, is *** as everywhere else."""
+    from bantam import envpolicy
+    envpolicy.register_secret("sk-spool-secret-0123456789")
+    box = make_toolbox(("shell_exec",), ToolContext(config.Config(tool_output_limit=1000)))
+    command = "for i in $(seq 1 3000); do printf 'line %s sk-spool-secret-0123456789\\n' $i; done"
+    result = box.execute("shell_exec", json.dumps({"command": command})).content
+    spool = Path(result.split("full output in ")[1].split(" ...]")[0])
+    text = spool.read_text()
+    assert text.count("***") == 3000 and "sk-spool" not in text
+    assert "sk-spool" not in result and "line 3000 ***" in result

@@ -120,3 +120,43 @@ def redact(text: str) -> str:
         if secret in text:
             text = text.replace(secret, "***")
     return text
+
+
+def redact_cut(head: str, tail: str) -> tuple[str, str]:
+    """redact() for a text shown as head and tail with the middle cut out: a secret cut at a seam
+    leaves no piece of MIN_SECRET characters or more behind."""
+    for secret in _secrets_now():
+        for k in range(len(secret) - 1, MIN_SECRET - 1, -1):
+            if head.endswith(secret[:k]):
+                head = head[:-k] + "***"
+                break
+        for k in range(len(secret) - 1, MIN_SECRET - 1, -1):
+            if tail.startswith(secret[-k:]):
+                tail = "***" + tail[k:]
+                break
+    return redact(head), redact(tail)
+
+
+class StreamRedactor:
+    """redact() for a byte stream written in pieces (a command's full output on disk): a secret
+    split across two pieces is still caught, by holding back the last len(longest secret) - 1
+    bytes until the next piece or `flush`."""
+
+    def __init__(self) -> None:
+        self.secrets = [s.encode() for s in _secrets_now()]
+        self.keep = max((len(s) for s in self.secrets), default=1) - 1
+        self.pending = b""
+
+    def feed(self, data: bytes) -> bytes:
+        if not self.secrets:
+            return data
+        data = self.pending + data
+        for secret in self.secrets:
+            data = data.replace(secret, b"***")
+        cut = max(len(data) - self.keep, 0)
+        self.pending = data[cut:]
+        return data[:cut]
+
+    def flush(self) -> bytes:
+        rest, self.pending = self.pending, b""
+        return rest

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from ..envpolicy import redact
 from ..fsutil import atomic_write
 
 _current = threading.local()  # the Job a worker thread is running, for note_pid
@@ -57,7 +58,7 @@ class Background:
         job = Job(tool, call_id)
         bg_id = secrets.token_hex(3)
         path = self.folder / f"{bg_id}.json"
-        record = {"id": bg_id, "tool": tool, "tc": call_id, "detail": detail[:300], "started": time.time()}
+        record = {"id": bg_id, "tool": tool, "tc": call_id, "detail": redact(detail[:300]), "started": time.time()}
         atomic_write(path, json.dumps(record).encode(), mode=0o600)  # before any effect of the call
         threading.Thread(target=self._work, args=(job, work), daemon=True,
                          name=f"bg-{tool}").start()

@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 from typing import Callable
 
+from ..envpolicy import redact
 from ..fsutil import atomic_write
 from .bus import Conversation, system_message, unwrap
 
@@ -41,6 +42,7 @@ class Blobs:
 
     def clip(self, text: str, limit: int) -> str:
         """`<head>\\n... N chars truncated, [stash <hash>] ...\\n<tail>` past `limit`."""
+        text = redact(text)  # before the cut (no secret half-shown) and before the blob is written
         if len(text) <= limit:
             return text
         digest = self.put(text)

@@ -92,14 +92,16 @@ class Workspace:
 
 
 def clip(data: bytes, limit: int) -> tuple[str, bool]:
-    """Head and tail of `data` within `limit` bytes, as text; True when something was cut."""
+    """Head and tail of `data` within `limit` bytes, as text; True when something was cut.
+    Known secrets are *** before the cut, so none is left half-shown at a seam."""
+    data = redact(data.decode("utf-8", "replace")).encode("utf-8")
     if len(data) <= limit:
-        return redact(sanitize(data.decode("utf-8", "replace"))), False
+        return sanitize(data.decode("utf-8", "replace")), False
     half = limit // 2
     cut = len(data) - 2 * half
     text = (data[:half].decode("utf-8", "ignore") + f"\n[... {cut} bytes clipped of {len(data)} ...]\n"
             + data[-half:].decode("utf-8", "ignore"))
-    return redact(sanitize(text)), True
+    return sanitize(text), True
 
 
 def sha256(data: bytes) -> str:

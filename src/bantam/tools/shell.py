@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from .. import reaper
-from ..envpolicy import tool_env
+from ..envpolicy import StreamRedactor, redact_cut, tool_env
 from ..fsutil import bantam_home, private_dir
 
 SHELL = shutil.which("bash") or "/bin/sh"
@@ -163,19 +163,21 @@ class ClippedOutput:
         self.path = str(folder / name)
         self.spool = os.fdopen(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb")
         self.saved = 0
+        self.redactor = StreamRedactor()  # the file on disk holds no known secret either
 
     def _save(self, data: bytes) -> None:
         room = SPOOL_CAP - self.saved
         if room > 0:
-            self.spool.write(data[:room])
+            self.spool.write(self.redactor.feed(data[:room]))
             self.saved += min(room, len(data))
 
     def text(self) -> str:
         if self.spool is None:
             return self.head.decode("utf-8", "replace")
+        self.spool.write(self.redactor.flush())
         self.spool.close()
         clipped = self.total - len(self.head) - len(self.tail)
         kept = f"full output in {self.path}" if self.saved == self.total else \
             f"the first {self.saved} bytes are in {self.path}"
-        return (f"{self.head.decode('utf-8', 'replace')}\n\n[... {clipped} bytes clipped of "
-                f"{self.total}; {kept} ...]\n\n{self.tail.decode('utf-8', 'replace')}")
+        head, tail = redact_cut(self.head.decode("utf-8", "replace"), self.tail.decode("utf-8", "replace"))
+        return f"{head}\n\n[... {clipped} bytes clipped of {self.total}; {kept} ...]\n\n{tail}"
