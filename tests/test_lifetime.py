@@ -82,8 +82,9 @@ def test_no_command_outlives_bantam(home, server, sig):
     assert not (home / "ran.txt").exists()
 
 
-def test_a_killed_daemon_leaves_no_command_and_the_restart_says_it_was_interrupted(home, model, tmp_path):
-    seconds = BASE + 1
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+def test_a_killed_daemon_leaves_no_command_and_the_restart_says_it_was_interrupted(home, model, tmp_path, sig):
+    seconds = BASE + 100 + int(sig)
     agent = configure(home / "agent", model, watch="poll")
     model.on("run the job", tool_reply("BASH", {"command": marked_command(home, seconds)}, call_id="job1"))
     log = open(tmp_path / "daemon.log", "w")
@@ -93,7 +94,7 @@ def test_a_killed_daemon_leaves_no_command_and_the_restart_says_it_was_interrupt
         poll(lambda: started(agent), "start")
         Conversation(agent / "messages.jsonl").append({"role": "user", "content": "run the job"})
         poll(lambda: len(sleeping(seconds)) == 2, "the command")
-        daemon.kill()
+        daemon.send_signal(sig)
         daemon.wait(30)
         poll(lambda: not processes_with(f"sleep {seconds}"), "the command's processes to end")
         daemon = subprocess.Popen([sys.executable, "-m", "bantam", "daemon", "agent"], cwd=home,
