@@ -17,7 +17,7 @@ import pytest
 from bantam.daemon.bus import Conversation
 from tests.conftest import base_cfg, write_cfg
 from tests.fakes.openai_server import text_reply, tool_reply
-from tests.test_daemon import configure, messages, model, started, wait_for  # noqa: F401
+from tests.test_daemon import configure, messages, model, started  # noqa: F401 (model: a fixture)
 
 RSS_LIMIT_KB = 300 * 1024
 BASE = 100_000 + os.getpid() % 50_000 * 10  # sleep lengths unique to this test session
@@ -151,7 +151,8 @@ class Endless(BaseHTTPRequestHandler):
         pass
 
     def do_GET(self):
-        self._endless("application/json" if "models" in self.path else "text/html", b"<p>" if "page" in self.path else b"[")
+        page = "page" in self.path
+        self._endless("text/html" if page else "application/json", b"<p>" if page else b"[")
 
     def do_POST(self):
         self.rfile.read(int(self.headers.get("Content-Length") or 0))

@@ -192,7 +192,9 @@ def test_a_cfg_value_with_a_line_break_is_refused(home):
 
 def test_write_file_keeps_content_byte_for_byte_and_names_bidi_controls(home):
     box = make_toolbox(("write_file",), ToolContext(config.Config()))
-    content = "line one\r\nfamily \U0001F468\u200d\U0001F469\u200d\U0001F467 \u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645\r\n"
+    family = "\U0001F468\u200d\U0001F469\u200d\U0001F467"
+    persian = "\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645"  # with a zero-width non-joiner
+    content = f"line one\r\nfamily {family} {persian}\r\n"
     out = box.execute("write_file", json.dumps({"path": "a.txt", "content": content}, ensure_ascii=False))
     assert not out.is_error and out.content == f"wrote {len(content.encode())} bytes to a.txt"
     assert (home / "a.txt").read_bytes() == content.encode("utf-8")

@@ -21,7 +21,6 @@ import hmac
 import ipaddress
 import json
 import secrets
-import time
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any, Awaitable, Callable
