@@ -189,6 +189,8 @@ def make_config(s: Settings, explicit: set[str], passthrough: dict[str, str], re
         flags["api_key"] = key
     flags.update(passthrough)
     flags.update({k: json.dumps(v) for k, v in request.items()})
+    if "endpoint" in flags and "api_base" not in explicit:  # the seed's default host (DeepSeek):
+        environ = {k: v for k, v in environ.items() if k not in bantam_config.KEY_HOMES}  # not theirs
     try:
         cfg = bantam_config.load(flags, directory=os.devnull, environ=environ)
     except ConfigError as e:
