@@ -105,6 +105,7 @@ def _stop_all(children: list[Child]) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+        reaper.release(proc.pid)  # reaped: its pid may be reused by someone else's process
 
 
 def _stop(signum: int, frame: object) -> None:
