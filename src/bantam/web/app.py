@@ -130,7 +130,7 @@ class Guard:
             return await self.app(scope, receive, send)
         request = Request(scope)
         path = scope["path"]
-        refusal = None
+        refusal: Response | None = None
         if not self.keys.host_allowed(request.headers.get("host", "")):
             refusal = JSONResponse({"error": "unknown Host; start bantam web with --allow-host NAME "
                                              "to use this name"}, 403)
