@@ -95,10 +95,10 @@ def guarded(run) -> int:
 
 
 def stop_on_signals() -> None:
-    """SIGTERM and SIGHUP (a closed terminal, `timeout`, a cancelled job) take Ctrl+C's path, so
-    the command in flight is killed and nothing is half-written. A signal already ignored (`nohup`)
-    stays ignored; the daemon and the web server install their own handlers later. (If bantam dies
-    anyway, by SIGKILL, bantam.reaper still ends its commands.)"""
+    """SIGTERM and SIGHUP (a closed terminal, `timeout`, a cancelled job) raise Terminated, which
+    ends bantam through every `finally`: the command in flight is killed, nothing is half-written.
+    A signal already ignored (`nohup`) stays ignored; the daemon and the web server install their
+    own handlers later. (If bantam dies anyway, by SIGKILL, bantam.reaper still ends its commands.)"""
     if threading.current_thread() is not threading.main_thread():
         return  # only the main thread may set handlers (a test may call main from another)
     for sig in (signal.SIGTERM, signal.SIGHUP):

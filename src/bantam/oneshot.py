@@ -9,6 +9,7 @@ from typing import IO
 
 from . import loop
 from .config import EMBEDDED_NOTICE, Config
+from .envpolicy import user_env
 from .errors import ConfigError, LimitReached, ProviderError
 from .events import Done, Error, Notice, OnEvent
 from .prompt import system_prompt
@@ -16,7 +17,6 @@ from .providers import context_window_soon, make_provider
 from .render import make_renderer
 from .sessions import Thread
 from .tools import ToolContext, make_toolbox
-from .envpolicy import user_env
 from .tools.shell import run_shell
 
 
