@@ -62,12 +62,12 @@ def TRUST_ROWS() -> list[str]:
     """Issue 13's attacks: credentials, key routing, piped commands, bounded reads, process lifetime,
     the browser view, controlled runs, bad input."""
     return [
-        pytest_row("a model runs `env` (one-shot, --json, thread, sub-agent, daemon BASH, run check) with "
+        pytest_row("a model runs `env` (one-shot, --json, thread, handler, terminal, sub-agent, daemon BASH, run check) with "
                    "OPENAI_API_KEY, ATTOBOT_API_KEY, GITHUB_TOKEN, DB_PASSWORD and a URL password set; `cat` "
                    "of a config holding the api_key; an env key with no endpoint; `!cmd` piped in; nan/1e400/"
                    "ftp:// values, an unknown tool, a line break in /cfg; a named pipe in --workspace; "
                    "CRLF, emoji, ZWNJ and bidi content in write_file; writes through symlinks",
-                   "tests/test_trust.py", "one-shot, json, thread, sub-agent, daemon, run, config"),
+                   "tests/test_trust.py", "one-shot, json, thread, handler, terminal, sub-agent, daemon, run, config"),
         pytest_row("SIGTERM, SIGHUP, SIGKILL of bantam while a command (with a background child) runs; "
                    "SIGKILL of the daemon, of its supervisor, of a controlled run during its check; servers "
                    "sending an endless SSE line, an endless JSON body (stream true and false), an endless "

@@ -42,11 +42,11 @@ def assert_clean(text: str) -> None:
 
 
 @pytest.mark.parametrize("mode", [["-p", "list the environment"], ["--json", "-p", "list the environment"],
-                                  ["--thread", "t1", "-p", "list the environment"]])
+                                  ["--thread", "t1", "-p", "list the environment"], ["handler"]])
 def test_a_model_running_env_reads_no_secret(home, server, mode):
     write_cfg(home, **base_cfg(server))  # no api_key: OPENAI_API_KEY is the one used, for this endpoint
     server.add(tool_reply("shell_exec", ENV_COMMAND), text_reply("done"))
-    r = run_bantam(*mode, cwd=home, env=SECRETS)
+    r = run_bantam(*mode, cwd=home, env=SECRETS, input="list the environment" if mode == ["handler"] else None)
     assert r.returncode == 0, r.stderr
     result = tool_results(server)[0]
     assert "env-listed" in result and "PATH=" in result
@@ -91,6 +91,21 @@ def test_a_known_secret_read_from_a_file_is_shown_as_stars(home, server):
     assert "sk-file-key-abcdef123" not in everything_written(home).replace(
         (home / ".bantam.cfg").read_text(), "")  # only the config file itself holds it
     assert server.chat_requests()[0].headers["authorization"] == "Bearer sk-file-key-abcdef123"
+
+
+def test_the_terminals_model_reads_no_secret(home, server):
+    from tests.test_repl import Term
+    write_cfg(home, **base_cfg(server))
+    server.add(tool_reply("shell_exec", ENV_COMMAND), text_reply("listed"))
+    term = Term(home, **SECRETS)
+    term.enter("list the environment")
+    term.expect("listed")
+    term.enter("!echo mine=$GITHUB_TOKEN")  # the user's own command: the user's environment
+    term.expect("mine=ghp_github0123456789")
+    assert term.quit() == 0
+    result = tool_results(server)[0]
+    assert "env-listed" in result
+    assert_clean(result + everything_written(home))
 
 
 def test_the_users_own_command_keeps_the_users_environment(home, server):
