@@ -74,7 +74,7 @@ def TRUST_ROWS() -> list[str]:
                    "model list and an endless page, peak RSS measured (limit 300 MB)",
                    "tests/test_lifetime.py", "one-shot, daemon, supervisor, run, models"),
         pytest_row("the browser view: a foreign Host (DNS rebinding), symlinks to model.cfg and .git, the "
-                   "printed token reused from history, a short web_password",
+                   "printed token reused from history, a short web_password, a model that cats model.cfg",
                    "tests/test_trust_web.py", "web"),
     ]
 

@@ -59,3 +59,16 @@ def test_a_short_web_password_is_refused(home, server):
     write_cfg(home, **base_cfg(server, web_password="hunter2"))
     r = run_bantam("web", "--port", "0", cwd=home)
     assert r.returncode == 2 and "web_password: use at least 12 characters" in r.stderr
+
+
+def test_the_page_never_shows_a_known_secret(web, server):
+    from tests.fakes.openai_server import text_reply, tool_reply
+    server.add(tool_reply("shell_exec", {"command": "cat model.cfg"}), text_reply("shown"))
+    web.send("show me the config")
+    web.events_until(lambda e: e.get("type") == "tool_result")
+    web.idle()
+    events = web.events_until(lambda e: "shown" in str(e.get("text", "")))  # the whole log, replayed
+    text = str(events)
+    assert "sk-web-secret-key-123" not in text
+    results = [e for e in events if e.get("type") == "tool_result"]
+    assert results and "api_key=***" in str(results[0])
