@@ -324,3 +324,14 @@ def test_the_daemon_sends_no_foreign_key_to_its_default_endpoint(home):
     assert cfg.api_key == "sk-openai-123456"  # an api_base the user wrote is where the user sent it
     _, cfg = settings.load(agent / "config.json", environ={"ATTOBOT_API_KEY": "sk-attobot-123456"})
     assert cfg.api_key == "sk-attobot-123456"
+
+
+def test_the_policy_keeps_what_is_no_secret():
+    from bantam.envpolicy import tool_env
+    env = tool_env({"PATH": "/bin", "GIT_AUTHOR_NAME": "Jane Developer", "PWD": "/w", "SSH_AUTH_SOCK": "/s",
+                    "AWS_SECRET_ACCESS_KEY": "x" * 20, "NPM_TOKEN": "y" * 20, "GH_PAT": "z" * 20,
+                    "LANG": "C.UTF-8", "HTTP_PROXY": "http://u:p4ssw0rd@proxy:3128"})
+    assert {k: env[k] for k in ("PATH", "GIT_AUTHOR_NAME", "PWD", "LANG")} == \
+        {"PATH": "/bin", "GIT_AUTHOR_NAME": "Jane Developer", "PWD": "/w", "LANG": "C.UTF-8"}
+    assert env["HTTP_PROXY"] == "http://proxy:3128"
+    assert not {"SSH_AUTH_SOCK", "AWS_SECRET_ACCESS_KEY", "NPM_TOKEN", "GH_PAT"} & set(env)

@@ -29,6 +29,8 @@ OWN_CREDENTIALS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "LLM_API_KEY", "ATTOBO
 # A variable whose upper-cased name matches one of these is dropped by default.
 SECRET_PATTERNS = ("*KEY*", "*SECRET*", "*TOKEN*", "*PASSWORD*", "*PASS*", "*PWD*", "*CREDENTIAL*",
                    "*_PAT", "*AUTH*", "*COOKIE*")
+# Names the patterns catch that hold no secret (the working directory, git's author identity).
+NOT_SECRET = ("PWD", "OLDPWD", "GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_AUTHOR_DATE")
 # So that `git log`, `git rebase --continue` or `man` can never sit waiting for a human.
 NON_INTERACTIVE = {"PAGER": "cat", "GIT_PAGER": "cat", "MANPAGER": "cat", "SYSTEMD_PAGER": "cat",
                    "GIT_EDITOR": "true", "GIT_SEQUENCE_EDITOR": "true", "GIT_TERMINAL_PROMPT": "0"}
@@ -55,7 +57,7 @@ def set_passthrough(names: Iterable[str]) -> None:
 
 def looks_secret(name: str) -> bool:
     upper = name.upper()
-    return any(fnmatch.fnmatchcase(upper, p) for p in SECRET_PATTERNS)
+    return upper not in NOT_SECRET and any(fnmatch.fnmatchcase(upper, p) for p in SECRET_PATTERNS)
 
 
 def passed_through(name: str) -> bool:
