@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import stat
 import sys
 
@@ -115,9 +116,8 @@ def dispatch(args: argparse.Namespace) -> int:
     if words and words[0] == "handler" and not os.path.isfile("handler"):
         from .oneshot import run_handler
         return run_handler(cfg, read_stdin())
-    if len(words) > 1:
-        raise ConfigError(f"expected at most one prompt file, got {len(words)} arguments")
-    prompt = read_prompt(args.prompt, words[0] if words else None)
+    path, text = prompt_words(words, args.prompt)
+    prompt = read_prompt(text, path)
     if prompt is not None and not prompt.strip():
         raise ConfigError("the prompt is empty")
     if prompt is None and not args.thread:
@@ -127,6 +127,20 @@ def dispatch(args: argparse.Namespace) -> int:
         return run_repl(flags(args))
     from .oneshot import run_prompt
     return run_prompt(cfg, prompt, args.json, args.thread)
+
+
+def prompt_words(words: list[str], text: str | None) -> tuple[str | None, str | None]:
+    """(prompt file, prompt text) from the positional words: a file, or else the words are the
+    prompt itself (seed 004's `agent "List files in /tmp"`). A word that looks like a file name
+    (`notes.md`, `dir/x`) is taken as one, so a mistyped name is an error, not a prompt."""
+    files = [w for w in words if os.path.exists(w) or re.fullmatch(r"\S*(/\S*|\.\w{1,8})", w)]
+    if not words or (files and len(files) == len(words)):
+        if len(words) > 1:
+            raise ConfigError(f"expected at most one prompt file, got {len(words)} arguments")
+        return (words[0] if words else None), text
+    if text is not None:
+        raise ConfigError(f"give the prompt once: -p TEXT or as words, not both (got {' '.join(words)!r})")
+    return None, " ".join(words)
 
 
 def read_prompt(text: str | None, path: str | None) -> str | None:

@@ -8,11 +8,12 @@ import sys
 from typing import IO
 
 from . import loop
+from .compact import is_context_overflow
 from .config import EMBEDDED_NOTICE, Config
 from .errors import ConfigError, LimitReached, ProviderError
 from .events import Done, Error, Notice, OnEvent
 from .prompt import system_prompt
-from .providers import context_window_soon, make_provider
+from .providers import context_window_later, make_provider
 from .render import make_renderer
 from .sessions import Thread
 from .tools import ToolContext, make_toolbox
@@ -25,7 +26,7 @@ def run_prompt(cfg: Config, prompt: str | None, json_lines: bool = False, thread
     if prompt is not None and prompt.startswith("!"):
         return run_command(cfg, prompt[1:].strip())
     provider = make_provider(cfg)
-    render = make_renderer(cfg, json_lines, out or sys.stdout, sys.stderr, context_window_soon(provider, cfg))
+    render = make_renderer(cfg, json_lines, out or sys.stdout, sys.stderr, context_window_later(provider, cfg))
     turn = answer(cfg, provider, prompt, render, thread_id)
     if turn is None:
         return 1
@@ -39,6 +40,7 @@ def answer(cfg: Config, provider, prompt: str | None, render: OnEvent,
     system = system_prompt(cfg)
     thread = Thread(thread_id) if thread_id else None
     messages = [{"role": "system", "content": system}, *(thread.history() if thread else [])]
+    before = list(messages)
     if prompt is not None:
         messages.append({"role": "user", "content": prompt})
     elif messages[-1]["role"] not in ("user", "tool"):  # a request, or a turn cut off between steps
@@ -54,7 +56,11 @@ def answer(cfg: Config, provider, prompt: str | None, render: OnEvent,
         return loop.run(provider, messages, toolbox, loop.Limits.from_config(cfg), render,
                         thread.checkpoint if thread else None)
     except (ProviderError, LimitReached) as e:
-        render(Error(message=str(e)))
+        message = str(e)
+        if thread and prompt is not None and is_context_overflow(e):
+            thread.checkpoint(before)  # kept, the refused request would break every later run
+            message += f" (even after compacting; this request was not kept in thread {thread.id})"
+        render(Error(message=message))
         return None
 
 
@@ -74,7 +80,7 @@ def run_handler(cfg: Config, task: str | None) -> int:
         raise ConfigError("bantam handler: no task on standard input")
     provider = make_provider(cfg)
     quiet_out = io.StringIO()  # the answer is written once, whole, after the topic line
-    render = make_renderer(cfg, False, quiet_out, sys.stderr, context_window_soon(provider, cfg))
+    render = make_renderer(cfg, False, quiet_out, sys.stderr, context_window_later(provider, cfg))
     turn = answer(cfg, provider, task, render)
     if turn is None:
         return 1

@@ -13,7 +13,7 @@ from .errors import BantamError, ConfigError, LimitReached, ProviderError
 from .events import Done, Error, Notice, quiet
 from .lineeditor import Reader, make_reader
 from .prompt import system_prompt
-from .providers import context_window_soon, make_provider
+from .providers import context_window_later, make_provider
 from .render import make_renderer
 from .tools import ToolContext, make_toolbox
 from .tools.shell import run_shell
@@ -61,7 +61,7 @@ class Repl:
     def configure(self, cfg: config.Config) -> None:
         self.cfg = cfg
         self.provider = make_provider(cfg)
-        self.window = context_window_soon(self.provider, cfg)
+        self.window = context_window_later(self.provider, cfg)
         self.render = make_renderer(cfg, False, self.out, self.err, self.window)
         self.toolbox = make_toolbox(cfg.tools, ToolContext(cfg, self.provider, system_prompt(cfg), self.render))
         if self.messages:

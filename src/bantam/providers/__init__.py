@@ -54,18 +54,30 @@ def ask(provider: Provider, messages: list[dict], delays: tuple[float, ...], on_
 
 
 def context_window(provider: Provider, cfg: Config) -> int:
-    """What the server says, else the config's `context_window`, else 200000."""
-    return provider.context_window() or cfg.context_window or FALLBACK_CONTEXT_WINDOW
+    """What the server said (in a refusal, or its model list; remembered per endpoint and model),
+    else the config's `context_window`, else 200000."""
+    from .. import cache
+    url = getattr(provider, "url", None)  # the local provider knows its own window at once
+    known = cache.remembered_window(url, provider.model) if url else None
+    if known:
+        return known[0]
+    found = provider.context_window()
+    if found and url:
+        cache.remember_window(url, provider.model, found, "discovered")
+    return found or cfg.context_window or FALLBACK_CONTEXT_WINDOW
 
 
-def context_window_soon(provider: Provider, cfg: Config) -> Callable[[], int]:
-    """Start asking for the context window now, beside the first request; the call waits for it."""
-    import threading
-    result: list[int] = []
-    thread = threading.Thread(target=lambda: result.append(context_window(provider, cfg)), daemon=True)
-    thread.start()
+def context_window_later(provider: Provider, cfg: Config) -> Callable[[], int]:
+    """The context window, looked up when first wanted (by then the first request is done:
+    llama-cpp-python's server drops a running stream when a second request arrives, so the
+    lookup must not run beside it), then kept; a limit the server states later wins."""
+    found: list[int] = []
 
     def get() -> int:
-        thread.join()
-        return result[0] if result else cfg.context_window or FALLBACK_CONTEXT_WINDOW
+        learned = getattr(provider, "learned_window", None)
+        if learned:
+            return learned
+        if not found:
+            found.append(context_window(provider, cfg))
+        return found[0]
     return get

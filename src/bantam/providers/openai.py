@@ -113,9 +113,14 @@ class OpenAIProvider(HTTPProvider):
 
 
 def _wire(message: dict) -> dict:
-    """The message as the API takes it: bantam's own keys (Anthropic thinking blocks) stay home."""
-    return message if all(k in MESSAGE_KEYS for k in message) else \
+    """The message as the API takes it: bantam's own keys (Anthropic thinking blocks) stay home,
+    and a tool-calling message's missing text is "" (llama-cpp-python's server answers `null`
+    with a 500; every server takes "")."""
+    wire = message if all(k in MESSAGE_KEYS for k in message) else \
         {k: v for k, v in message.items() if k in MESSAGE_KEYS}
+    if wire.get("tool_calls") and wire.get("content") is None:
+        wire = {**wire, "content": ""}
+    return wire
 
 
 def _positive(obj: Any, *path: str) -> int | None:

@@ -10,12 +10,13 @@ from ..events import OnEvent, Usage
 
 def usage_line(model: str, usage: Usage, window: int) -> str:
     """`[model: 1420 prompt (1000 cached, 420 uncached) + 85 completion | context: 1420/200000 (0.7%)]`"""
-    prompt = f"{usage.prompt_tokens} prompt"
+    about = "~" if usage.estimated else ""  # bantam's estimate: the server reported no usage
+    prompt = f"{about}{usage.prompt_tokens} prompt"
     if usage.cached_tokens is not None:
         prompt += f" ({usage.cached_tokens} cached, {usage.prompt_tokens - usage.cached_tokens} uncached)"
     share = 100 * usage.context_tokens / window if window else 0.0
-    return (f"[{model}: {prompt} + {usage.completion_tokens} completion | "
-            f"context: {usage.context_tokens}/{window} ({share:.1f}%)]")
+    return (f"[{model}: {prompt} + {about}{usage.completion_tokens} completion | "
+            f"context: {about}{usage.context_tokens}/{window} ({share:.1f}%)]")
 
 
 def use_color(cfg: Config, stream: IO[str]) -> bool:

@@ -57,18 +57,19 @@ class TextRenderer:
         if isinstance(event, Retry):
             self._discard_answer()
         self._end_answer()
+        who = f"{event.agent} " if getattr(event, "agent", "") else ""  # which sub-agent
         if isinstance(event, ToolCall):
             args = event.arguments if len(event.arguments) <= CALL_CHARS else event.arguments[:CALL_CHARS] + "…"
-            self._line(f"[tool call: {event.name}({args})]", YELLOW)
+            self._line(f"[{who}tool call: {event.name}({args})]", YELLOW)
         elif isinstance(event, ToolResult):
-            self._line(f"[tool result: {event.name}]", GREEN)
+            self._line(f"[{who}tool result: {event.name}]", GREEN)
             self._line(_clip_lines(event.content), RED if event.is_error else DIM)
         elif isinstance(event, UsageReport):
             self._line(usage_line(event.model, event.usage, self.context_window()), DIM)
         elif isinstance(event, Retry):
-            self._line(f"[retry {event.attempt} in {event.delay:g}s: {event.message}]", RED)
+            self._line(f"[{who}retry {event.attempt} in {event.delay:g}s: {event.message}]", RED)
         elif isinstance(event, Notice):
-            self._line(f"[{event.message}]", DIM)
+            self._line(f"[{who.strip()}: {event.message}]" if who else f"[{event.message}]", DIM)
         elif isinstance(event, Error):
             self._line(f"error: {event.message}", RED)
         elif isinstance(event, Done) and self.answer_mid_line:
@@ -87,13 +88,15 @@ class TextRenderer:
         self.out.write(text)
         self.out.flush()
         if text:
-            self.mid_line = self.answer_mid_line = not text.endswith("\n")
+            self.answer_mid_line = not text.endswith("\n")
+            if self.live:  # on a terminal stdout and stderr share the screen's line; in a pipe they do not
+                self.mid_line = self.answer_mid_line
 
     def _end_answer(self) -> None:
         """The response's answer is complete: written now (not live), or redrawn as Markdown."""
         text, self.segment = "".join(self.segment), []
-        if not self.live:
-            self._answer(text)
+        if not self.live:  # a pipe: the text before a tool call and the answer after it are two lines
+            self._answer("\n" + text if text and self.answer_mid_line else text)
         elif self.markdown and MARKDOWN_HINT.search(text) and self._erase(text):
             from rich.console import Console
 
