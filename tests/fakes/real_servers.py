@@ -45,6 +45,12 @@ def bundled_model() -> Path | None:
     return find()
 
 
+def _die_with_parent() -> None:
+    """In the child: SIGTERM when the test process dies, even by SIGKILL (Linux's PDEATHSIG)."""
+    import ctypes
+    ctypes.CDLL(None, use_errno=True).prctl(1, 15)  # PR_SET_PDEATHSIG, SIGTERM
+
+
 class Process:
     """A server process that dies with the tests, with its output kept in a log for failures."""
 
@@ -54,7 +60,7 @@ class Process:
         self.output = open(log, "wb")
         self.proc = subprocess.Popen(argv, stdout=self.output, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, env={**os.environ, **(env or {})},
-                                     start_new_session=True)
+                                     start_new_session=True, preexec_fn=_die_with_parent)
 
     @property
     def base(self) -> str:
@@ -120,7 +126,10 @@ def start_litellm(log_dir: Path, upstream: str) -> Process:
     config = log_dir / "litellm.yaml"
     config.write_text("model_list:\n  - model_name: smollm2\n    litellm_params:\n"
                       f"      model: openai/smollm2\n      api_base: {upstream}\n      api_key: none\n"
-                      "litellm_settings:\n  drop_params: true\n")
+                      # the chat API for Anthropic's format too: llama-cpp-python has no /v1/responses
+                      "litellm_settings:\n  drop_params: true\n  num_retries: 0\n"
+                      "  use_chat_completions_url_for_anthropic_messages: true\n"
+                      "router_settings:\n  disable_cooldowns: true\n")
     port = free_port()
     env = {"LITELLM_MASTER_KEY": LITELLM_KEY, "LITELLM_LOG": "ERROR", "LITELLM_TELEMETRY": "False", "NO_DOCS": "True",
            "DISABLE_SCHEMA_UPDATE": "True", "LITELLM_MODE": "PRODUCTION", "HOME": str(log_dir)}
