@@ -63,8 +63,9 @@ def assert_two_steps(r) -> None:
 
 
 def learn_window(home, endpoint: str, **kw) -> None:
-    """A request longer than the server's window: refused with its limit, which bantam keeps."""
-    r = run_real(home, endpoint, prompt="word " * 5000, **kw)
+    """A request longer than the server's window: refused with its limit, which bantam keeps.
+    (Not streamed: streaming, the server answers 200 and then ends the stream with nothing.)"""
+    r = run_real(home, endpoint, "stream=false", "retry_delays=0", prompt="word " * 5000, **kw)
     assert r.returncode == 1 and f"{N_CTX}" in r.stderr, r.stderr
 
 

@@ -2,7 +2,7 @@
 
 `context.json` maps "URL MODEL" to that model's context window and where the number came from:
 "learned" (the server's own refusal said it: kept until a new refusal says otherwise) or
-"discovered" (the server's model list: kept for DISCOVERED_DAYS). So the second run asks nothing,
+"discovered" (the server's model list: kept for DISCOVERED_DAYS; 0 when it named none). So the second run asks nothing,
 and a server whose model list says nothing (llama-cpp-python's) is known after its first 400.
 A cache that cannot be read or written is not used; it never stops a run.
 """
@@ -17,6 +17,7 @@ from .fsutil import atomic_write, bantam_home, private_dir
 
 CONTEXT_FILE = "context.json"
 DISCOVERED_DAYS = 7
+UNKNOWN_DAYS = 1  # a server that named no window (window 0) is asked again the next day
 # How servers state their limit in a refusal: OpenAI and vLLM, llama-cpp-python, Anthropic, bantam's local
 # provider, llama.cpp's server.
 _LIMIT = re.compile(r"maximum context length is (\d+)|context window of (\d+)|tokens? > (\d+) maximum|"
@@ -35,10 +36,11 @@ def remembered_window(url: str, model: str) -> tuple[int, str] | None:
     entry = _read(CONTEXT_FILE).get(f"{url} {model}")
     if not isinstance(entry, dict) or not isinstance(entry.get("window"), int):
         return None
-    source = str(entry.get("source", ""))
-    if source != "learned" and time.time() - float(entry.get("time", 0)) > DISCOVERED_DAYS * 86400:
+    source, window = str(entry.get("source", "")), entry["window"]
+    days = DISCOVERED_DAYS if window else UNKNOWN_DAYS
+    if source != "learned" and time.time() - float(entry.get("time", 0)) > days * 86400:
         return None
-    return entry["window"], source
+    return window, source
 
 
 def remember_window(url: str, model: str, window: int, source: str) -> None:

@@ -10,14 +10,22 @@ import sys
 from . import __version__
 from .errors import BantamError, ConfigError
 
-USAGE = """\
+USAGE = r"""
 bantam                         interactive session
 bantam FILE                    prompt read from FILE (a prompt starting with ! runs that command)
+bantam "WORDS"                 the words are the prompt, when they name no file
 bantam -p TEXT                 one-shot prompt
 CMD | bantam [-p TEXT]         prompt from standard input (added after TEXT when both are given)
 bantam --thread ID [-p TEXT]   continue a persistent thread (without a prompt: resume its last request)
+bantam -c [-p TEXT]            continue this project's saved session (one-shot with a prompt)
 bantam models                  list the endpoint's models, the current one marked with *
-bantam handler                 queue handler: task on stdin, "$ACTOR_RESULT_TOPIC\nRESULT" on stdout"""
+bantam handler                 queue handler: task on stdin, "$ACTOR_RESULT_TOPIC\nRESULT" on stdout
+bantam run GOAL ...            a controlled run (bantam run --help); bantam status RUN, bantam resume RUN
+bantam daemon [DIR ...]        persistent agent(s) (bantam daemon --help)
+bantam web                     the browser view (bantam web --help)
+bantam config                  every configuration key, its value and where it came from
+bantam sessions [show|export|delete ID]   saved sessions
+bantam completion bash|zsh|fish           a shell completion script"""
 # Modes with options of their own: `bantam WORD ...` hands the rest of the line to MODULE:FUNCTION,
 # which parses it (with common_options) and returns the exit code.
 SUBCOMMANDS = {
@@ -26,6 +34,9 @@ SUBCOMMANDS = {
     "resume": "bantam.runs.cli:resume_main",
     "daemon": "bantam.daemon:main",
     "web": "bantam.web:main",
+    "config": "bantam.commands:config_main",
+    "sessions": "bantam.commands:sessions_main",
+    "completion": "bantam.commands:completion_main",
 }
 
 
@@ -46,6 +57,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("-p", "--prompt", help="the prompt to answer")
     p.add_argument("--json", action="store_true", help="JSON Lines events on stdout")
     p.add_argument("--thread", metavar="ID", help="keep the conversation in thread ID across runs")
+    p.add_argument("-c", "--continue", dest="resume", action="store_true",
+                   help="continue this project's saved session")
     common_options(p)
     p.add_argument("--version", action="version", version=f"bantam {__version__}")
     return p
@@ -120,11 +133,16 @@ def dispatch(args: argparse.Namespace) -> int:
     prompt = read_prompt(text, path)
     if prompt is not None and not prompt.strip():
         raise ConfigError("the prompt is empty")
+    if args.resume and args.thread:
+        raise ConfigError("-c continues this project's session; --thread ID a thread: give one of them")
     if prompt is None and not args.thread:
         if args.json:
             raise ConfigError("--json needs a prompt: -p TEXT, a FILE, or standard input")
         from .repl import run_repl
-        return run_repl(flags(args))
+        return run_repl(flags(args), resume=args.resume)
+    if args.resume:
+        from .oneshot import run_continue
+        return run_continue(cfg, prompt, args.json)
     from .oneshot import run_prompt
     return run_prompt(cfg, prompt, args.json, args.thread)
 

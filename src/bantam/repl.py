@@ -314,5 +314,8 @@ class Repl:
 ALIASES = {"/cont": "continue"}
 
 
-def run_repl(flags: dict[str, str]) -> int:
-    return Repl(flags).run()
+def run_repl(flags: dict[str, str], resume: bool = False) -> int:
+    repl = Repl(flags)
+    if resume:  # `bantam -c`: as /continue, before the first prompt
+        repl.load(repl.autosave.id)
+    return repl.run()

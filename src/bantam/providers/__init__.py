@@ -13,6 +13,9 @@ from ..errors import ConfigError
 from ..events import OnEvent, Usage
 
 
+WINDOW_WAIT = 4.0  # seconds the context-window lookup may hold up the usage line
+
+
 @dataclass(slots=True)
 class Reply:
     message: dict[str, Any]        # {"role": "assistant", "content": ..., "tool_calls": [...]?}
@@ -60,10 +63,10 @@ def context_window(provider: Provider, cfg: Config) -> int:
     url = getattr(provider, "url", None)  # the local provider knows its own window at once
     known = cache.remembered_window(url, provider.model) if url else None
     if known:
-        return known[0]
+        return known[0] or cfg.context_window or FALLBACK_CONTEXT_WINDOW
     found = provider.context_window()
-    if found and url:
-        cache.remember_window(url, provider.model, found, "discovered")
+    if url:  # 0: the server said nothing (or did not answer); not asked again for a while
+        cache.remember_window(url, provider.model, found or 0, "discovered")
     return found or cfg.context_window or FALLBACK_CONTEXT_WINDOW
 
 
@@ -71,13 +74,16 @@ def context_window_later(provider: Provider, cfg: Config) -> Callable[[], int]:
     """The context window, looked up when first wanted (by then the first request is done:
     llama-cpp-python's server drops a running stream when a second request arrives, so the
     lookup must not run beside it), then kept; a limit the server states later wins."""
+    import threading
     found: list[int] = []
+    lookup = threading.Thread(target=lambda: found.append(context_window(provider, cfg)), daemon=True)
 
     def get() -> int:
         learned = getattr(provider, "learned_window", None)
         if learned:
             return learned
-        if not found:
-            found.append(context_window(provider, cfg))
-        return found[0]
+        if lookup.ident is None:  # started once, when first wanted
+            lookup.start()
+            lookup.join(WINDOW_WAIT)  # a server that does not answer delays the usage line a bounded time
+        return found[0] if found else cfg.context_window or FALLBACK_CONTEXT_WINDOW
     return get

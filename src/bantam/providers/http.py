@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 USER_AGENT = "Mozilla/5.0 (compatible; Bantam/1.0)"  # seed: avoids gateway 403 blocks
 RETRYABLE_STATUS = {408, 429}  # and every 5xx
-DISCOVERY_TIMEOUT = 10.0       # seconds for side requests such as GET /models
+DISCOVERY_TIMEOUT = 3.0        # seconds for side requests such as GET /models (they delay the usage line)
 CHARS_PER_TOKEN = 4            # for estimating usage a server does not report
 
 

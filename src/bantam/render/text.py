@@ -14,6 +14,7 @@ STATUS, CYAN, DIM, YELLOW, GREEN, RED, RESET = (
 MARKDOWN_HINT = re.compile(r"[*_`#|>]|^\s*(?:[-+]|\d+\.)\s|\]\(", re.M)  # worth redrawing
 RESULT_LINES = 20    # lines of a tool result shown; the model always gets all of it
 CALL_CHARS = 2000    # characters of tool arguments shown
+LINE_CHARS = 400     # characters of one tool result line shown
 
 
 class TextRenderer:
@@ -145,7 +146,11 @@ class TextRenderer:
 
 
 def _clip_lines(text: str) -> str:
-    lines = text.rstrip("\n").split("\n")
+    """A tool result as the trace shows it: RESULT_LINES lines of at most LINE_CHARS characters
+    (one 1 MB line must not flood the terminal)."""
+    lines = [line if len(line) <= LINE_CHARS else f"{line[:LINE_CHARS]}… ({len(line) - LINE_CHARS} more characters)"
+             for line in text.rstrip("\n").split("\n", RESULT_LINES)[:RESULT_LINES + 1]]
     if len(lines) <= RESULT_LINES:
         return "\n".join(lines)
-    return "\n".join(lines[:RESULT_LINES]) + f"\n… ({len(lines) - RESULT_LINES} more lines)"
+    more = text.rstrip("\n").count("\n") + 1 - RESULT_LINES
+    return "\n".join(lines[:RESULT_LINES]) + f"\n… ({more} more lines)"
