@@ -176,3 +176,38 @@ def test_bash_loads_the_completion_and_completes(home):
 def test_other_shells_get_a_script(home, shell):
     r = run_bantam("completion", shell, cwd=home)
     assert r.returncode == 0 and "bantam" in r.stdout and "sessions" in r.stdout
+
+
+def test_cfg_global_writes_the_user_file_from_the_terminal(home, server):
+    from tests.test_repl import Term
+    write_cfg(home, **base_cfg(server))
+    term = Term(home, NO_COLOR="1")
+    term.enter("/cfg --global alias.quick vendor/quick-model")
+    term.expect("(written to ")
+    term.enter("/cfg --global shell_timeout 33")
+    term.expect("shell_timeout=33 (written to")
+    term.quit()
+    user = home.parent / "home" / ".config" / "bantam" / "config"
+    assert user.read_text() == "alias.quick=vendor/quick-model\nshell_timeout=33\n"
+    assert user.stat().st_mode & 0o777 == 0o600 and user.parent.stat().st_mode & 0o777 == 0o700
+    assert "shell_timeout=" not in (home / ".bantam.cfg").read_text()
+    assert config_lines(home)["shell_timeout"] == f"33.0  ({user}:2)"
+
+
+def test_continue_flag_opens_the_terminal_on_the_saved_session(home, server):
+    from tests.test_repl import Term
+    write_cfg(home, **base_cfg(server))
+    saved(home)
+    server.add(text_reply("6"))
+    term = Term(home, NO_COLOR="1")
+    term.child.close()
+    term.child = __import__("pexpect").spawn(sys.executable, ["-m", "bantam", "-c"], cwd=str(home),
+                                             env={**os.environ, "TERM": "xterm", "PROMPT_TOOLKIT_NO_CPR": "1",
+                                                  "NO_COLOR": "1"}, encoding="utf-8", dimensions=(40, 120),
+                                             timeout=20)
+    term.expect("loaded ")
+    term.enter("and 3+3?")
+    term.expect("6")
+    term.quit()
+    sent = [m["content"] for m in server.chat_requests()[0].body["messages"][1:]]
+    assert sent == ["what is 2+2?", "4", "and 3+3?"]

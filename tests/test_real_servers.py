@@ -95,7 +95,9 @@ def test_litellm_proxy_streamed_tool_use(home, litellm, wire):
     r = run_real(home, litellm.base + "/v1", f"provider={wire}", "stream=true", f"tool_choice={forced}",
                  key=real_servers.LITELLM_KEY)
     assert_two_steps(r)
-    assert r.stderr.count("[tool call: shell_exec(") == 2  # not one per argument fragment
+    # one call, not one per argument fragment; in Anthropic's format litellm's second step comes
+    # back empty (it forwards the tool call without `content`, which llama-cpp-python cannot read)
+    assert r.stderr.count("[tool call: shell_exec(") == (2 if wire == "openai" else 1), r.stderr
 
 
 # --- replayed from the real servers ---------------------------------------------------------------

@@ -274,7 +274,7 @@ def known_keys() -> list[str]:
 
 def check_value(key: str, value: str) -> Any:
     """Parse one value as the config file would; ConfigError if it is bad."""
-    if not key.replace("_", "a").isalnum() or not key[:1].isalpha():
+    if not key.replace("_", "a").replace(".", "a").isalnum() or not key[:1].isalpha():  # alias.NAME
         raise ConfigError(f"{key!r} is not a configuration key")
     parser = PARSERS.get(key)
     try:
@@ -283,12 +283,17 @@ def check_value(key: str, value: str) -> Any:
         raise ConfigError(f"{key}: {e}") from None
 
 
-def write_value(key: str, value: str, directory: str | os.PathLike = ".") -> Path:
-    """Set `key=value` in `.bantam.cfg`, keeping every other line; starts from model.cfg if that
-    is the file in use, so that creating `.bantam.cfg` hides nothing."""
-    from .fsutil import atomic_write
+def write_value(key: str, value: str, directory: str | os.PathLike = ".", user: bool = False) -> Path:
+    """Set `key=value` in `.bantam.cfg` (with `user`, in the user's own file), keeping every other
+    line; starts from model.cfg if that is the file in use, so that creating `.bantam.cfg` hides
+    nothing."""
+    from .fsutil import atomic_write, private_dir
     check_value(key, value)
     source, _ = read_config_file(directory)
+    if user:
+        target = user_config_path()
+        source = target if target.is_file() else None
+        private_dir(target.parent)
     lines = source.read_text(encoding="utf-8").splitlines() if source else []
     kept, done = [], False
     for line in lines:
@@ -301,6 +306,6 @@ def write_value(key: str, value: str, directory: str | os.PathLike = ".") -> Pat
         kept.append(line)
     if not done:
         kept.append(f"{key}={value}")
-    target = Path(directory, CONFIG_FILES[0])
+    target = user_config_path() if user else Path(directory, CONFIG_FILES[0])
     atomic_write(target, ("\n".join(kept) + "\n").encode("utf-8"), mode=0o600)
     return target

@@ -26,6 +26,7 @@ HELP = """\
 /load <id>          load a session by id or unique prefix
 /compact            summarise the conversation and continue from the summary
 /cfg <key> [value]  show or set a configuration key (written to .bantam.cfg); /cfg lists them all
+/cfg --global <key> <value>  set it in ~/.config/bantam/config, for every project
 /model [name]       show or set the model
 /endpoint [url]     show or set the API endpoint
 /models             the endpoint's models, the current one marked with *
@@ -219,7 +220,8 @@ class Repl:
         self.say(f"compacted {before} messages into {len(self.messages)}")
 
     def cmd_cfg(self, arg: str) -> None:
-        key, _, value = arg.partition(" ")
+        user = arg.startswith("--global ")  # into ~/.config/bantam/config, for every project
+        key, _, value = arg.removeprefix("--global ").strip().partition(" ")
         if not key:
             for name in config.known_keys():
                 self.print(f"{name}={self.shown(name)}")
@@ -228,10 +230,10 @@ class Repl:
             return
         if not value.strip():
             return self.print(f"{key}={self.shown(key)}")
-        path = config.write_value(key, value.strip())
+        path = config.write_value(key, value.strip(), user=user)
         self.flags.pop(key, None)  # the value just set must win over a flag given at start
         self.configure(config.load(self.flags))
-        self.say(f"{key}={self.shown(key)} (written to {path.name})")
+        self.say(f"{key}={self.shown(key)} (written to {path if user else path.name})")
 
     def cmd_model(self, arg: str) -> None:
         self.cmd_cfg(f"model {arg}")
