@@ -211,3 +211,70 @@ def test_continue_flag_opens_the_terminal_on_the_saved_session(home, server):
     term.quit()
     sent = [m["content"] for m in server.chat_requests()[0].body["messages"][1:]]
     assert sent == ["what is 2+2?", "4", "and 3+3?"]
+
+
+PRICED = [{"id": "test-model", "context_length": 100000,
+           "pricing": {"prompt": "0.000003", "completion": "0.000015"}}]
+
+
+def test_cost_of_the_turn_from_the_model_list_prices(home, server):
+    write_cfg(home, **base_cfg(server))
+    server.models = PRICED
+    server.add(text_reply("ok", usage(1000, 100)))
+    r = run_bantam("-p", "hi", cwd=home)
+    assert "| cost: $0.0045]" in r.stderr, r.stderr  # 1000 * 3e-6 + 100 * 15e-6
+    server.add(text_reply("ok", usage(1000, 100)))
+    r = run_bantam("--json", "-p", "hi", cwd=home)
+    assert json.loads(r.stdout.splitlines()[-1])["usage"]["cost"] == 0.0045
+    assert [q.method for q in server.requests].count("GET") == 1  # prices remembered with the window
+
+
+def test_cost_of_the_session_in_the_terminal(home, server):
+    from tests.test_repl import Term
+    write_cfg(home, **base_cfg(server))
+    server.models = PRICED
+    server.add(text_reply("one", usage(1000, 100)), text_reply("two", usage(2000, 0)))
+    term = Term(home, NO_COLOR="1")
+    term.enter("first")
+    term.expect("| cost: $0.0045]")
+    term.enter("second")
+    term.expect("| cost: $0.0060 (session $0.0105)]")
+    term.enter("/cost")
+    term.expect("this session: $0.0105")
+    term.quit()
+
+
+def test_table_cells_are_padded_evenly():
+    import io
+
+    from rich.console import Console
+
+    from bantam.render.markdown import BoxedMarkdown
+    out = io.StringIO()
+    Console(file=out, width=60, force_terminal=False).print(BoxedMarkdown("| name | n |\n|---|---|\n| alpha | 1 |\n"))
+    assert "│ alpha │ 1 │" in out.getvalue(), out.getvalue()
+
+
+def test_a_dead_socks_proxy_is_named(home, server):
+    import socket
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    write_cfg(home, **base_cfg(server))
+    r = run_bantam("-p", "hi", cwd=home, env={"SOCKS_PROXY": f"127.0.0.1:{port}"})
+    assert r.returncode == 1
+    assert f"through the SOCKS proxy socks5://127.0.0.1:{port} failed" in r.stderr, r.stderr
+
+
+def test_after_ctrl_c_the_usage_line_starts_its_own_line(home, server):
+    import pexpect
+    write_cfg(home, **base_cfg(server))
+    server.add(tool_reply("shell_exec", {"command": "echo started; sleep 1000"}, u=usage(50, 5)))
+    child = pexpect.spawn(sys.executable, ["-m", "bantam", "-p", "go"], cwd=str(home), encoding="utf-8",
+                          env={**os.environ, "NO_COLOR": "1"}, dimensions=(40, 120), timeout=30)
+    child.expect_exact("[tool call: shell_exec")
+    child.sendintr()
+    child.expect(pexpect.EOF)
+    output = child.before.replace("\r\n", "\n")
+    assert "\n[test-model: 50 prompt" in output, repr(output[-300:])
+    assert "^C[" not in output

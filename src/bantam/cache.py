@@ -43,10 +43,25 @@ def remembered_window(url: str, model: str) -> tuple[int, str] | None:
     return window, source
 
 
-def remember_window(url: str, model: str, window: int, source: str) -> None:
+def remember_window(url: str, model: str, window: int, source: str,
+                    prices: tuple[float, float] | None = None) -> None:
     data = _read(CONTEXT_FILE)
-    data[f"{url} {model}"] = {"window": window, "source": source, "time": int(time.time())}
+    old = data.get(f"{url} {model}")
+    entry = {"window": window, "source": source, "time": int(time.time())}
+    prices = prices or (old.get("prices") if isinstance(old, dict) else None)
+    if prices:
+        entry["prices"] = list(prices)
+    data[f"{url} {model}"] = entry
     _write(CONTEXT_FILE, data)
+
+
+def remembered_prices(url: str, model: str) -> tuple[float, float] | None:
+    """Dollars per prompt and completion token, as the model list gave them."""
+    entry = _read(CONTEXT_FILE).get(f"{url} {model}")
+    prices = entry.get("prices") if isinstance(entry, dict) else None
+    if isinstance(prices, list) and len(prices) == 2 and all(isinstance(p, (int, float)) for p in prices):
+        return float(prices[0]), float(prices[1])
+    return None
 
 
 def _read(name: str) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from typing import Callable
 
 from . import __version__, compact, config, loop, sessions
 from .errors import BantamError, ConfigError, LimitReached, ProviderError
-from .events import Done, Error, Notice, quiet
+from .events import Done, Error, Notice, Usage, quiet
 from .lineeditor import Reader, make_reader
 from .prompt import system_prompt
 from .providers import context_window_later, make_provider
@@ -30,6 +30,7 @@ HELP = """\
 /model [name]       show or set the model
 /endpoint [url]     show or set the API endpoint
 /models             the endpoint's models, the current one marked with *
+/cost               what this session has cost, when the model list gives prices (OpenRouter)
 !<command>          run a shell command; its output is not added to the conversation
 /run GOAL           start a controlled run in ./runs/ (options: --workspace DIR --config FILE)
 /fix ERROR          a correction run on the last run's goal and workspace
@@ -63,7 +64,10 @@ class Repl:
         self.cfg = cfg
         self.provider = make_provider(cfg)
         self.window = context_window_later(self.provider, cfg)
+        spent = getattr(getattr(self, "render", None), "session_cost", 0.0)
         self.render = make_renderer(cfg, False, self.out, self.err, self.window)
+        if hasattr(self.render, "session_cost"):
+            self.render.session_cost = spent  # a new model or endpoint: the session's cost goes on
         self.toolbox = make_toolbox(cfg.tools, ToolContext(cfg, self.provider, system_prompt(cfg), self.render))
         if self.messages:
             self.messages[0] = self.system()
@@ -156,6 +160,12 @@ class Repl:
 
     def cmd_help(self, arg: str) -> None:
         self.print(HELP)
+
+    def cmd_cost(self, arg: str) -> None:
+        spent = getattr(self.render, "session_cost", 0.0)
+        priced = self.window.cost(Usage()) is not None
+        self.say(f"this session: ${spent:.4f}" if priced else
+                 "no prices known: the endpoint's model list gives none for this model")
 
     def cmd_clear(self, arg: str) -> None:
         self.messages[:] = [self.system()]

@@ -6,7 +6,7 @@ back a `Reply` whose message is in that shape too; text and reasoning stream out
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from ..config import FALLBACK_CONTEXT_WINDOW, Config
 from ..errors import ConfigError
@@ -63,27 +63,45 @@ def context_window(provider: Provider, cfg: Config) -> int:
     url = getattr(provider, "url", None)  # the local provider knows its own window at once
     known = cache.remembered_window(url, provider.model) if url else None
     if known:
+        if hasattr(provider, "prices"):
+            provider.prices = cache.remembered_prices(url, provider.model)  # type: ignore[attr-defined]
         return known[0] or cfg.context_window or FALLBACK_CONTEXT_WINDOW
     found = provider.context_window()
     if url:  # 0: the server said nothing (or did not answer); not asked again for a while
-        cache.remember_window(url, provider.model, found or 0, "discovered")
+        cache.remember_window(url, provider.model, found or 0, "discovered", getattr(provider, "prices", None))
     return found or cfg.context_window or FALLBACK_CONTEXT_WINDOW
 
 
-def context_window_later(provider: Provider, cfg: Config) -> Callable[[], int]:
-    """The context window, looked up when first wanted (by then the first request is done:
-    llama-cpp-python's server drops a running stream when a second request arrives, so the
-    lookup must not run beside it), then kept; a limit the server states later wins."""
-    import threading
-    found: list[int] = []
-    lookup = threading.Thread(target=lambda: found.append(context_window(provider, cfg)), daemon=True)
+def context_window_later(provider: Provider, cfg: Config) -> "ModelFacts":
+    return ModelFacts(provider, cfg)
 
-    def get() -> int:
-        learned = getattr(provider, "learned_window", None)
+
+class ModelFacts:
+    """The context window (and prices) of the model, looked up when first wanted: by then the
+    first request is done, for llama-cpp-python's server drops a running stream when a second
+    request arrives, so the lookup must not run beside it. A limit the server states later wins.
+    Called, it gives the window."""
+
+    def __init__(self, provider: Provider, cfg: Config):
+        import threading
+        self.provider, self.cfg = provider, cfg
+        self.found: list[int] = []
+        self.lookup = threading.Thread(target=lambda: self.found.append(context_window(provider, cfg)),
+                                       daemon=True)
+
+    def __call__(self) -> int:
+        learned = getattr(self.provider, "learned_window", None)
         if learned:
             return learned
-        if lookup.ident is None:  # started once, when first wanted
-            lookup.start()
-            lookup.join(WINDOW_WAIT)  # a server that does not answer delays the usage line a bounded time
-        return found[0] if found else cfg.context_window or FALLBACK_CONTEXT_WINDOW
-    return get
+        if self.lookup.ident is None:  # started once, when first wanted
+            self.lookup.start()
+            self.lookup.join(WINDOW_WAIT)  # a server that does not answer delays the usage line a bounded time
+        return self.found[0] if self.found else self.cfg.context_window or FALLBACK_CONTEXT_WINDOW
+
+    def cost(self, usage: Usage) -> float | None:
+        """What these tokens cost in dollars, when the model list gave prices."""
+        self()
+        prices = getattr(self.provider, "prices", None)
+        if not prices:
+            return None
+        return usage.prompt_tokens * prices[0] + usage.completion_tokens * prices[1]

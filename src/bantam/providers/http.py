@@ -41,6 +41,7 @@ class HTTPProvider:
         self._client_lock = threading.Lock()
         self.output_tokens: int | None = None  # set by the loop to ask again for a cut answer
         self.learned_window: int | None = None  # the context window stated in a refusal
+        self.prices: tuple[float, float] | None = None  # dollars per prompt, completion token
 
     @property
     def client(self) -> "httpx.Client":
@@ -195,7 +196,9 @@ def mapped_errors(url: str, cfg: Config) -> Iterator[None]:
         raise ProviderError(f"no response from {url} within {cfg.timeout:g}s "
                             f"({type(e).__name__})") from e
     except httpx.HTTPError as e:
-        raise ProviderError(f"connection to {url} failed: {e or type(e).__name__}") from e
+        proxy = socks_proxy()  # a dead proxy is named, or the endpoint would be blamed
+        via = f" through the SOCKS proxy {proxy}" if proxy else ""
+        raise ProviderError(f"connection to {url}{via} failed: {e or type(e).__name__}") from e
 
 
 def error_from_response(response: "httpx.Response", body: bytes, secret: str) -> APIError:

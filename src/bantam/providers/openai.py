@@ -79,6 +79,7 @@ class OpenAIProvider(HTTPProvider):
         try:
             entry = next((m for m in self.models() if isinstance(m, dict)
                           and self.model in (m.get("id"), m.get("name"), m.get("model"))), {})
+            self.prices = token_prices(entry)
             root = self.base_url.removesuffix("/v1")
             owner = str(entry.get("owned_by", ""))
             if owner == "llamacpp":
@@ -121,6 +122,17 @@ def _wire(message: dict) -> dict:
     if wire.get("tool_calls") and wire.get("content") is None:
         wire = {**wire, "content": ""}
     return wire
+
+
+def token_prices(entry: Any) -> tuple[float, float] | None:
+    """(prompt, completion) dollars per token from a model entry's `pricing` (OpenRouter's form:
+    strings such as "0.000003"), or None."""
+    pricing = entry.get("pricing") if isinstance(entry, dict) else None
+    try:
+        prices = float(pricing["prompt"]), float(pricing["completion"])  # type: ignore[index]
+    except (TypeError, KeyError, ValueError):
+        return None
+    return prices if all(p >= 0 for p in prices) else None
 
 
 def _positive(obj: Any, *path: str) -> int | None:

@@ -8,15 +8,22 @@ from ..config import Config
 from ..events import OnEvent, Usage
 
 
-def usage_line(model: str, usage: Usage, window: int) -> str:
-    """`[model: 1420 prompt (1000 cached, 420 uncached) + 85 completion | context: 1420/200000 (0.7%)]`"""
+def usage_line(model: str, usage: Usage, window: int, cost: float | None = None,
+               session_cost: float | None = None) -> str:
+    """`[model: 1420 prompt (1000 cached, 420 uncached) + 85 completion | context: 1420/200000 (0.7%)]`,
+    then `| cost: $0.0021 (session $0.0100)` when the model list gave prices."""
     about = "~" if usage.estimated else ""  # bantam's estimate: the server reported no usage
     prompt = f"{about}{usage.prompt_tokens} prompt"
     if usage.cached_tokens is not None:
         prompt += f" ({usage.cached_tokens} cached, {usage.prompt_tokens - usage.cached_tokens} uncached)"
     share = 100 * usage.context_tokens / window if window else 0.0
+    spent = ""
+    if cost is not None:
+        spent = f" | cost: {about}${cost:.4f}"
+        if session_cost is not None and session_cost > cost:
+            spent += f" (session {about}${session_cost:.4f})"
     return (f"[{model}: {prompt} + {about}{usage.completion_tokens} completion | "
-            f"context: {about}{usage.context_tokens}/{window} ({share:.1f}%)]")
+            f"context: {about}{usage.context_tokens}/{window} ({share:.1f}%){spent}]")
 
 
 def use_color(cfg: Config, stream: IO[str]) -> bool:

@@ -36,4 +36,6 @@ class JsonRenderer:
         self.out.flush()
 
     def _usage(self, usage: Usage) -> dict[str, Any]:
-        return {**asdict(usage), "context_window": self.context_window()}
+        cost = getattr(self.context_window, "cost", lambda usage: None)(usage)
+        return {**asdict(usage), "context_window": self.context_window(),
+                **({"cost": round(cost, 6)} if cost is not None else {})}

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import sys
 from typing import IO, Callable
 
 from ..events import (Done, Error, Event, Notice, Reasoning, RequestStarted, Retry, Text, ToolCall,
@@ -28,6 +29,7 @@ class TextRenderer:
         self.live = live
         self.segment: list[str] = []  # the answer text of the response in progress
         self.context_window = context_window
+        self.session_cost = 0.0       # dollars, over every turn this renderer showed (/cost)
         self.status = status          # show `...requesting...` in place (a terminal only)
         self.status_shown = False
         self.in_reasoning = False
@@ -66,7 +68,11 @@ class TextRenderer:
             self._line(f"[{who}tool result: {event.name}]", GREEN)
             self._line(_clip_lines(event.content), RED if event.is_error else DIM)
         elif isinstance(event, UsageReport):
-            self._line(usage_line(event.model, event.usage, self.context_window()), DIM)
+            if self.status and isinstance(sys.exc_info()[1], KeyboardInterrupt):
+                self.mid_line = True  # the terminal echoed ^C where the cursor was: a new line first
+            cost = getattr(self.context_window, "cost", lambda usage: None)(event.usage)
+            self.session_cost += cost or 0.0
+            self._line(usage_line(event.model, event.usage, self.context_window(), cost, self.session_cost), DIM)
         elif isinstance(event, Retry):
             self._line(f"[{who}retry {event.attempt} in {event.delay:g}s: {event.message}]", RED)
         elif isinstance(event, Notice):
