@@ -241,3 +241,12 @@ def test_replayed_litellm_second_step_500_is_the_servers(home):
     assistant = second["request"]["messages"][1]
     assert assistant["role"] == "assistant" and [b["type"] for b in assistant["content"]] == ["tool_use"]
     assert second["request"]["messages"][2]["content"][0]["type"] == "tool_result"
+
+
+def test_a_stream_dropped_with_done_but_no_finish_reason_is_retried(cfg, server):
+    """llama-cpp-python's server ends a stream it drops for another request with a bare [DONE]."""
+    from tests.fakes.openai_server import chunk, sse
+    server.add(sse([chunk("The answer is cut")]), text_reply("The whole answer."))
+    r = run_bantam("-p", "hi", cwd=cfg)
+    assert r.returncode == 0 and r.stdout == "The whole answer.\n"
+    assert "[retry 1 in 0s: the stream ended before the response was complete]" in r.stderr

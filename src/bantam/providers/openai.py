@@ -150,6 +150,7 @@ class TurnBuilder:
         self.usage: Usage | None = None
         self.finish_reason: str | None = None
         self.done = False
+        self.streamed = False  # a streamed chunk with choices came: a finish_reason is due
         self.think = ThinkSplitter()
 
     def add_chunk(self, chunk: Any) -> None:
@@ -162,6 +163,7 @@ class TurnBuilder:
         for choice in chunk.get("choices") or []:
             if not isinstance(choice, dict):
                 continue
+            self.streamed = self.streamed or "delta" in choice
             delta = choice.get("delta") or choice.get("message") or {}
             self._add_delta(delta)
             if choice.get("finish_reason"):
@@ -204,7 +206,9 @@ class TurnBuilder:
             call["arguments"].append(json.dumps(arguments))
 
     def finish(self) -> Reply:
-        if not self.done and self.finish_reason is None:
+        if self.finish_reason is None and (not self.done or self.streamed):
+            # llama-cpp-python's server ends a stream it drops (another request came) with [DONE]
+            # but no finish_reason: that answer is cut off, not complete
             raise ProviderError("the stream ended before the response was complete")
         self._add_content(self.think.flush())
         message: dict[str, Any] = {"role": "assistant", "content": "".join(self.text) or None}
