@@ -278,3 +278,18 @@ def test_after_ctrl_c_the_usage_line_starts_its_own_line(home, server):
     output = child.before.replace("\r\n", "\n")
     assert "\n[test-model: 50 prompt" in output, repr(output[-300:])
     assert "^C[" not in output
+
+
+def test_a_long_markdown_answer_is_rendered_in_a_small_terminal(home, server):
+    import pexpect
+    write_cfg(home, **base_cfg(server))
+    table = "| name | n |\n|---|---|\n" + "".join(f"| row{i} | {i} |\n" for i in range(40))
+    server.add(text_reply(table, pieces=20))
+    child = pexpect.spawn(sys.executable, ["-m", "bantam", "-p", "table"], cwd=str(home), encoding="utf-8",
+                          env={**os.environ, "NO_COLOR": "1", "TERM": "xterm"}, dimensions=(30, 80), timeout=30)
+    child.expect(pexpect.EOF)
+    output = child.before
+    assert "│ row39 │ 39 │" in output and "┌" in output  # rendered, though 42 lines > 30 rows
+    assert "...writing (" in output
+    rendered = output[output.index("┌"):]
+    assert "|---|" not in rendered and "| row39 |" not in rendered

@@ -28,6 +28,9 @@ class TextRenderer:
         # erased; into a pipe or file each response is written whole, so none is ever left behind.
         self.live = live
         self.segment: list[str] = []  # the answer text of the response in progress
+        self.held = False             # a long Markdown answer kept off the screen until it is complete
+        self.filled = False           # the answer in progress has filled the screen once
+        self.held_lines = 0
         self.context_window = context_window
         self.session_cost = 0.0       # dollars, over every turn this renderer showed (/cost)
         self.status = status          # show `...requesting...` in place (a terminal only)
@@ -53,9 +56,7 @@ class TextRenderer:
             return
         self._end_reasoning()
         if isinstance(event, Text):
-            self.segment.append(event.text)
-            if self.live:
-                self._answer(event.text)
+            self._text(event.text)
             return
         if isinstance(event, Retry):
             self._discard_answer()
@@ -87,9 +88,30 @@ class TextRenderer:
     def reset(self) -> None:
         """After an interrupt: forget half-drawn state and start on a fresh line."""
         self.segment.clear()
+        self.held = self.filled = False
         if self.mid_line:
             self.err.write("\n")
         self.in_reasoning = self.status_shown = self.mid_line = self.answer_mid_line = False
+
+    def _text(self, piece: str) -> None:
+        """Answer text: streamed on a terminal, until Markdown grows too long to be redrawn once it
+        has scrolled away; then it is taken off the screen and shown rendered when complete."""
+        self.segment.append(piece)
+        if not self.live:
+            return
+        if self.markdown and not self.filled:  # checked until the answer fills the screen, once
+            text = "".join(self.segment)
+            if _rows(text) >= shutil.get_terminal_size().lines - 1:
+                self.filled = True
+                self.held = bool(MARKDOWN_HINT.search(text)) and self._erase(text[:len(text) - len(piece)])
+                self.held_lines = text.count("\n") + 1
+                if self.held:
+                    piece = ""
+        if not self.held:
+            return self._answer(piece)
+        self.held_lines += piece.count("\n")
+        self._write(self.err, f"...writing ({self.held_lines} lines)...", STATUS)
+        self.status_shown, self.mid_line = True, False
 
     def _answer(self, text: str) -> None:
         self.out.write(text)
@@ -102,9 +124,11 @@ class TextRenderer:
     def _end_answer(self) -> None:
         """The response's answer is complete: written now (not live), or redrawn as Markdown."""
         text, self.segment = "".join(self.segment), []
+        self.filled = False
         if not self.live:  # a pipe: the text before a tool call and the answer after it are two lines
             self._answer("\n" + text if text and self.answer_mid_line else text)
-        elif self.markdown and MARKDOWN_HINT.search(text) and self._erase(text):
+        elif self.held or (self.markdown and MARKDOWN_HINT.search(text) and self._erase(text)):
+            self.held = False
             from rich.console import Console
 
             from .markdown import BoxedMarkdown
@@ -117,15 +141,16 @@ class TextRenderer:
     def _discard_answer(self) -> None:
         """A request failed part-way and will be sent again: its partial answer must not stay."""
         text, self.segment = "".join(self.segment), []
-        if text and self.live and not self._erase(text):
+        self.filled = False
+        if self.held:  # nothing of it is on the screen
+            self.held = False
+        elif text and self.live and not self._erase(text):
             self._line("[the partial answer above was cut off; it is asked for again]", DIM)
 
     def _erase(self, text: str) -> bool:
         """Move the cursor back over `text` just written and clear it; False if it scrolled away."""
-        from rich.cells import cell_len
-        size = shutil.get_terminal_size()
-        rows = sum(max(1, -(-cell_len(line) // size.columns)) for line in text.split("\n"))
-        if rows >= size.lines:
+        rows = _rows(text)
+        if rows >= shutil.get_terminal_size().lines:
             return False
         self.out.write(f"\r\033[{rows - 1}A\033[J" if rows > 1 else "\r\033[J")
         self.mid_line = self.answer_mid_line = False
@@ -149,6 +174,13 @@ class TextRenderer:
         stream.flush()
         if text:
             self.mid_line = not text.endswith("\n")
+
+
+def _rows(text: str) -> int:
+    """How many terminal rows `text` takes, long lines wrapped."""
+    from rich.cells import cell_len
+    columns = shutil.get_terminal_size().columns
+    return sum(max(1, -(-cell_len(line) // columns)) for line in text.split("\n"))
 
 
 def _clip_lines(text: str) -> str:
