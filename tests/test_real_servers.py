@@ -250,3 +250,12 @@ def test_a_stream_dropped_with_done_but_no_finish_reason_is_retried(cfg, server)
     r = run_bantam("-p", "hi", cwd=cfg)
     assert r.returncode == 0 and r.stdout == "The whole answer.\n"
     assert "[retry 1 in 0s: the stream ended before the response was complete]" in r.stderr
+
+
+def test_replayed_litellm_openai_format_tool_use(home):
+    r, bodies = run_replay(home, FakeServer([replay(e) for e in recorded("litellm_openai_stream_tools")]),
+                           "stream=true", f"tool_choice={FORCED}")
+    assert_two_steps(r)
+    assert r.stderr.count("[tool call: shell_exec(") == 2
+    assert bodies[1]["messages"][2]["content"] == ""
+    assert "~" not in usage_line(r.stderr)  # litellm counts the tokens itself
