@@ -23,7 +23,7 @@ def test_help_names_every_mode(home):
     assert '"$ACTOR_RESULT_TOPIC\\nRESULT"' in r.stdout  # the two characters, not a line break
 
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", MODES + ("models", "handler"))
 def test_every_mode_has_its_own_help(home, mode):
     r = run_bantam(mode, "--help", cwd=home)
     assert r.returncode == 0 and r.stdout.startswith(f"usage: bantam {mode}"), r.stdout + r.stderr

@@ -26,6 +26,13 @@ bantam web                     the browser view (bantam web --help)
 bantam config                  every configuration key, its value and where it came from
 bantam sessions [show|export|delete ID]   saved sessions
 bantam completion bash|zsh|fish           a shell completion script"""
+WORD_HELP = {  # the modes that take the common options only
+    "models": "usage: bantam models [--model M] [--endpoint URL] [--provider P] [--set KEY=VALUE]\n\n"
+              "List the endpoint's models; the configured one is marked with *.",
+    "handler": "usage: bantam handler [--model M] [--endpoint URL] [--provider P] [--set KEY=VALUE]\n\n"
+               "A queue handler (seed 004): the task on standard input; $ACTOR_RESULT_TOPIC, a newline\n"
+               "and the answer on standard output (the answer alone when the variable is unset).",
+}
 # Modes with options of their own: `bantam WORD ...` hands the rest of the line to MODULE:FUNCTION,
 # which parses it (with common_options) and returns the exit code.
 SUBCOMMANDS = {
@@ -68,6 +75,9 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] in SUBCOMMANDS and not os.path.isfile(argv[0]):
         return guarded(lambda: subcommand(argv[0], argv[1:]))
+    if argv[:1] in (["models"], ["handler"]) and {"-h", "--help"} & set(argv):
+        print(WORD_HELP[argv[0]])
+        return 0
     args = parser().parse_args(argv)
     return guarded(lambda: dispatch(args))
 
