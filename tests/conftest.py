@@ -25,7 +25,7 @@ def home(tmp_path, monkeypatch):
     work.mkdir()
     for var in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "LLM_URL", "LLM_MODEL", "LLM_API_KEY",
                 "AGENT_TOOL_BUDGET", "AGENT_MAX_FANOUT", "BANTAM_TOOLS_DIR", "BANTAM_HOME",
-                "NO_COLOR", "BANTAM_NO_COLOR", "SOCKS_PROXY", "socks_proxy"):
+                "NO_COLOR", "BANTAM_NO_COLOR", "SOCKS_PROXY", "socks_proxy", "XDG_CONFIG_HOME"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.chdir(work)
@@ -55,3 +55,19 @@ def run_bantam(*args: str, cwd: Path, input: str | None = None, env: dict | None
     return subprocess.run([sys.executable, "-m", "bantam", *args], cwd=cwd, input=input,
                           capture_output=True, text=True, env=full_env, timeout=timeout,
                           stdin=None if input is not None else subprocess.DEVNULL)
+
+
+def process_gone(pid: int, within: float = 30.0) -> bool:
+    """Wait until process `pid` no longer runs (gone, or a zombie nobody has reaped yet)."""
+    import time
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    return True
+        except (ProcessLookupError, FileNotFoundError):
+            return True
+        time.sleep(0.05)
+    return False

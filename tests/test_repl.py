@@ -9,7 +9,7 @@ import pexpect
 import pytest
 
 from bantam.sessions import project_id
-from tests.conftest import base_cfg, write_cfg
+from tests.conftest import process_gone, base_cfg, write_cfg
 from tests.fakes.openai_server import chunk, json_reply, sse, text_reply, tool_reply, usage
 
 PROMPT_READY = "\x1b[?2004h"  # prompt_toolkit turns on bracketed paste whenever it starts a prompt
@@ -252,8 +252,7 @@ def test_ctrl_c_during_a_shell_command(cfg, server):
     term.enter("next")
     term.expect("after")
     term.quit()
-    with pytest.raises(ProcessLookupError):
-        os.kill(int(pid_file.read_text()), 0)
+    assert process_gone(int(pid_file.read_text()))
     saved = json.loads(session_file(cfg).read_text())["messages"]
     assert [m["role"] for m in saved] == ["system", "user", "user", "assistant"]  # no dangling tool call
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import signal
 import stat
 import sys
@@ -11,14 +12,29 @@ import threading
 from . import __version__
 from .errors import BantamError, ConfigError, Terminated
 
-USAGE = """\
+USAGE = r"""
 bantam                         interactive session
 bantam FILE                    prompt read from FILE (a prompt starting with ! runs that command)
+bantam "WORDS"                 the words are the prompt, when they name no file
 bantam -p TEXT                 one-shot prompt
 CMD | bantam [-p TEXT]         prompt from standard input (added after TEXT when both are given)
 bantam --thread ID [-p TEXT]   continue a persistent thread (without a prompt: resume its last request)
+bantam -c [-p TEXT]            continue this project's saved session (one-shot with a prompt)
 bantam models                  list the endpoint's models, the current one marked with *
-bantam handler                 queue handler: task on stdin, "$ACTOR_RESULT_TOPIC\nRESULT" on stdout"""
+bantam handler                 queue handler: task on stdin, "$ACTOR_RESULT_TOPIC\nRESULT" on stdout
+bantam run GOAL ...            a controlled run (bantam run --help); bantam status RUN, bantam resume RUN
+bantam daemon [DIR ...]        persistent agent(s) (bantam daemon --help)
+bantam web                     the browser view (bantam web --help)
+bantam config                  every configuration key, its value and where it came from
+bantam sessions [show|export|delete ID]   saved sessions
+bantam completion bash|zsh|fish           a shell completion script"""
+WORD_HELP = {  # the modes that take the common options only
+    "models": "usage: bantam models [--model M] [--endpoint URL] [--provider P] [--set KEY=VALUE]\n\n"
+              "List the endpoint's models; the configured one is marked with *.",
+    "handler": "usage: bantam handler [--model M] [--endpoint URL] [--provider P] [--set KEY=VALUE]\n\n"
+               "A queue handler (seed 004): the task on standard input; $ACTOR_RESULT_TOPIC, a newline\n"
+               "and the answer on standard output (the answer alone when the variable is unset).",
+}
 # Modes with options of their own: `bantam WORD ...` hands the rest of the line to MODULE:FUNCTION,
 # which parses it (with common_options) and returns the exit code.
 SUBCOMMANDS = {
@@ -27,6 +43,9 @@ SUBCOMMANDS = {
     "resume": "bantam.runs.cli:resume_main",
     "daemon": "bantam.daemon:main",
     "web": "bantam.web:main",
+    "config": "bantam.commands:config_main",
+    "sessions": "bantam.commands:sessions_main",
+    "completion": "bantam.commands:completion_main",
 }
 
 
@@ -47,6 +66,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("-p", "--prompt", help="the prompt to answer")
     p.add_argument("--json", action="store_true", help="JSON Lines events on stdout")
     p.add_argument("--thread", metavar="ID", help="keep the conversation in thread ID across runs")
+    p.add_argument("-c", "--continue", dest="resume", action="store_true",
+                   help="continue this project's saved session")
     common_options(p)
     p.add_argument("--version", action="version", version=f"bantam {__version__}")
     return p
@@ -57,6 +78,9 @@ def main(argv: list[str] | None = None) -> int:
     stop_on_signals()
     if argv and argv[0] in SUBCOMMANDS and not os.path.isfile(argv[0]):
         return guarded(lambda: subcommand(argv[0], argv[1:]))
+    if argv[:1] in (["models"], ["handler"]) and {"-h", "--help"} & set(argv):
+        print(WORD_HELP[argv[0]])
+        return 0
     args = parser().parse_args(argv)
     return guarded(lambda: dispatch(args))
 
@@ -137,22 +161,40 @@ def dispatch(args: argparse.Namespace) -> int:
     if words and words[0] == "handler" and not os.path.isfile("handler"):
         from .oneshot import run_handler
         return run_handler(cfg, read_stdin())
-    if len(words) > 1:
-        raise ConfigError(f"expected at most one prompt file, got {len(words)} arguments")
+    path, text = prompt_words(words, args.prompt)
     piped = read_stdin()
-    prompt = read_prompt(args.prompt, words[0] if words else None, piped)
+    prompt = read_prompt(text, path, piped)
     if prompt is not None and not prompt.strip():
         raise ConfigError("the prompt is empty")
     from_pipe = args.prompt is None and not words  # untrusted text: always a prompt for the model
     if prompt is not None and prompt.startswith("!") and piped and piped.strip() and not from_pipe:
         raise ConfigError("a !command takes no piped input (it would run as part of the command)")
+    if args.resume and args.thread:
+        raise ConfigError("-c continues this project's session; --thread ID a thread: give one of them")
     if prompt is None and not args.thread:
         if args.json:
             raise ConfigError("--json needs a prompt: -p TEXT, a FILE, or standard input")
         from .repl import run_repl
-        return run_repl(flags(args))
+        return run_repl(flags(args), resume=args.resume)
+    if args.resume:
+        from .oneshot import run_continue
+        return run_continue(cfg, prompt, args.json)
     from .oneshot import run_prompt
     return run_prompt(cfg, prompt, args.json, args.thread, command=not from_pipe)
+
+
+def prompt_words(words: list[str], text: str | None) -> tuple[str | None, str | None]:
+    """(prompt file, prompt text) from the positional words: a file, or else the words are the
+    prompt itself (seed 004's `agent "List files in /tmp"`). A word that looks like a file name
+    (`notes.md`, `dir/x`) is taken as one, so a mistyped name is an error, not a prompt."""
+    files = [w for w in words if os.path.exists(w) or re.fullmatch(r"\S*(/\S*|\.\w{1,8})", w)]
+    if not words or (files and len(files) == len(words)):
+        if len(words) > 1:
+            raise ConfigError(f"expected at most one prompt file, got {len(words)} arguments")
+        return (words[0] if words else None), text
+    if text is not None:
+        raise ConfigError(f"give the prompt once: -p TEXT or as words, not both (got {' '.join(words)!r})")
+    return None, " ".join(words)
 
 
 def read_prompt(text: str | None, path: str | None, piped: str | None) -> str | None:

@@ -1,4 +1,5 @@
-"""Configuration: flags over `.bantam.cfg` (else `model.cfg`) over the environment over defaults.
+"""Configuration: flags over `.bantam.cfg` (else `model.cfg`) over the user's
+`~/.config/bantam/config` over the environment over defaults.
 
 Every key the seeds define is a field of `Config` below, with its default and a comment. Keys
 bantam does not know are kept in `Config.forward` and sent with each API request (`top_p`,
@@ -33,6 +34,7 @@ FALLBACK_CONTEXT_WINDOW = 200_000
 FIBONACCI_DELAYS = (1.0, 1.0, 2.0, 3.0, 5.0, 8.0, 13.0, 21.0, 34.0)
 CONFIG_FILES = (".bantam.cfg", "model.cfg")  # the first one present wins
 PROVIDERS = ("openai", "anthropic", "local")
+ALIAS = "alias."  # `alias.fast=openrouter/some/model`: `--model fast` means that model
 
 
 @dataclass(frozen=True)
@@ -194,6 +196,13 @@ def _no_constant(name: str) -> Any:
     raise _NotFinite(name)
 
 
+def user_config_path(environ: Mapping[str, str] | None = None) -> Path:
+    """The user's own file, below every project's: `$XDG_CONFIG_HOME/bantam/config`, else
+    `~/.config/bantam/config`."""
+    environ = os.environ if environ is None else environ
+    return Path(environ.get("XDG_CONFIG_HOME") or Path.home() / ".config", "bantam", "config")
+
+
 def read_config_file(directory: str | os.PathLike = ".") -> tuple[Path | None, list[tuple[str, str, str]]]:
     """Return the config file used and its (key, value, where) entries, in file order."""
     for name in CONFIG_FILES:
@@ -202,6 +211,11 @@ def read_config_file(directory: str | os.PathLike = ".") -> tuple[Path | None, l
             break
     else:
         return None, []
+    return path, read_entries(path)
+
+
+def read_entries(path: Path) -> list[tuple[str, str, str]]:
+    """A config file's (key, value, "file:line") entries, in file order."""
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
@@ -219,7 +233,7 @@ def read_config_file(directory: str | os.PathLike = ".") -> tuple[Path | None, l
         if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
             value = value[1:-1]
         entries.append((key, value, f"{path}:{number}"))
-    return path, entries
+    return entries
 
 
 EMBEDDED_NOTICE = ("no endpoint configured: answering with the bundled SmolLM2-135M-Instruct on this "
@@ -245,20 +259,16 @@ def load(flags: Mapping[str, str] | None = None, directory: str | os.PathLike = 
          environ: Mapping[str, str] | None = None) -> Config:
     """Build the Config from every layer. `flags` maps keys to values given on the command line."""
     environ = os.environ if environ is None else environ
-    raw: dict[str, tuple[str, str]] = {}  # key -> (text, where it came from)
-    for var, key in ENVIRONMENT.items():
-        if environ.get(var):
-            raw[key] = (environ[var], f"environment variable {var}")
-    path, entries = read_config_file(directory)
-    for key, value, where in entries:
-        raw[key] = (value, where)
-    for key, value in (flags or {}).items():
-        raw[key] = (value, f"command-line {key}")
-
+    raw, path, entries = layers(flags, directory, environ)
     values: dict[str, Any] = {}
     forward: dict[str, Any] = {}
+    aliases = {key[len(ALIAS):]: text.strip() for key, (text, _) in raw.items() if key.startswith(ALIAS)}
     for key, (text, where) in raw.items():
         parser = PARSERS.get(key)
+        if key.startswith(ALIAS):
+            continue
+        if key == "model":  # `--model fast` with `alias.fast=openrouter/...` in a config file
+            text = aliases.get(text.strip(), text)
         try:
             if parser is None:
                 forward[key] = forwarded_value(text)
@@ -306,13 +316,32 @@ def _protect(values: dict[str, Any]) -> None:
     envpolicy.set_passthrough(values.get("env_passthrough", ()))
 
 
+def layers(flags: Mapping[str, str] | None, directory: str | os.PathLike,
+           environ: Mapping[str, str]) -> tuple[dict[str, tuple[str, str]], Path | None, list]:
+    """Every key's text and where it came from, the higher layer winning: flags > project file
+    > user file > environment. Also the project file and its entries."""
+    raw: dict[str, tuple[str, str]] = {}  # key -> (text, where it came from)
+    for var, key in ENVIRONMENT.items():
+        if environ.get(var):
+            raw[key] = (environ[var], f"environment variable {var}")
+    user = user_config_path(environ)
+    for key, value, where in read_entries(user) if user.is_file() else []:
+        raw[key] = (value, where)
+    path, entries = read_config_file(directory)
+    for key, value, where in entries:
+        raw[key] = (value, where)
+    for key, value in (flags or {}).items():
+        raw[key] = (value, f"command-line {key}")
+    return raw, path, entries
+
+
 def known_keys() -> list[str]:
     return [f.name for f in fields(Config) if f.name in PARSERS]
 
 
 def check_value(key: str, value: str) -> Any:
     """Parse one value as the config file would; ConfigError if it is bad."""
-    if not key.replace("_", "a").isalnum() or not key[:1].isalpha():
+    if not key.replace("_", "a").replace(".", "a").isalnum() or not key[:1].isalpha():  # alias.NAME
         raise ConfigError(f"{key!r} is not a configuration key")
     if "\n" in value or "\r" in value:  # it would become a second line of the config file
         raise ConfigError(f"{key}: a value is one line; this one holds a line break")
@@ -323,12 +352,17 @@ def check_value(key: str, value: str) -> Any:
         raise ConfigError(f"{key}: {e}") from None
 
 
-def write_value(key: str, value: str, directory: str | os.PathLike = ".") -> Path:
-    """Set `key=value` in `.bantam.cfg`, keeping every other line; starts from model.cfg if that
-    is the file in use, so that creating `.bantam.cfg` hides nothing."""
-    from .fsutil import atomic_write
+def write_value(key: str, value: str, directory: str | os.PathLike = ".", user: bool = False) -> Path:
+    """Set `key=value` in `.bantam.cfg` (with `user`, in the user's own file), keeping every other
+    line; starts from model.cfg if that is the file in use, so that creating `.bantam.cfg` hides
+    nothing."""
+    from .fsutil import atomic_write, private_dir
     check_value(key, value)
     source, _ = read_config_file(directory)
+    if user:
+        target = user_config_path()
+        source = target if target.is_file() else None
+        private_dir(target.parent)
     lines = source.read_text(encoding="utf-8").splitlines() if source else []
     kept, done = [], False
     for line in lines:
@@ -341,6 +375,6 @@ def write_value(key: str, value: str, directory: str | os.PathLike = ".") -> Pat
         kept.append(line)
     if not done:
         kept.append(f"{key}={value}")
-    target = Path(directory, CONFIG_FILES[0])
+    target = user_config_path() if user else Path(directory, CONFIG_FILES[0])
     atomic_write(target, ("\n".join(kept) + "\n").encode("utf-8"), mode=0o600)
     return target

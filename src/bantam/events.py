@@ -5,7 +5,7 @@ The loop itself never prints.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable, ClassVar
 
 
@@ -16,13 +16,17 @@ class Usage:
     completion_tokens: int = 0
     cached_tokens: int | None = None
     context_tokens: int = 0  # prompt size of the latest request: how full the context is now
+    estimated: bool = False  # counted by bantam (the server reported none): shown with `~`
 
-    def add(self, other: "Usage") -> None:
+    def add(self, other: "Usage", *, latest: bool = True) -> None:
+        """Add another request's counts; `latest=False` (a sub-agent's tokens) leaves how full
+        this conversation's context is alone."""
+        self.estimated = self.estimated or other.estimated
         self.prompt_tokens += other.prompt_tokens
         self.completion_tokens += other.completion_tokens
         if other.cached_tokens is not None:
             self.cached_tokens = (self.cached_tokens or 0) + other.cached_tokens
-        if other.prompt_tokens:
+        if other.prompt_tokens and latest:
             self.context_tokens = other.prompt_tokens
 
 
@@ -31,7 +35,10 @@ class Event:
     type: ClassVar[str] = "event"
 
     def to_json(self) -> dict[str, Any]:
-        return {"type": self.type, **asdict(self)}
+        fields = asdict(self)
+        if not fields.get("agent", True):  # the agent the user talks to is not labelled
+            del fields["agent"]
+        return {"type": self.type, **fields}
 
 
 @dataclass(slots=True)
@@ -59,6 +66,7 @@ class ToolCall(Event):
     id: str = ""
     name: str = ""
     arguments: str = ""
+    agent: str = ""  # which sub-agent made the call ("agent 2"); "" for the main agent
 
 
 @dataclass(slots=True)
@@ -68,6 +76,7 @@ class ToolResult(Event):
     name: str = ""
     content: str = ""
     is_error: bool = False
+    agent: str = ""
 
 
 @dataclass(slots=True)
@@ -84,12 +93,14 @@ class Retry(Event):
     message: str = ""
     delay: float = 0.0
     attempt: int = 1
+    agent: str = ""
 
 
 @dataclass(slots=True)
 class Notice(Event):
     type: ClassVar[str] = "notice"
     message: str = ""
+    agent: str = ""
 
 
 @dataclass(slots=True)
@@ -117,6 +128,13 @@ def without(on_event: OnEvent, *kinds: type[Event]) -> OnEvent:
     def forward(event: Event) -> None:
         if not isinstance(event, kinds):
             on_event(event)
+    return forward
+
+
+def labelled(on_event: OnEvent, agent: str) -> OnEvent:
+    """For a sub-agent: its events carry its name, so its trace can be told from its siblings'."""
+    def forward(event: Event) -> None:
+        on_event(replace(event, agent=agent) if hasattr(event, "agent") else event)
     return forward
 
 

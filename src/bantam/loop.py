@@ -87,6 +87,7 @@ def run(provider: Provider, messages: list[dict], toolbox: Toolbox, limits: Limi
                 raise LimitReached(f"tool_budget ({limits.tool_budget}) ran out before a final answer", turn)
         raise LimitReached(f"max_al_iterations ({limits.max_iterations}) reached before a final answer", turn)
     finally:
+        turn.usage.add(toolbox.ctx.children_usage, latest=False)  # sub-agents' tokens count too
         if turn.usage.prompt_tokens or turn.usage.completion_tokens:
             on_event(UsageReport(model=provider.model, usage=turn.usage))
 

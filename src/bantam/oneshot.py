@@ -7,13 +7,14 @@ import os
 import sys
 from typing import IO
 
-from . import loop
+from . import loop, sessions
+from .compact import is_context_overflow
 from .config import EMBEDDED_NOTICE, Config
 from .envpolicy import user_env
 from .errors import ConfigError, LimitReached, ProviderError
 from .events import Done, Error, Notice, OnEvent
 from .prompt import system_prompt
-from .providers import context_window_soon, make_provider
+from .providers import context_window_later, make_provider
 from .render import make_renderer
 from .sessions import Thread
 from .tools import ToolContext, make_toolbox
@@ -27,7 +28,7 @@ def run_prompt(cfg: Config, prompt: str | None, json_lines: bool = False, thread
     if command and prompt is not None and prompt.startswith("!"):
         return run_command(cfg, prompt[1:].strip())
     provider = make_provider(cfg)
-    render = make_renderer(cfg, json_lines, out or sys.stdout, sys.stderr, context_window_soon(provider, cfg))
+    render = make_renderer(cfg, json_lines, out or sys.stdout, sys.stderr, context_window_later(provider, cfg))
     turn = answer(cfg, provider, prompt, render, thread_id)
     if turn is None:
         return 1
@@ -35,12 +36,32 @@ def run_prompt(cfg: Config, prompt: str | None, json_lines: bool = False, thread
     return 0
 
 
-def answer(cfg: Config, provider, prompt: str | None, render: OnEvent,
-           thread_id: str | None = None) -> loop.Turn | None:
-    """Run the loop on a new conversation, or on a thread's; None if the model or a budget failed."""
+def run_continue(cfg: Config, prompt: str, json_lines: bool = False) -> int:
+    """`bantam -c -p TEXT`: one more turn of this project's saved session, which is saved again."""
+    autosave = sessions.Autosave()
+    try:
+        _, history = sessions.load(autosave.id)
+    except sessions.SessionError:
+        raise ConfigError("bantam -c: this project has no saved session yet (bantam starts one)") from None
+    provider = make_provider(cfg)
+    render = make_renderer(cfg, json_lines, sys.stdout, sys.stderr, context_window_later(provider, cfg))
+    save = lambda messages: autosave(messages, model=cfg.model, secret=cfg.api_key)  # noqa: E731
+    turn = answer(cfg, provider, prompt, render, history=[m for m in history if m.get("role") != "system"],
+                  save=save)
+    if turn is None:
+        return 1
+    render(Done(text=turn.text, usage=turn.usage))
+    return 0
+
+
+def answer(cfg: Config, provider, prompt: str | None, render: OnEvent, thread_id: str | None = None,
+           history: list[dict] | None = None, save=None) -> loop.Turn | None:
+    """Run the loop on a new conversation, a thread's, or a saved session's `history` (then
+    `save(messages)` after each step); None if the model or a budget failed."""
     system = system_prompt(cfg)
     thread = Thread(thread_id) if thread_id else None
-    messages = [{"role": "system", "content": system}, *(thread.history() if thread else [])]
+    messages = [{"role": "system", "content": system}, *(thread.history() if thread else history or [])]
+    before = list(messages)
     if prompt is not None:
         messages.append({"role": "user", "content": prompt})
     elif messages[-1]["role"] not in ("user", "tool"):  # a request, or a turn cut off between steps
@@ -54,9 +75,13 @@ def answer(cfg: Config, provider, prompt: str | None, render: OnEvent,
         thread.checkpoint(messages)  # the request is on disk before any work starts
     try:
         return loop.run(provider, messages, toolbox, loop.Limits.from_config(cfg), render,
-                        thread.checkpoint if thread else None)
+                        thread.checkpoint if thread else save)
     except (ProviderError, LimitReached) as e:
-        render(Error(message=str(e)))
+        message = str(e)
+        if thread and prompt is not None and is_context_overflow(e):
+            thread.checkpoint(before)  # kept, the refused request would break every later run
+            message += f" (even after compacting; this request was not kept in thread {thread.id})"
+        render(Error(message=message))
         return None
 
 
@@ -76,7 +101,7 @@ def run_handler(cfg: Config, task: str | None) -> int:
         raise ConfigError("bantam handler: no task on standard input")
     provider = make_provider(cfg)
     quiet_out = io.StringIO()  # the answer is written once, whole, after the topic line
-    render = make_renderer(cfg, False, quiet_out, sys.stderr, context_window_soon(provider, cfg))
+    render = make_renderer(cfg, False, quiet_out, sys.stderr, context_window_later(provider, cfg))
     turn = answer(cfg, provider, task, render)
     if turn is None:
         return 1

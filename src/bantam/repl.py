@@ -10,10 +10,10 @@ from typing import Callable
 
 from . import __version__, compact, config, loop, sessions
 from .errors import BantamError, ConfigError, LimitReached, ProviderError
-from .events import Done, Error, Notice, quiet
+from .events import Done, Error, Notice, Usage, quiet
 from .lineeditor import Reader, make_reader
 from .prompt import system_prompt
-from .providers import context_window_soon, make_provider
+from .providers import context_window_later, make_provider
 from .render import make_renderer
 from .tools import ToolContext, make_toolbox
 from .envpolicy import user_env
@@ -27,9 +27,11 @@ HELP = """\
 /load <id>          load a session by id or unique prefix
 /compact            summarise the conversation and continue from the summary
 /cfg <key> [value]  show or set a configuration key (written to .bantam.cfg); /cfg lists them all
+/cfg --global <key> <value>  set it in ~/.config/bantam/config, for every project
 /model [name]       show or set the model
 /endpoint [url]     show or set the API endpoint
 /models             the endpoint's models, the current one marked with *
+/cost               what this session has cost, when the model list gives prices (OpenRouter)
 !<command>          run a shell command; its output is not added to the conversation
 /run GOAL           start a controlled run in ./runs/ (options: --workspace DIR --config FILE)
 /fix ERROR          a correction run on the last run's goal and workspace
@@ -62,8 +64,11 @@ class Repl:
     def configure(self, cfg: config.Config) -> None:
         self.cfg = cfg
         self.provider = make_provider(cfg)
-        self.window = context_window_soon(self.provider, cfg)
+        self.window = context_window_later(self.provider, cfg)
+        spent = getattr(getattr(self, "render", None), "session_cost", 0.0)
         self.render = make_renderer(cfg, False, self.out, self.err, self.window)
+        if hasattr(self.render, "session_cost"):
+            self.render.session_cost = spent  # a new model or endpoint: the session's cost goes on
         self.toolbox = make_toolbox(cfg.tools, ToolContext(cfg, self.provider, system_prompt(cfg), self.render))
         if self.messages:
             self.messages[0] = self.system()
@@ -157,6 +162,12 @@ class Repl:
     def cmd_help(self, arg: str) -> None:
         self.print(HELP)
 
+    def cmd_cost(self, arg: str) -> None:
+        spent = getattr(self.render, "session_cost", 0.0)
+        priced = self.window.cost(Usage()) is not None
+        self.say(f"this session: ${spent:.4f}" if priced else
+                 "no prices known: the endpoint's model list gives none for this model")
+
     def cmd_clear(self, arg: str) -> None:
         self.messages[:] = [self.system()]
         self.changed = True
@@ -220,7 +231,8 @@ class Repl:
         self.say(f"compacted {before} messages into {len(self.messages)}")
 
     def cmd_cfg(self, arg: str) -> None:
-        key, _, value = arg.partition(" ")
+        user = arg.startswith("--global ")  # into ~/.config/bantam/config, for every project
+        key, _, value = arg.removeprefix("--global ").strip().partition(" ")
         if not key:
             for name in config.known_keys():
                 self.print(f"{name}={self.shown(name)}")
@@ -229,10 +241,10 @@ class Repl:
             return
         if not value.strip():
             return self.print(f"{key}={self.shown(key)}")
-        path = config.write_value(key, value.strip())
+        path = config.write_value(key, value.strip(), user=user)
         self.flags.pop(key, None)  # the value just set must win over a flag given at start
         self.configure(config.load(self.flags))
-        self.say(f"{key}={self.shown(key)} (written to {path.name})")
+        self.say(f"{key}={self.shown(key)} (written to {path if user else path.name})")
 
     def cmd_model(self, arg: str) -> None:
         self.cmd_cfg(f"model {arg}")
@@ -316,5 +328,8 @@ class Repl:
 ALIASES = {"/cont": "continue"}
 
 
-def run_repl(flags: dict[str, str]) -> int:
-    return Repl(flags).run()
+def run_repl(flags: dict[str, str], resume: bool = False) -> int:
+    repl = Repl(flags)
+    if resume:  # `bantam -c`: as /continue, before the first prompt
+        repl.load(repl.autosave.id)
+    return repl.run()

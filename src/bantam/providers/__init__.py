@@ -6,11 +6,14 @@ back a `Reply` whose message is in that shape too; text and reasoning stream out
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from ..config import FALLBACK_CONTEXT_WINDOW, Config
 from ..errors import ConfigError
 from ..events import OnEvent, Usage
+
+
+WINDOW_WAIT = 4.0  # seconds the context-window lookup may hold up the usage line
 
 
 @dataclass(slots=True)
@@ -54,18 +57,51 @@ def ask(provider: Provider, messages: list[dict], delays: tuple[float, ...], on_
 
 
 def context_window(provider: Provider, cfg: Config) -> int:
-    """What the server says, else the config's `context_window`, else 200000."""
-    return provider.context_window() or cfg.context_window or FALLBACK_CONTEXT_WINDOW
+    """What the server said (in a refusal, or its model list; remembered per endpoint and model),
+    else the config's `context_window`, else 200000."""
+    from .. import cache
+    url = getattr(provider, "url", None)  # the local provider knows its own window at once
+    known = cache.remembered_window(url, provider.model) if url else None
+    if known:
+        if hasattr(provider, "prices"):
+            provider.prices = cache.remembered_prices(url, provider.model)  # type: ignore[attr-defined]
+        return known[0] or cfg.context_window or FALLBACK_CONTEXT_WINDOW
+    found = provider.context_window()
+    if url:  # 0: the server said nothing (or did not answer); not asked again for a while
+        cache.remember_window(url, provider.model, found or 0, "discovered", getattr(provider, "prices", None))
+    return found or cfg.context_window or FALLBACK_CONTEXT_WINDOW
 
 
-def context_window_soon(provider: Provider, cfg: Config) -> Callable[[], int]:
-    """Start asking for the context window now, beside the first request; the call waits for it."""
-    import threading
-    result: list[int] = []
-    thread = threading.Thread(target=lambda: result.append(context_window(provider, cfg)), daemon=True)
-    thread.start()
+def context_window_later(provider: Provider, cfg: Config) -> "ModelFacts":
+    return ModelFacts(provider, cfg)
 
-    def get() -> int:
-        thread.join()
-        return result[0] if result else cfg.context_window or FALLBACK_CONTEXT_WINDOW
-    return get
+
+class ModelFacts:
+    """The context window (and prices) of the model, looked up when first wanted: by then the
+    first request is done, for llama-cpp-python's server drops a running stream when a second
+    request arrives, so the lookup must not run beside it. A limit the server states later wins.
+    Called, it gives the window."""
+
+    def __init__(self, provider: Provider, cfg: Config):
+        import threading
+        self.provider, self.cfg = provider, cfg
+        self.found: list[int] = []
+        self.lookup = threading.Thread(target=lambda: self.found.append(context_window(provider, cfg)),
+                                       daemon=True)
+
+    def __call__(self) -> int:
+        learned = getattr(self.provider, "learned_window", None)
+        if learned:
+            return learned
+        if self.lookup.ident is None:  # started once, when first wanted
+            self.lookup.start()
+            self.lookup.join(WINDOW_WAIT)  # a server that does not answer delays the usage line a bounded time
+        return self.found[0] if self.found else self.cfg.context_window or FALLBACK_CONTEXT_WINDOW
+
+    def cost(self, usage: Usage) -> float | None:
+        """What these tokens cost in dollars, when the model list gave prices."""
+        self()
+        prices = getattr(self.provider, "prices", None)
+        if not prices:
+            return None
+        return usage.prompt_tokens * prices[0] + usage.completion_tokens * prices[1]

@@ -181,7 +181,7 @@ class TurnBuilder:
         ordered = sorted(self.blocks.items())
         text = "".join(b.get("text", "") for _, b in ordered if b.get("type") == "text")
         message: dict[str, Any] = {"role": "assistant", "content": text or None}
-        calls = [self._call(i, b) for i, b in ordered if b.get("type") == "tool_use"]
+        calls = self._calls(ordered)
         if calls:
             message["tool_calls"] = calls
         thinking = [b for _, b in ordered if b.get("type") in THINKING]
@@ -189,11 +189,23 @@ class TurnBuilder:
             message["thinking"] = thinking
         return Reply(message, self.usage(), self.stop_reason)
 
-    def _call(self, index: int, block: dict) -> dict[str, Any]:
-        parts = self.json_parts.get(index)
-        arguments = "".join(parts) if parts else json.dumps(block.get("input") or {})
-        return {"id": block.get("id") or f"toolu_{index}", "type": "function",
-                "function": {"name": block.get("name", ""), "arguments": arguments or "{}"}}
+    def _calls(self, ordered: list[tuple[int, dict]]) -> list[dict[str, Any]]:
+        """The tool_use blocks as calls. Blocks that share one id are pieces of one call: litellm's
+        proxy streams each argument fragment as a new block with the same id."""
+        calls: dict[str, dict[str, Any]] = {}
+        for index, block in ordered:
+            if block.get("type") != "tool_use":
+                continue
+            parts = self.json_parts.get(index)
+            arguments = "".join(parts) if parts else (json.dumps(block["input"]) if block.get("input") else "")
+            call_id = str(block.get("id") or f"toolu_{index}")
+            call = calls.setdefault(call_id, {"id": call_id, "type": "function",
+                                              "function": {"name": "", "arguments": ""}})
+            call["function"]["name"] = call["function"]["name"] or str(block.get("name") or "")
+            call["function"]["arguments"] += arguments
+        for call in calls.values():
+            call["function"]["arguments"] = call["function"]["arguments"] or "{}"
+        return list(calls.values())
 
 
 # --- OpenAI chat shape -> Anthropic messages ----------------------------------------------------

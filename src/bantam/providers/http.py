@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 from ..config import Config
 from ..errors import APIError, ProviderError
-from ..events import Notice, OnEvent, RequestStarted
+from ..events import Notice, OnEvent, RequestStarted, Usage
 
 if TYPE_CHECKING:
     import httpx
@@ -26,7 +26,8 @@ if TYPE_CHECKING:
 
 USER_AGENT = "Mozilla/5.0 (compatible; Bantam/1.0)"  # seed: avoids gateway 403 blocks
 RETRYABLE_STATUS = {408, 429}  # and every 5xx
-DISCOVERY_TIMEOUT = 10.0       # seconds for side requests such as GET /models
+DISCOVERY_TIMEOUT = 3.0        # seconds for side requests such as GET /models (they delay the usage line)
+CHARS_PER_TOKEN = 4            # for estimating usage a server does not report
 # Byte caps on what a server may send (a hostile or broken one must not grow bantam's memory):
 BODY_CAP = 16 * 1024 * 1024    # a whole JSON answer or a model listing
 ERROR_CAP = 64 * 1024          # an error body: only its message is wanted
@@ -43,6 +44,8 @@ class HTTPProvider:
         self._client = None
         self._client_lock = threading.Lock()
         self.output_tokens: int | None = None  # set by the loop to ask again for a cut answer
+        self.learned_window: int | None = None  # the context window stated in a refusal
+        self.prices: tuple[float, float] | None = None  # dollars per prompt, completion token
 
     @property
     def client(self) -> "httpx.Client":
@@ -79,11 +82,23 @@ class HTTPProvider:
         try:
             return self.send(messages, tools, on_event)
         except APIError as e:
+            if e.status == 400:
+                self.learn_window(e)
             notice = self.adjust(e) if e.status == 400 else None
             if not notice:
                 raise
             on_event(Notice(message=notice))
             return self.send(messages, tools, on_event)
+
+    def learn_window(self, error: APIError) -> None:
+        """A refusal that states the context window ("maximum context length is 4096 tokens"):
+        use that number from now on, and remember it for this endpoint and model."""
+        from .. import cache
+        from ..compact import is_context_overflow
+        limit = cache.stated_limit(str(error)) if is_context_overflow(error) else None
+        if limit and limit != self.learned_window:
+            self.learned_window = limit
+            cache.remember_window(self.url, self.model, limit, "learned")
 
     def send(self, messages: list[dict], tools: list[dict], on_event: OnEvent) -> "Reply":
         body = self.request_body(messages, tools)
@@ -94,8 +109,12 @@ class HTTPProvider:
                 if resp.status_code >= 400 or "html" in kind:  # a web page at 200: wrong endpoint
                     raise error_from_response(resp, read_head(resp, ERROR_CAP), self.cfg.api_key)
                 if "json" in kind or (not body.get("stream") and "event-stream" not in kind):
-                    return self.read_json(parse_json(read_capped(resp, BODY_CAP, self.url), self.url), on_event)
-                return self.read_stream(capped_lines(resp, LINE_CAP), on_event)
+                    reply = self.read_json(parse_json(read_capped(resp, BODY_CAP, self.url), self.url), on_event)
+                else:
+                    reply = self.read_stream(capped_lines(resp, LINE_CAP), on_event)
+        if reply.usage is None:  # llama-cpp-python's server streams no usage
+            reply.usage = estimate_usage(body, reply.message)
+        return reply
 
     def get_json(self, url: str, post: dict | None = None) -> Any:
         """A side request (model list, server properties); ProviderError if it fails."""
@@ -120,6 +139,16 @@ class HTTPProvider:
     def close(self) -> None:
         if self._client is not None:
             self._client.close()
+
+
+def estimate_usage(body: dict[str, Any], message: dict[str, Any]) -> Usage:
+    """Token counts guessed from the text sent and received (about CHARS_PER_TOKEN characters
+    a token), marked as estimates, for a server that reports none."""
+    sent = json.dumps([body.get(k) for k in ("system", "messages", "tools")], ensure_ascii=False)
+    calls = [c.get("function", {}).get("arguments", "") for c in message.get("tool_calls") or []]
+    received = str(message.get("content") or "") + "".join(map(str, calls))
+    prompt = -(-len(sent) // CHARS_PER_TOKEN)
+    return Usage(prompt, -(-len(received) // CHARS_PER_TOKEN), None, prompt, estimated=True)
 
 
 def parse_json(raw: bytes, url: str) -> Any:
@@ -211,7 +240,9 @@ def mapped_errors(url: str, cfg: Config) -> Iterator[None]:
         raise ProviderError(f"no response from {url} within {cfg.timeout:g}s "
                             f"({type(e).__name__})") from e
     except httpx.HTTPError as e:
-        raise ProviderError(f"connection to {url} failed: {e or type(e).__name__}") from e
+        proxy = socks_proxy()  # a dead proxy is named, or the endpoint would be blamed
+        via = f" through the SOCKS proxy {proxy}" if proxy else ""
+        raise ProviderError(f"connection to {url}{via} failed: {e or type(e).__name__}") from e
 
 
 def error_from_response(response: "httpx.Response", body: bytes, secret: str) -> APIError:

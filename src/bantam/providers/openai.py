@@ -79,6 +79,7 @@ class OpenAIProvider(HTTPProvider):
         try:
             entry = next((m for m in self.models() if isinstance(m, dict)
                           and self.model in (m.get("id"), m.get("name"), m.get("model"))), {})
+            self.prices = token_prices(entry)
             root = self.base_url.removesuffix("/v1")
             owner = str(entry.get("owned_by", ""))
             if owner == "llamacpp":
@@ -113,9 +114,25 @@ class OpenAIProvider(HTTPProvider):
 
 
 def _wire(message: dict) -> dict:
-    """The message as the API takes it: bantam's own keys (Anthropic thinking blocks) stay home."""
-    return message if all(k in MESSAGE_KEYS for k in message) else \
+    """The message as the API takes it: bantam's own keys (Anthropic thinking blocks) stay home,
+    and a tool-calling message's missing text is "" (llama-cpp-python's server answers `null`
+    with a 500; every server takes "")."""
+    wire = message if all(k in MESSAGE_KEYS for k in message) else \
         {k: v for k, v in message.items() if k in MESSAGE_KEYS}
+    if wire.get("tool_calls") and wire.get("content") is None:
+        wire = {**wire, "content": ""}
+    return wire
+
+
+def token_prices(entry: Any) -> tuple[float, float] | None:
+    """(prompt, completion) dollars per token from a model entry's `pricing` (OpenRouter's form:
+    strings such as "0.000003"), or None."""
+    pricing = entry.get("pricing") if isinstance(entry, dict) else None
+    try:
+        prices = float(pricing["prompt"]), float(pricing["completion"])  # type: ignore[index]
+    except (TypeError, KeyError, ValueError):
+        return None
+    return prices if all(p >= 0 for p in prices) else None
 
 
 def _positive(obj: Any, *path: str) -> int | None:
@@ -133,6 +150,7 @@ class TurnBuilder:
         self.usage: Usage | None = None
         self.finish_reason: str | None = None
         self.done = False
+        self.streamed = False  # a streamed chunk with choices came: a finish_reason is due
         self.think = ThinkSplitter()
 
     def add_chunk(self, chunk: Any) -> None:
@@ -145,6 +163,7 @@ class TurnBuilder:
         for choice in chunk.get("choices") or []:
             if not isinstance(choice, dict):
                 continue
+            self.streamed = self.streamed or "delta" in choice
             delta = choice.get("delta") or choice.get("message") or {}
             self._add_delta(delta)
             if choice.get("finish_reason"):
@@ -187,7 +206,9 @@ class TurnBuilder:
             call["arguments"].append(json.dumps(arguments))
 
     def finish(self) -> Reply:
-        if not self.done and self.finish_reason is None:
+        if self.finish_reason is None and (not self.done or self.streamed):
+            # llama-cpp-python's server ends a stream it drops (another request came) with [DONE]
+            # but no finish_reason: that answer is cut off, not complete
             raise ProviderError("the stream ended before the response was complete")
         self._add_content(self.think.flush())
         message: dict[str, Any] = {"role": "assistant", "content": "".join(self.text) or None}

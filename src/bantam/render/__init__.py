@@ -9,14 +9,22 @@ from ..config import Config
 from ..events import Event, OnEvent, Usage
 
 
-def usage_line(model: str, usage: Usage, window: int) -> str:
-    """`[model: 1420 prompt (1000 cached, 420 uncached) + 85 completion | context: 1420/200000 (0.7%)]`"""
-    prompt = f"{usage.prompt_tokens} prompt"
+def usage_line(model: str, usage: Usage, window: int, cost: float | None = None,
+               session_cost: float | None = None) -> str:
+    """`[model: 1420 prompt (1000 cached, 420 uncached) + 85 completion | context: 1420/200000 (0.7%)]`,
+    then `| cost: $0.0021 (session $0.0100)` when the model list gave prices."""
+    about = "~" if usage.estimated else ""  # bantam's estimate: the server reported no usage
+    prompt = f"{about}{usage.prompt_tokens} prompt"
     if usage.cached_tokens is not None:
         prompt += f" ({usage.cached_tokens} cached, {usage.prompt_tokens - usage.cached_tokens} uncached)"
     share = 100 * usage.context_tokens / window if window else 0.0
-    return (f"[{model}: {prompt} + {usage.completion_tokens} completion | "
-            f"context: {usage.context_tokens}/{window} ({share:.1f}%)]")
+    spent = ""
+    if cost is not None:
+        spent = f" | cost: {about}${cost:.4f}"
+        if session_cost is not None and session_cost > cost:
+            spent += f" (session {about}${session_cost:.4f})"
+    return (f"[{model}: {prompt} + {about}{usage.completion_tokens} completion | "
+            f"context: {about}{usage.context_tokens}/{window} ({share:.1f}%){spent}]")
 
 
 def use_color(cfg: Config, stream: IO[str]) -> bool:
@@ -56,3 +64,10 @@ class redacting:
 
     def __getattr__(self, name: str):
         return getattr(self.inner, name)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        # state set from outside (the terminal's session cost) belongs to the wrapped renderer
+        if name == "inner":
+            object.__setattr__(self, name, value)
+        else:
+            setattr(self.inner, name, value)

@@ -17,11 +17,13 @@ class JsonRenderer:
         if isinstance(event, RequestStarted):
             return
         if isinstance(event, Notice):  # not part of the JSON contract; people read these
-            self.err.write(f"[{event.message}]\n")
+            self.err.write(f"[{event.agent + ': ' if event.agent else ''}{event.message}]\n")
             return
         if isinstance(event, Retry):
             obj: dict[str, Any] = {"type": "error", "message": event.message, "fatal": False,
                                    "retry_in": event.delay, "attempt": event.attempt}
+            if event.agent:
+                obj["agent"] = event.agent
         elif isinstance(event, UsageReport):
             obj = {"type": "usage", "model": event.model, **self._usage(event.usage)}
         elif isinstance(event, Done):
@@ -34,4 +36,6 @@ class JsonRenderer:
         self.out.flush()
 
     def _usage(self, usage: Usage) -> dict[str, Any]:
-        return {**asdict(usage), "context_window": self.context_window()}
+        cost = getattr(self.context_window, "cost", lambda usage: None)(usage)
+        return {**asdict(usage), "context_window": self.context_window(),
+                **({"cost": round(cost, 6)} if cost is not None else {})}

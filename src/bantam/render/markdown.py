@@ -10,7 +10,8 @@ class BoxedTable(TableElement):
     def __rich_console__(self, console, options):
         for part in super().__rich_console__(console, options):
             if isinstance(part, Table):
-                part.box, part.pad_edge = box.SQUARE, True
+                # every cell padded on both sides: collapsed padding left `│1     │`
+                part.box, part.pad_edge, part.collapse_padding = box.SQUARE, True, False
             yield part
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import sys
 from typing import IO, Callable
 
 from ..events import (Done, Error, Event, Notice, Reasoning, RequestStarted, Retry, Text, ToolCall,
@@ -14,6 +15,7 @@ STATUS, CYAN, DIM, YELLOW, GREEN, RED, RESET = (
 MARKDOWN_HINT = re.compile(r"[*_`#|>]|^\s*(?:[-+]|\d+\.)\s|\]\(", re.M)  # worth redrawing
 RESULT_LINES = 20    # lines of a tool result shown; the model always gets all of it
 CALL_CHARS = 2000    # characters of tool arguments shown
+LINE_CHARS = 400     # characters of one tool result line shown
 
 
 class TextRenderer:
@@ -26,7 +28,11 @@ class TextRenderer:
         # erased; into a pipe or file each response is written whole, so none is ever left behind.
         self.live = live
         self.segment: list[str] = []  # the answer text of the response in progress
+        self.held = False             # a long Markdown answer kept off the screen until it is complete
+        self.filled = False           # the answer in progress has filled the screen once
+        self.held_lines = 0
         self.context_window = context_window
+        self.session_cost = 0.0       # dollars, over every turn this renderer showed (/cost)
         self.status = status          # show `...requesting...` in place (a terminal only)
         self.status_shown = False
         self.in_reasoning = False
@@ -50,25 +56,28 @@ class TextRenderer:
             return
         self._end_reasoning()
         if isinstance(event, Text):
-            self.segment.append(event.text)
-            if self.live:
-                self._answer(event.text)
+            self._text(event.text)
             return
         if isinstance(event, Retry):
             self._discard_answer()
         self._end_answer()
+        who = f"{event.agent} " if getattr(event, "agent", "") else ""  # which sub-agent
         if isinstance(event, ToolCall):
             args = event.arguments if len(event.arguments) <= CALL_CHARS else event.arguments[:CALL_CHARS] + "…"
-            self._line(f"[tool call: {event.name}({args})]", YELLOW)
+            self._line(f"[{who}tool call: {event.name}({args})]", YELLOW)
         elif isinstance(event, ToolResult):
-            self._line(f"[tool result: {event.name}]", GREEN)
+            self._line(f"[{who}tool result: {event.name}]", GREEN)
             self._line(_clip_lines(event.content), RED if event.is_error else DIM)
         elif isinstance(event, UsageReport):
-            self._line(usage_line(event.model, event.usage, self.context_window()), DIM)
+            if self.status and isinstance(sys.exc_info()[1], KeyboardInterrupt):
+                self.mid_line = True  # the terminal echoed ^C where the cursor was: a new line first
+            cost = getattr(self.context_window, "cost", lambda usage: None)(event.usage)
+            self.session_cost += cost or 0.0
+            self._line(usage_line(event.model, event.usage, self.context_window(), cost, self.session_cost), DIM)
         elif isinstance(event, Retry):
-            self._line(f"[retry {event.attempt} in {event.delay:g}s: {event.message}]", RED)
+            self._line(f"[{who}retry {event.attempt} in {event.delay:g}s: {event.message}]", RED)
         elif isinstance(event, Notice):
-            self._line(f"[{event.message}]", DIM)
+            self._line(f"[{who.strip()}: {event.message}]" if who else f"[{event.message}]", DIM)
         elif isinstance(event, Error):
             self._line(f"error: {event.message}", RED)
         elif isinstance(event, Done) and self.answer_mid_line:
@@ -79,22 +88,47 @@ class TextRenderer:
     def reset(self) -> None:
         """After an interrupt: forget half-drawn state and start on a fresh line."""
         self.segment.clear()
+        self.held = self.filled = False
         if self.mid_line:
             self.err.write("\n")
         self.in_reasoning = self.status_shown = self.mid_line = self.answer_mid_line = False
+
+    def _text(self, piece: str) -> None:
+        """Answer text: streamed on a terminal, until Markdown grows too long to be redrawn once it
+        has scrolled away; then it is taken off the screen and shown rendered when complete."""
+        self.segment.append(piece)
+        if not self.live:
+            return
+        if self.markdown and not self.filled:  # checked until the answer fills the screen, once
+            text = "".join(self.segment)
+            if _rows(text) >= shutil.get_terminal_size().lines - 1:
+                self.filled = True
+                self.held = bool(MARKDOWN_HINT.search(text)) and self._erase(text[:len(text) - len(piece)])
+                self.held_lines = text.count("\n") + 1
+                if self.held:
+                    piece = ""
+        if not self.held:
+            return self._answer(piece)
+        self.held_lines += piece.count("\n")
+        self._write(self.err, f"...writing ({self.held_lines} lines)...", STATUS)
+        self.status_shown, self.mid_line = True, False
 
     def _answer(self, text: str) -> None:
         self.out.write(text)
         self.out.flush()
         if text:
-            self.mid_line = self.answer_mid_line = not text.endswith("\n")
+            self.answer_mid_line = not text.endswith("\n")
+            if self.live:  # on a terminal stdout and stderr share the screen's line; in a pipe they do not
+                self.mid_line = self.answer_mid_line
 
     def _end_answer(self) -> None:
         """The response's answer is complete: written now (not live), or redrawn as Markdown."""
         text, self.segment = "".join(self.segment), []
-        if not self.live:
-            self._answer(text)
-        elif self.markdown and MARKDOWN_HINT.search(text) and self._erase(text):
+        self.filled = False
+        if not self.live:  # a pipe: the text before a tool call and the answer after it are two lines
+            self._answer("\n" + text if text and self.answer_mid_line else text)
+        elif self.held or (self.markdown and MARKDOWN_HINT.search(text) and self._erase(text)):
+            self.held = False
             from rich.console import Console
 
             from .markdown import BoxedMarkdown
@@ -107,15 +141,16 @@ class TextRenderer:
     def _discard_answer(self) -> None:
         """A request failed part-way and will be sent again: its partial answer must not stay."""
         text, self.segment = "".join(self.segment), []
-        if text and self.live and not self._erase(text):
+        self.filled = False
+        if self.held:  # nothing of it is on the screen
+            self.held = False
+        elif text and self.live and not self._erase(text):
             self._line("[the partial answer above was cut off; it is asked for again]", DIM)
 
     def _erase(self, text: str) -> bool:
         """Move the cursor back over `text` just written and clear it; False if it scrolled away."""
-        from rich.cells import cell_len
-        size = shutil.get_terminal_size()
-        rows = sum(max(1, -(-cell_len(line) // size.columns)) for line in text.split("\n"))
-        if rows >= size.lines:
+        rows = _rows(text)
+        if rows >= shutil.get_terminal_size().lines:
             return False
         self.out.write(f"\r\033[{rows - 1}A\033[J" if rows > 1 else "\r\033[J")
         self.mid_line = self.answer_mid_line = False
@@ -141,8 +176,19 @@ class TextRenderer:
             self.mid_line = not text.endswith("\n")
 
 
+def _rows(text: str) -> int:
+    """How many terminal rows `text` takes, long lines wrapped."""
+    from rich.cells import cell_len
+    columns = shutil.get_terminal_size().columns
+    return sum(max(1, -(-cell_len(line) // columns)) for line in text.split("\n"))
+
+
 def _clip_lines(text: str) -> str:
-    lines = text.rstrip("\n").split("\n")
+    """A tool result as the trace shows it: RESULT_LINES lines of at most LINE_CHARS characters
+    (one 1 MB line must not flood the terminal)."""
+    lines = [line if len(line) <= LINE_CHARS else f"{line[:LINE_CHARS]}… ({len(line) - LINE_CHARS} more characters)"
+             for line in text.rstrip("\n").split("\n", RESULT_LINES)[:RESULT_LINES + 1]]
     if len(lines) <= RESULT_LINES:
         return "\n".join(lines)
-    return "\n".join(lines[:RESULT_LINES]) + f"\n… ({len(lines) - RESULT_LINES} more lines)"
+    more = text.rstrip("\n").count("\n") + 1 - RESULT_LINES
+    return "\n".join(lines[:RESULT_LINES]) + f"\n… ({more} more lines)"

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ..envpolicy import redact
 from ..errors import ConfigError, ToolError
-from ..events import OnEvent, ignore
+from ..events import OnEvent, Usage, ignore, labelled, quiet
 from ..sanitize import sanitize
 
 if TYPE_CHECKING:
@@ -32,6 +32,8 @@ REGISTRY = {
     "read_pdf": "bantam.tools.media:ReadPdf",
 }
 DELEGATING = {"run_subagent", "spawn_agent"}  # children never get these
+ALIASES = {"run_shell": "shell_exec"}  # names models trained on the seeds call (seed 004's run_shell)
+_usage_lock = threading.Lock()
 
 
 class Tool(Protocol):
@@ -53,9 +55,16 @@ class ToolContext:
     cancel: threading.Event = field(default_factory=threading.Event)  # set: stop at the next step
     spawn_numbers: Any = field(default_factory=itertools.count)  # sub-agents started this run
     durable: Any = None  # a thread's DurableAgents, when the run belongs to a thread
+    children_usage: Usage = field(default_factory=Usage)  # tokens this run's sub-agents spent
 
-    def child(self, on_event: OnEvent) -> "ToolContext":
-        return replace(self, depth=self.depth + 1, on_event=on_event, durable=None)
+    def child(self, on_event: OnEvent, label: str = "sub-agent") -> "ToolContext":
+        """A sub-agent's context: its events are labelled and quiet (its answer is the result)."""
+        return replace(self, depth=self.depth + 1, on_event=labelled(quiet(on_event), label), durable=None,
+                       children_usage=Usage())
+
+    def add_child_usage(self, usage: Usage) -> None:
+        with _usage_lock:  # sub-agents finish side by side
+            self.children_usage.add(usage, latest=False)
 
 
 @dataclass(slots=True)
@@ -75,6 +84,7 @@ class Toolbox:
         """Per-run counters start again. A cancel flag left set by an interrupted run is replaced
         (its children keep the old one); an unset one stays shared with the parent."""
         self.used = 0
+        self.ctx.children_usage = Usage()
         if self.ctx.cancel.is_set():
             self.ctx.cancel = threading.Event()
         self.ctx.spawn_numbers = itertools.count()
@@ -96,7 +106,7 @@ class Toolbox:
 
     def _execute(self, name: str, arguments: str) -> Outcome:
         self.used += 1
-        tool = self.tools.get(name)
+        tool = self.tools.get(name) or self.tools.get(ALIASES.get(name, ""))
         if tool is None:
             return Outcome(f"error: unknown tool {name!r}; available: {', '.join(self.tools)}", True)
         try:

@@ -7,11 +7,12 @@ In a `--thread` run a durable child saves each step and its result, so a killed 
 from __future__ import annotations
 
 import json
+import re
 import threading
 from typing import Any
 
 from ..errors import LimitReached, ProviderError, ToolError
-from ..events import Event, OnEvent, quiet
+from ..events import Event, OnEvent
 from . import ToolContext, make_toolbox
 from .subagent import check_can_delegate, child_messages
 
@@ -49,29 +50,35 @@ class SpawnAgent:
 
     def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
         check_can_delegate(ctx)
-        if next(ctx.spawn_numbers) >= ctx.cfg.max_fanout:
+        number = next(ctx.spawn_numbers)
+        if number >= ctx.cfg.max_fanout:
             raise ToolError(f"the fan-out cap of {ctx.cfg.max_fanout} sub-agents for this run is reached; "
                             "do the rest yourself or combine subtasks")
         checks = [str(c) for c in args.get("checks") or []]
         persistence = args.get("persistence") or "ephemeral"
         if persistence not in ("ephemeral", "durable"):
             raise ToolError(f"persistence must be ephemeral or durable, got {persistence!r}")
-        max_iter = args.get("max_iter") or ctx.cfg.max_al_iterations
-        if max_iter < 1:
-            raise ToolError("max_iter must be at least 1")
-        return json.dumps(spawn(ctx, args["task"], checks, persistence, max_iter), ensure_ascii=False)
+        max_iter = args.get("max_iter")
+        if max_iter is not None and max_iter < 1:  # 0 is not "the default": refused, as the model meant little
+            raise ToolError(f"max_iter must be at least 1, got {max_iter}")
+        result = spawn(ctx, args["task"], checks, persistence, max_iter or ctx.cfg.max_al_iterations,
+                       f"agent {number + 1}")
+        return json.dumps(result, ensure_ascii=False)
 
 
-def spawn(ctx: ToolContext, task: str, checks: list[str], persistence: str, max_iter: int) -> dict:
-    from ..loop import Limits, run
+def spawn(ctx: ToolContext, task: str, checks: list[str], persistence: str, max_iter: int,
+          label: str = "agent") -> dict:
+    from ..loop import Limits, Turn, run
     durable = ctx.durable if persistence == "durable" else None
+    note = "durable needs a --thread run; this sub-agent ran ephemeral" \
+        if persistence == "durable" and durable is None else ""
     key = durable.key(task, checks) if durable else ""
     finished = durable.result(key) if durable else None
     if finished is not None:
         return finished  # finished before the run was killed
     progress = durable.progress(key) if durable else None
     messages = (progress.read() if progress else []) or child_messages(ctx, task, instructions(checks))
-    child = ctx.child(_serialized(quiet(ctx.on_event)))
+    child = ctx.child(_serialized(ctx.on_event), label)
     box = make_toolbox(ctx.cfg.tools, child)
     limits = Limits(max_iter, ctx.cfg.tool_budget, ctx.cfg.retry_delays)
     resumed = len(messages) > 2
@@ -79,13 +86,18 @@ def spawn(ctx: ToolContext, task: str, checks: list[str], persistence: str, max_
         turn = run(ctx.provider, messages, box, limits, child.on_event, progress.sync if progress else None)
         status, output, unmet = read_report(turn.text, checks)
         steps = turn.steps
+        ctx.add_child_usage(turn.usage)
     except LimitReached as e:
         status, output, unmet = "partial", f"stopped: {e}. Last output: {getattr(e.turn, 'text', '')}", checks
         steps = getattr(e.turn, "steps", 0)
+        if isinstance(e.turn, Turn):
+            ctx.add_child_usage(e.turn.usage)
     except ProviderError as e:
         status, output, unmet, steps = "failure", f"the model failed: {e}", checks, 0
     result = {"status": status, "output": output, "steps_taken": steps, "tool_calls": box.used,
-              "unmet_checks": unmet, "persistence": persistence}
+              "unmet_checks": unmet, "persistence": "durable" if durable else "ephemeral"}
+    if note:
+        result["note"] = note
     if durable:
         result["resumed"] = resumed
         durable.finish(key, result)
@@ -103,9 +115,13 @@ def read_report(text: str, checks: list[str]) -> tuple[str, str, list[str]]:
     """(status, output without the report lines, unmet checks) from the child's final answer."""
     status, unmet, kept = "", [], []
     for line in text.splitlines():
-        head, _, rest = line.strip().partition(":")
-        if head.upper() == "STATUS" and rest.strip().lower() in STATUSES:
-            status = rest.strip().lower()
+        head, _, rest = line.strip().strip("*_`").partition(":")
+        word = re.match(r"[\W_]*([a-z]*)", rest.lower()).group(1)  # "**failure**.", "blocked - I need ..."
+        if head.strip("*_` ").upper() == "STATUS" and word in STATUSES:
+            status = word
+            reason = rest.strip(" *_`")[len(word):].strip(" *_`-—:.")  # what a blocked child lacks
+            if reason:
+                kept.append(reason)
         elif head.upper() == "UNMET" and rest.strip():
             unmet.append(rest.strip())
         else:

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..events import quiet
 from ..errors import ToolError
 from . import ToolContext, make_toolbox
 
@@ -21,10 +20,12 @@ class RunSubagent:
     def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
         from ..loop import Limits, run
         check_can_delegate(ctx)
-        child_ctx = ctx.child(quiet(ctx.on_event))  # its answer comes back as the result
+        child_ctx = ctx.child(ctx.on_event, f"sub-agent {next(ctx.spawn_numbers) + 1}")
         messages = child_messages(ctx, args["prompt"])
         box = make_toolbox(ctx.cfg.tools, child_ctx)
-        return run(ctx.provider, messages, box, Limits.from_config(ctx.cfg), child_ctx.on_event).text
+        turn = run(ctx.provider, messages, box, Limits.from_config(ctx.cfg), child_ctx.on_event)
+        ctx.add_child_usage(turn.usage)
+        return turn.text
 
 
 

@@ -1,0 +1,157 @@
+"""Small commands for the shell: `bantam config`, `bantam sessions`, `bantam completion`.
+
+    bantam config                      every key, its effective value and where it came from
+    bantam sessions                    saved sessions, newest first
+    bantam sessions show|export|delete ID
+    bantam completion bash|zsh|fish    a completion script: eval "$(bantam completion bash)"
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from typing import Any
+
+from . import config, sessions
+from .errors import ConfigError
+
+SECRET_KEYS = ("api_key", "web_password")  # shown as *** wherever they come from
+
+
+def config_main(argv: list[str]) -> int:
+    from .cli import common_options, flags
+    parser = common_options(argparse.ArgumentParser(
+        prog="bantam config", description="Show every configuration key, its value and where it came "
+        f"from: flags > .bantam.cfg (else model.cfg) > {config.user_config_path()} > environment > defaults."))
+    args = parser.parse_args(argv)
+    given = flags(args)
+    cfg = config.load(given)
+    raw, _, _ = config.layers(given, ".", os.environ)
+    for key in config.known_keys():
+        value = getattr(cfg, key)
+        where = raw[key][1] if key in raw else _implied(key, value, cfg)
+        print(f"{key} = {_shown(key, value)}  ({where})")
+    for key, (text, where) in sorted(raw.items()):
+        if key not in config.PARSERS:  # aliases and keys forwarded to the API
+            print(f"{key} = {'***' if _secret(key) else text}  ({where})")
+    return 0
+
+
+def _secret(key: str) -> bool:
+    return key in SECRET_KEYS or any(word in key.lower() for word in ("key", "token", "secret", "password"))
+
+
+def _shown(key: str, value: Any) -> str:
+    if _secret(key):
+        return "***" if value else "(unset)"
+    if isinstance(value, tuple):
+        return ",".join(str(v) for v in value)
+    return "(unset)" if value is None or value == "" else str(value)
+
+
+def _implied(key: str, value: Any, cfg: config.Config) -> str:
+    """Where a value that no layer named comes from: a key variable, the provider, a default."""
+    if key == "api_key" and value:
+        names = ("LLM_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_API_KEY")
+        return next((f"environment variable {n}" for n in names if os.environ.get(n) == value), "environment")
+    if key in ("provider", "endpoint", "temperature") and value != getattr(config.Config(), key):
+        return "implied by the other keys"
+    return "default"
+
+
+def sessions_main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="bantam sessions", description="Saved sessions "
+                                     f"({sessions.sessions_dir()}): list, show, export to Markdown, delete.")
+    parser.add_argument("action", nargs="?", choices=("list", "show", "export", "delete"), default="list")
+    parser.add_argument("id", nargs="?", help="a session id, or the start of one")
+    parser.add_argument("-o", "--output", metavar="FILE", help="export: write here instead of stdout")
+    args = parser.parse_args(argv)
+    if args.action == "list":
+        return _list_sessions()
+    if not args.id:
+        raise ConfigError(f"bantam sessions {args.action}: which session? (bantam sessions lists them)")
+    try:
+        session_id, messages = sessions.load(args.id)
+    except sessions.SessionError as e:
+        raise ConfigError(str(e).replace("; /list shows them", "; bantam sessions lists them")) from None
+    if args.action == "delete":
+        (sessions.sessions_dir() / f"{session_id}.json").unlink()
+        print(f"deleted {session_id}", file=sys.stderr)
+        return 0
+    text = to_markdown(session_id, messages)
+    if args.action == "export" and args.output:
+        from .fsutil import atomic_write
+        atomic_write(args.output, text.encode("utf-8"), mode=0o600)
+        print(f"exported {session_id} to {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def _list_sessions() -> int:
+    here = sessions.project_id()
+    for info in sessions.listing():
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(info.updated))
+        mark = "*" if info.id == here else " "  # this project's autosave: bantam -c continues it
+        about = info.problem or f"{info.count} messages  {info.summary[:60]}"
+        print(f"{mark} {info.id}  {when}  {about}")
+    return 0
+
+
+def to_markdown(session_id: str, messages: list[dict]) -> str:
+    """A readable transcript: each message under a heading, tool calls and results in code blocks."""
+    parts = [f"# Session {session_id}\n"]
+    for m in messages:
+        role, content = m.get("role", ""), m.get("content")
+        if role == "system":
+            continue
+        if isinstance(content, list):
+            content = "\n".join(p.get("text", "") for p in content if isinstance(p, dict))
+        if role == "tool":
+            parts.append(f"**Tool result**\n\n```\n{content}\n```\n")
+            continue
+        if content:
+            parts.append(f"## {role.capitalize()}\n\n{content}\n")
+        for call in m.get("tool_calls") or []:
+            function = call.get("function") or {}
+            parts.append(f"**Tool call** `{function.get('name', '')}`\n\n```json\n{function.get('arguments', '')}\n```\n")
+    return "\n".join(parts)
+
+
+COMMANDS = ("models", "handler", "run", "status", "resume", "daemon", "web", "config", "sessions", "completion")
+FLAGS = ("-p", "--prompt", "--json", "--thread", "-c", "--continue", "--model", "--endpoint", "--provider",
+         "--set", "--version", "--help")
+
+
+def completion_main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="bantam completion", description="Print a shell completion "
+                                     'script: eval "$(bantam completion bash)", or save it where your shell looks.')
+    parser.add_argument("shell", choices=("bash", "zsh", "fish"))
+    shell = parser.parse_args(argv).shell
+    keys = " ".join(f"{k}=" for k in config.known_keys())
+    words = " ".join(COMMANDS + FLAGS)
+    if shell == "fish":
+        lines = [f"complete -c bantam -f -n '__fish_use_subcommand' -a '{' '.join(COMMANDS)}'",
+                 f"complete -c bantam -l set -x -a '{keys}'",
+                 "complete -c bantam -n '__fish_seen_subcommand_from sessions' -x "
+                 "-a '(bantam sessions 2>/dev/null | string sub -s 3 | string split -f1 \" \")'"]
+        lines += [f"complete -c bantam -l {f[2:]}" for f in FLAGS if f.startswith("--") and f != "--set"]
+        print("\n".join(lines))
+        return 0
+    body = BASH.format(words=words, keys=keys)
+    print(("autoload -U +X bashcompinit && bashcompinit\n" if shell == "zsh" else "") + body)
+    return 0
+
+
+BASH = """_bantam() {{
+    local cur=${{COMP_WORDS[COMP_CWORD]}} prev=${{COMP_WORDS[COMP_CWORD-1]}}
+    case "$prev" in
+        --set) COMPREPLY=($(compgen -W "{keys}" -- "$cur")); compopt -o nospace 2>/dev/null; return;;
+        show|export|delete) COMPREPLY=($(compgen -W "$(bantam sessions 2>/dev/null | cut -c3- | cut -d' ' -f1)" -- "$cur")); return;;
+        sessions) COMPREPLY=($(compgen -W "list show export delete" -- "$cur")); return;;
+        completion) COMPREPLY=($(compgen -W "bash zsh fish" -- "$cur")); return;;
+    esac
+    COMPREPLY=($(compgen -W "{words}" -- "$cur") $(compgen -f -- "$cur"))
+}}
+complete -F _bantam bantam"""
