@@ -13,6 +13,7 @@ import threading
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..approval import Approvals
 from ..errors import ConfigError, ToolError
 from ..events import OnEvent, ignore
 from ..sanitize import sanitize
@@ -52,6 +53,7 @@ class ToolContext:
     cancel: threading.Event = field(default_factory=threading.Event)  # set: stop at the next step
     spawn_numbers: Any = field(default_factory=itertools.count)  # sub-agents started this run
     durable: Any = None  # a thread's DurableAgents, when the run belongs to a thread
+    approvals: Approvals = field(default_factory=Approvals)  # who is asked; by default no one
 
     def child(self, on_event: OnEvent) -> "ToolContext":
         return replace(self, depth=self.depth + 1, on_event=on_event, durable=None)

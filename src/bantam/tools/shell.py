@@ -10,9 +10,12 @@ import subprocess
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..fsutil import bantam_home, private_dir
+
+if TYPE_CHECKING:
+    from ..sandbox import Sandbox
 
 SHELL = shutil.which("bash") or "/bin/sh"
 # So that `git log`, `git rebase --continue` or `man` can never sit waiting for a human.
@@ -40,31 +43,42 @@ class ShellExec:
                    "non-interactive flags. Background processes end when the command returns; to "
                    "keep a server running, start it with `setsid nohup CMD > log 2>&1 &`.")
     parameters = {"type": "object", "required": ["command"],
-                  "properties": {"command": {"type": "string", "description": "the command line"}}}
+                  "properties": {"command": {"type": "string", "description": "the command line"},
+                                 "escalate": {"type": "string", "description":
+                                              "only after the sandbox refused this command: why it "
+                                              "must run outside the sandbox (the user is asked)"}}}
 
     def run(self, args: dict[str, Any], ctx: Any) -> str:
-        return run_shell(args["command"], ctx.cfg.shell_timeout, ctx.cfg.tool_output_limit,
-                         ctx.cancel).for_model()
+        from ..approval import check_command
+        command, box = check_command(ctx.cfg, ctx.approvals, args["command"], args.get("escalate") or "")
+        return run_shell(command, ctx.cfg.shell_timeout, ctx.cfg.tool_output_limit,
+                         ctx.cancel, sandbox=box).for_model()
 
 
 def run_shell(command: str, timeout: float, output_limit: int,
               cancel: threading.Event | None = None,
-              on_start: Callable[[subprocess.Popen], None] | None = None) -> ShellResult:
+              on_start: Callable[[subprocess.Popen], None] | None = None,
+              sandbox: "Sandbox | None" = None) -> ShellResult:
     """Run `command` with bash in its own session, in an environment that never waits on a
     terminal; see run_process for the limits."""
     return run_process([SHELL, "-c", command], timeout, output_limit, cancel, on_start,
-                       env={**os.environ, **NON_INTERACTIVE_ENV})
+                       env={**os.environ, **NON_INTERACTIVE_ENV}, sandbox=sandbox)
 
 
 def run_process(argv: list[str], timeout: float, output_limit: int,
                 cancel: threading.Event | None = None,
                 on_start: Callable[[subprocess.Popen], None] | None = None,
-                cwd: str | os.PathLike | None = None, env: dict[str, str] | None = None) -> ShellResult:
+                cwd: str | os.PathLike | None = None, env: dict[str, str] | None = None,
+                sandbox: "Sandbox | None" = None) -> ShellResult:
     """The one place bantam runs a program: stdin closed, stdout and stderr merged, its own session.
     The whole process group is killed at `timeout`, on Ctrl+C, when `cancel` is set (a sub-agent
     whose parent was interrupted: then KeyboardInterrupt), and when the program returns (so nothing
     it started is left behind). `on_start` is told the process as soon as it exists (the daemon
-    records its pid). A program that cannot start raises OSError."""
+    records its pid). A program that cannot start raises OSError. With a `sandbox`, the program
+    runs inside it (bubblewrap; ToolError when that cannot work) and its result is settled there."""
+    if sandbox is not None:
+        argv = sandbox.wrap(argv)
+        return sandbox.settle(run_process(argv, timeout, output_limit, cancel, on_start, cwd, env))
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             start_new_session=True, cwd=cwd, env=env)
     if on_start is not None:
