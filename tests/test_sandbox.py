@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import socket
+import subprocess
 import sys
 import tempfile
 import threading
@@ -172,6 +173,24 @@ def test_the_sandboxed_command_is_killed_at_the_timeout_with_its_children(home):
     box = toolbox(sandbox="workspace", shell_timeout=1.0)
     result = shell(box, f"sleep {tag} & sleep {tag}; echo never")
     assert "[timed out after 1s; process group killed]" in result and "never" not in result
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and _processes_with(f"sleep\0{tag}"):
+        time.sleep(0.05)
+    assert not _processes_with(f"sleep\0{tag}")
+
+
+def test_the_sandboxed_command_dies_with_bantam_even_on_sigkill(home, server):
+    tag = f"{time.monotonic_ns() % 10**6}.25"
+    write_cfg(home, **base_cfg(server))
+    server.add(tool_reply("shell_exec", {"command": f"sleep {tag} & sleep {tag}"}))
+    proc = subprocess.Popen([sys.executable, "-m", "bantam", "-p", "wait"], cwd=home, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while len(_processes_with(f"sleep\0{tag}")) < 2:
+        assert time.monotonic() < deadline and proc.poll() is None, "the command never started"
+        time.sleep(0.05)
+    proc.kill()  # SIGKILL: bantam has no chance to clean up; bubblewrap's --die-with-parent does
+    proc.wait()
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline and _processes_with(f"sleep\0{tag}"):
         time.sleep(0.05)

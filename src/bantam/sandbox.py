@@ -20,6 +20,7 @@ import functools
 import os
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable
@@ -81,7 +82,7 @@ class Sandbox:
         if problem:
             raise ToolError(f"not run: {problem}")
         self.absent = [p for p in self._protected_candidates() if not os.path.lexists(p)]
-        return [*bwrap_prefix(self.roots, self.network, self.protected()), "--", *argv]
+        return [*bwrap_prefix(self.roots, self.network, self.protected(), interpreter_under_tmp()), "--", *argv]
 
     def protected(self) -> list[Path]:
         """The existing paths that stay read-only although they lie inside a writable root."""
@@ -172,12 +173,16 @@ ASK_HINT = ("if the task needs this, call shell_exec again with `escalate` set t
             "(the user is asked) or tell the user; retrying the same way will fail the same way")
 
 
-def bwrap_prefix(roots: Iterable[Path], network: bool, protected: Iterable[Path]) -> list[str]:
-    """The bubblewrap arguments: everything read-only, a private /tmp, /dev and /proc, then the
-    writable roots, then the protected paths inside them (later mounts win). `--cap-drop ALL`
-    matters when bantam runs as root: with its capabilities a command could remount / read-write."""
+def bwrap_prefix(roots: Iterable[Path], network: bool, protected: Iterable[Path],
+                 visible: Iterable[Path] = ()) -> list[str]:
+    """The bubblewrap arguments: everything read-only, a private /tmp, /dev and /proc, the
+    `visible` paths again inside the private /tmp, then the writable roots, then the protected
+    paths inside them (later mounts win). `--cap-drop ALL` matters when bantam runs as root: with
+    its capabilities a command could remount / read-write."""
     args = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
             "--unshare-pid", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+    for path in visible:
+        args += ["--ro-bind", str(path), str(path)]
     if not network:
         args.append("--unshare-net")
     for root in roots:
@@ -185,6 +190,14 @@ def bwrap_prefix(roots: Iterable[Path], network: bool, protected: Iterable[Path]
     for path in protected:
         args += ["--ro-bind", str(path), str(path)]
     return args
+
+
+def interpreter_under_tmp() -> list[Path]:
+    """The Python bantam runs on, when it lives under /tmp (a virtualenv made there): it stays
+    visible, read-only, so that a controlled run's `{python}` check still starts."""
+    tmp = Path("/tmp")
+    return sorted({Path(os.path.realpath(p)) for p in (sys.prefix, sys.base_prefix)
+                   if _within(Path(os.path.realpath(p)), tmp) and Path(os.path.realpath(p)) != tmp})
 
 
 @functools.cache
