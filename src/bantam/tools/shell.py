@@ -41,7 +41,8 @@ class ShellExec:
     description = ("Run a shell command (bash) in the current directory and return its output "
                    "(stdout and stderr merged) followed by the exit code. stdin is closed: use "
                    "non-interactive flags. Background processes end when the command returns; to "
-                   "keep a server running, start it with `setsid nohup CMD > log 2>&1 &`.")
+                   "keep a server running, start it with `setsid nohup CMD > log 2>&1 &` (outside "
+                   "a sandbox).")
     parameters = {"type": "object", "required": ["command"],
                   "properties": {"command": {"type": "string", "description": "the command line"},
                                  "escalate": {"type": "string", "description":
