@@ -298,3 +298,16 @@ def test_terminal_approvals_yes_no_always_edit(home, server):
     results = [m["content"] for m in server.chat_requests()[-1].body["messages"] if m["role"] == "tool"]
     assert results[1] == "error: not run: the user declined: not that one"
     assert results[0] == results[2] == results[3] == results[4] == "\n\nexit: 0"
+
+
+def test_always_remembers_a_prefix_but_never_a_compound_command(home):
+    asked: list = []
+    box = toolbox(asked, [Verdict(True, "git status", remember=True), Verdict(False, "no chains"),
+                          Verdict(False, "")], sandbox="workspace", approval="always")
+    assert shell(box, "git status").endswith("exit: 128")  # not a repository, but it ran
+    assert shell(box, "git status --short").endswith("exit: 128")  # `git status` allowed: not asked
+    assert shell(box, "git status; touch chained.txt") == "error: not run: the user declined: no chains"
+    assert shell(box, "git log") == "error: not run: the user declined"
+    assert [r.text for r in asked] == ["git status", "git status; touch chained.txt", "git log"]
+    assert [r.prefix for r in asked] == ["git status", "", "git log"]  # a chain is never remembered
+    assert not (home / "chained.txt").exists()

@@ -63,7 +63,7 @@ class Approvals:
                             "what you need and why")
         with self.lock:
             verdict = self.ask(request)
-        if verdict.allowed and verdict.remember:
+        if verdict.allowed and verdict.remember and request.prefix:
             self.allowed.add((request.action, request.prefix))
         if not verdict.allowed:
             reason = f": {verdict.text}" if verdict.text else ""
@@ -81,7 +81,10 @@ class Approvals:
 
 
 def command_prefix(command: str) -> str:
-    """The program and, when it has one, its subcommand: `git commit`, `npm install`, `pytest`."""
+    """The program and, when it has one, its subcommand: `git commit`, `npm install`, `pytest`;
+    "" (nothing to remember) for a command with shell syntax, which may do more than that."""
+    if SHELL_SYNTAX & set(command):
+        return ""
     words = command.split()
     if len(words) > 1 and not words[1].startswith("-") and words[1].isidentifier():
         return " ".join(words[:2])
@@ -128,7 +131,7 @@ def _inside(path: str, directory: str) -> bool:
 
 # --- asking in a terminal (and the browser, which lends the terminal's `read`) ---------------
 
-ANSWERS = "[y]es / [n]o [reason] / [a]lways"
+ANSWERS = "[y]es / [n]o [reason]"
 
 
 def terminal_ask(read: Callable[[str], str], show: Callable[[str], None]) -> Ask:
@@ -137,10 +140,12 @@ def terminal_ask(read: Callable[[str], str], show: Callable[[str], None]) -> Ask
         verb = "run" if request.action == "run" else "write"
         show(f"approval needed ({request.why}): {request.text}")
         edit = " / [e]dit" if request.action == "run" else ""
-        always = f" '{request.prefix}'" if request.action == "run" else f" in {request.prefix}"
+        always = "" if not request.prefix else f" / [a]lways '{request.prefix}'" \
+            if request.action == "run" else f" / [a]lways in {request.prefix}"
+        choices = f"{ANSWERS}{always}{edit}"
         while True:
             try:
-                line = read(f"{verb} this? {ANSWERS}{always}{edit}: ").strip()
+                line = read(f"{verb} this? {choices}: ").strip()
             except EOFError:
                 return Verdict(False, "no answer")
             word, _, rest = line.partition(" ")
@@ -149,11 +154,11 @@ def terminal_ask(read: Callable[[str], str], show: Callable[[str], None]) -> Ask
                 return Verdict(True, request.text)
             if word in ("n", "no"):
                 return Verdict(False, rest.strip())
-            if word in ("a", "always"):
+            if word in ("a", "always") and always:
                 return Verdict(True, request.text, remember=True)
             if word in ("e", "edit") and edit:
                 new = rest.strip() or read("command to run instead: ").strip()
                 if new:
                     return Verdict(True, new)
-            show(f"answer {ANSWERS}{edit}")
+            show(f"answer {choices}")
     return ask
