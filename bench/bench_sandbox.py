@@ -21,10 +21,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "src"))
-from bench.bench_core import machine, ms, write_results  # noqa: E402
-from bantam.config import Config  # noqa: E402
-from bantam.sandbox import unavailable  # noqa: E402
-from bantam.tools import ToolContext, make_toolbox  # noqa: E402
+from bantam.config import Config
+from bantam.sandbox import unavailable
+from bantam.tools import ToolContext, make_toolbox
+from bench.bench_core import machine, ms, write_results
 
 BEGIN, END = "<!-- bench_sandbox:begin -->", "<!-- bench_sandbox:end -->"
 VARIANTS = {

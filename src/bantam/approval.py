@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from .errors import ToolError
 from .sandbox import Sandbox
@@ -58,9 +59,9 @@ class Approvals:
         if self._remembered(request):
             return Verdict(True, request.text)
         if self.ask is None:
-            raise ToolError(f"{_refused(request)}: this needs a person's approval ({request.why}) and there is no "
-                            "one to ask in this mode; do it within the sandbox, or say in your answer "
-                            "what you need and why")
+            raise ToolError(f"{_refused(request)}: this needs a person's approval ({request.why}) and "
+                            "there is no one to ask in this mode; do it within the sandbox, or say in "
+                            "your answer what you need and why")
         with self.lock:
             verdict = self.ask(request)
         if verdict.allowed and verdict.remember and request.prefix:
@@ -91,7 +92,7 @@ def command_prefix(command: str) -> str:
     return words[0] if words else ""
 
 
-def check_command(cfg: "Config", approvals: Approvals, command: str, escalate: str = "",
+def check_command(cfg: Config, approvals: Approvals, command: str, escalate: str = "",
                   cwd: str | os.PathLike | None = None) -> tuple[str, Sandbox]:
     """How the model's command runs: (the command, the sandbox around it). Raises ToolError with
     the reason when it is refused."""
@@ -109,7 +110,7 @@ def check_command(cfg: "Config", approvals: Approvals, command: str, escalate: s
     return command, box
 
 
-def check_write(cfg: "Config", approvals: Approvals, path: str) -> None:
+def check_write(cfg: Config, approvals: Approvals, path: str) -> None:
     """Let write_file go ahead, or raise ToolError saying why not."""
     box = Sandbox.for_config(cfg)
     outside = box.may_write(path)

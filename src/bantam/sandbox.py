@@ -21,9 +21,10 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING
 
 from .errors import ToolError
 from .fsutil import bantam_home
@@ -58,7 +59,7 @@ class Sandbox:
     absent: list[Path] = field(default_factory=list)  # protected names missing when the command started
 
     @classmethod
-    def for_config(cls, cfg: "Config", cwd: str | os.PathLike | None = None) -> "Sandbox":
+    def for_config(cls, cfg: Config, cwd: str | os.PathLike | None = None) -> Sandbox:
         """The boundary `cfg` asks for, around a command run in `cwd` (default: the current directory)."""
         base = Path(os.path.realpath(cwd or os.getcwd()))
         roots: tuple[Path, ...] = ()
@@ -82,7 +83,8 @@ class Sandbox:
         if problem:
             raise ToolError(f"not run: {problem}")
         self.absent = [p for p in self._protected_candidates() if not os.path.lexists(p)]
-        return [*bwrap_prefix(self.roots, self.network, self.protected(), interpreter_under_tmp()), "--", *argv]
+        prefix = bwrap_prefix(self.roots, self.network, self.protected(), interpreter_under_tmp())
+        return [*prefix, "--", *argv]
 
     def protected(self) -> list[Path]:
         """The existing paths that stay read-only although they lie inside a writable root."""
@@ -93,7 +95,7 @@ class Sandbox:
     def _protected_candidates(self) -> list[Path]:
         return [root / name for root in self.roots for name in PROTECTED_NAMES]
 
-    def settle(self, result: "ShellResult") -> "ShellResult":
+    def settle(self, result: ShellResult) -> ShellResult:
         """After the command: remove a protected config file it created (bantam would read it at
         its next start), and tell the model when the boundary is the likely cause of a failure."""
         notes = []
@@ -204,17 +206,19 @@ def interpreter_under_tmp() -> list[Path]:
 def unavailable() -> str:
     """"" when bubblewrap works here; otherwise what is wrong and what to do (checked once)."""
     if shutil.which("bwrap") is None:
-        return f"the sandbox needs bubblewrap (bwrap), which is not installed: {INSTALL_HINT}, or set sandbox=off (--yolo)"
+        return (f"the sandbox needs bubblewrap (bwrap), which is not installed: {INSTALL_HINT}, "
+                "or set sandbox=off (--yolo)")
     try:
         probe = subprocess.run([*bwrap_prefix([], False, []), "--", "true"], stdin=subprocess.DEVNULL,
-                               capture_output=True, timeout=30)
+                               capture_output=True, timeout=30, check=False)
     except (OSError, subprocess.TimeoutExpired) as e:
         return f"bubblewrap could not start: {e}"
     if probe.returncode != 0:
         said = probe.stderr.decode("utf-8", "replace").strip().splitlines()
-        return (f"bubblewrap cannot create its namespaces here ({said[-1] if said else f'exit {probe.returncode}'}); "
-                "user namespaces may be disabled (sysctl kernel.unprivileged_userns_clone=1, "
-                "user.max_user_namespaces, or Ubuntu's AppArmor userns restriction), or set sandbox=off (--yolo)")
+        reason = said[-1] if said else f"exit {probe.returncode}"
+        return (f"bubblewrap cannot create its namespaces here ({reason}); user namespaces may be "
+                "disabled (sysctl kernel.unprivileged_userns_clone=1, user.max_user_namespaces, or "
+                "Ubuntu's AppArmor userns restriction), or set sandbox=off (--yolo)")
     return ""
 
 
