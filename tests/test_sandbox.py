@@ -82,9 +82,8 @@ def test_workspace_writes_inside_and_is_refused_outside(home, outside):
     assert (home / "inside.txt").read_text() == "in\n"
     assert not (outside / "escaped.txt").exists()
     assert "Read-only file system" in result
-    assert f"[sandbox: writes are refused outside {home} and a private /tmp;" in result
-    assert "escalate" in result and result.rstrip().endswith("]") is False  # the exit code follows
-    assert result.rstrip().endswith("exit: 1")
+    assert f"[sandbox: writes are refused outside {home} and a private /tmp, and to .git," in result
+    assert "escalate" in result and result.endswith("]\n\nexit: 1")
 
 
 def test_git_and_config_files_stay_read_only_in_the_workspace(home):
@@ -253,6 +252,16 @@ def test_one_shot_with_approval_always_refuses_finishes_and_tells_the_model(home
     assert "Sandbox: your commands and write_file may write only" in first.body["messages"][0]["content"]
     result = second.body["messages"][-1]["content"]
     assert result.startswith("error: not run: this needs a person's approval (approval=always)")
+
+
+def test_the_model_reads_why_the_sandbox_refused(home, server, outside):
+    write_cfg(home, **base_cfg(server))
+    server.add(tool_reply("shell_exec", {"command": f"touch {outside}/x"}), text_reply("I will ask"))
+    done = run_bantam("-p", "make the file", cwd=home)
+    assert done.returncode == 0 and not (outside / "x").exists()
+    result = server.chat_requests()[1].body["messages"][-1]["content"]
+    assert "Read-only file system" in result and "[sandbox: writes are refused outside" in result
+    assert "call shell_exec again with `escalate` set to the reason" in result
 
 
 def test_yolo_turns_both_off(home, server):

@@ -112,7 +112,8 @@ class Sandbox:
     def explain(self, output: str) -> list[str]:
         found = []
         if any(words in output for words in WRITE_REFUSED):
-            found.append(f"[sandbox: writes are refused outside {self.writable_text()}; {ASK_HINT}]")
+            found.append(f"[sandbox: writes are refused outside {self.writable_text()}, and to "
+                         f".git, .bantam.cfg and model.cfg; {ASK_HINT}]")
         if "/tmp/" in output and "No such file or directory" in output:
             found.append("[sandbox: /tmp is private to each command: the host's /tmp and what earlier "
                          "commands left there are not visible; use the working directory instead]")
