@@ -320,3 +320,17 @@ def test_always_remembers_a_prefix_but_never_a_compound_command(home):
     assert [r.text for r in asked] == ["git status", "git status; touch chained.txt", "git log"]
     assert [r.prefix for r in asked] == ["git status", "", "git log"]  # a chain is never remembered
     assert not (home / "chained.txt").exists()
+
+
+def test_a_write_outside_is_asked_and_always_covers_its_directory(home, outside):
+    asked: list = []
+    box = toolbox(asked, [Verdict(True, remember=True)], sandbox="workspace")
+    for name in ("one.txt", "two.txt"):
+        out = box.execute("write_file", json.dumps({"path": str(outside / name), "content": name}))
+        assert out.content == f"wrote 7 bytes to {outside / name}"
+    assert len(asked) == 1 and asked[0].action == "write" and asked[0].prefix == str(outside)
+    assert asked[0].why == f"write outside the sandbox: {outside / 'one.txt'} is outside the writable roots " \
+        f"({home} and a private /tmp)"
+    assert box.execute("write_file", json.dumps({"path": "inside.txt", "content": "x"})).content \
+        == "wrote 1 bytes to inside.txt"  # inside the roots: not asked
+    assert len(asked) == 1
