@@ -334,3 +334,13 @@ def test_a_write_outside_is_asked_and_always_covers_its_directory(home, outside)
     assert box.execute("write_file", json.dumps({"path": "inside.txt", "content": "x"})).content \
         == "wrote 1 bytes to inside.txt"  # inside the roots: not asked
     assert len(asked) == 1
+
+
+def test_always_inside_the_sandbox_never_lets_the_same_prefix_out(home, outside):
+    asked: list = []
+    box = toolbox(asked, [Verdict(True, remember=True), Verdict(False, "stay inside")],
+                  sandbox="workspace", approval="always")
+    assert shell(box, "touch a.txt").endswith("exit: 0")
+    result = shell(box, f"touch {outside}/b.txt", escalate="it goes there")
+    assert result == "error: not run: the user declined: stay inside"
+    assert [r.action for r in asked] == ["run", "escape"] and not (outside / "b.txt").exists()

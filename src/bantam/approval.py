@@ -32,7 +32,7 @@ SHELL_SYNTAX = set(";&|<>`$(){}\n")  # a command with these may do more than its
 
 @dataclass(frozen=True)
 class Request:
-    action: str   # "run" or "write"
+    action: str   # "run" (in the sandbox, if any), "escape" (run outside it) or "write"
     text: str     # the full command line, or the path written
     why: str      # why a person is asked
     prefix: str   # what "always" allows from now on: the command's first words, or a directory
@@ -78,7 +78,9 @@ class Approvals:
         if SHELL_SYNTAX & set(request.text):
             return False  # `ls; rm -rf ~` must not pass as `ls`
         words = request.text.split()
-        return any(action == "run" and words[:len(p.split())] == p.split() for action, p in self.allowed)
+        # "always" for a command in the sandbox never lets it out: the action must match too
+        return any(action == request.action and words[:len(p.split())] == p.split()
+                   for action, p in self.allowed)
 
 
 def command_prefix(command: str) -> str:
@@ -101,7 +103,7 @@ def check_command(cfg: Config, approvals: Approvals, command: str, escalate: str
         if cfg.approval == "never":
             raise ToolError(f"not run: approval=never, so no command runs outside the sandbox "
                             f"({box.describe()}); do it within the sandbox or tell the user what you need")
-        verdict = approvals.decide(Request("run", command, f"the model asks to run this outside the "
+        verdict = approvals.decide(Request("escape", command, f"the model asks to run this outside the "
                                            f"sandbox: {escalate.strip()}", command_prefix(command)))
         return verdict.text or command, Sandbox()
     if cfg.approval == "always":
@@ -123,7 +125,7 @@ def check_write(cfg: Config, approvals: Approvals, path: str) -> None:
 
 
 def _refused(request: Request) -> str:
-    return "not run" if request.action == "run" else "not written"
+    return "not written" if request.action == "write" else "not run"
 
 
 def _inside(path: str, directory: str) -> bool:
@@ -138,15 +140,16 @@ ANSWERS = "[y]es / [n]o [reason]"
 def terminal_ask(read: Callable[[str], str], show: Callable[[str], None]) -> Ask:
     """Ask through the REPL's line reader: the request in full, then one line of answer."""
     def ask(request: Request) -> Verdict:
-        verb = "run" if request.action == "run" else "write"
+        question = {"run": "run this?", "escape": "run this outside the sandbox?",
+                    "write": "write this?"}[request.action]
         show(f"approval needed ({request.why}): {request.text}")
-        edit = " / [e]dit" if request.action == "run" else ""
+        edit = "" if request.action == "write" else " / [e]dit"
         always = "" if not request.prefix else f" / [a]lways '{request.prefix}'" \
-            if request.action == "run" else f" / [a]lways in {request.prefix}"
+            if request.action != "write" else f" / [a]lways in {request.prefix}"
         choices = f"{ANSWERS}{always}{edit}"
         while True:
             try:
-                line = read(f"{verb} this? {choices}: ").strip()
+                line = read(f"{question} {choices}: ").strip()
             except EOFError:
                 return Verdict(False, "no answer")
             word, _, rest = line.partition(" ")
