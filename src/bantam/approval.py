@@ -26,7 +26,6 @@ from .sandbox import Sandbox
 if TYPE_CHECKING:
     from .config import Config
 
-POLICIES = ("never", "on-request", "always")
 SHELL_SYNTAX = set(";&|<>`$(){}\n")  # a command with these may do more than its first words say
 
 

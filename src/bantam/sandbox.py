@@ -33,7 +33,6 @@ if TYPE_CHECKING:
     from .config import Config
     from .tools.shell import ShellResult
 
-MODES = ("off", "workspace", "read-only")
 PROTECTED_NAMES = (".git", ".bantam.cfg", "model.cfg")  # read-only inside every writable root
 # What a command's output says when the boundary stopped it (the kernel's and common tools' words).
 WRITE_REFUSED = ("Read-only file system",)
