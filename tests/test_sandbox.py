@@ -208,12 +208,18 @@ def _processes_with(text: str) -> list[int]:
     return found
 
 
-def test_missing_bubblewrap_is_a_clear_refusal_not_a_fallback(home, server, tmp_path):
-    """With no bwrap on PATH the command is not run, and the model hears why."""
+def bare_path(tmp_path: Path) -> Path:
+    """A PATH directory with bash and touch, and no bwrap."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     for tool in ("bash", "touch", "sh"):
         (bin_dir / tool).symlink_to(shutil.which(tool))
+    return bin_dir
+
+
+def test_missing_bubblewrap_is_a_clear_refusal_not_a_fallback(home, server, tmp_path):
+    """With no bwrap on PATH the command is not run, and the model hears why."""
+    bin_dir = bare_path(tmp_path)
     write_cfg(home, **base_cfg(server))
     server.add(tool_reply("shell_exec", {"command": "touch ran.txt"}), text_reply("ok"))
     done = run_bantam("-p", "go", cwd=home, env={"PATH": str(bin_dir)})
@@ -222,6 +228,27 @@ def test_missing_bubblewrap_is_a_clear_refusal_not_a_fallback(home, server, tmp_
     result = server.chat_requests()[1].body["messages"][-1]["content"]
     assert "not run: the sandbox needs bubblewrap (bwrap), which is not installed" in result
     assert "--yolo" in result
+
+
+# What bubblewrap 0.8 prints where unprivileged user namespaces are off (kernel.unprivileged_userns_clone=0,
+# user.max_user_namespaces=0): a stand-in `bwrap` says it, since a test must not change the host's sysctls.
+NO_USERNS = ("bwrap: No permissions to creating new namespace, likely because the kernel does not allow "
+             "non-privileged user namespaces. On e.g. debian this can be enabled with 'sysctl "
+             "kernel.unprivileged_userns_clone=1'.")
+
+
+def test_namespaces_not_allowed_is_a_clear_refusal(home, server, tmp_path):
+    bin_dir = bare_path(tmp_path)
+    (bin_dir / "bwrap").write_text(f"#!{shutil.which('bash')}\necho \"{NO_USERNS}\" >&2\nexit 1\n")
+    (bin_dir / "bwrap").chmod(0o755)
+    write_cfg(home, **base_cfg(server))
+    server.add(tool_reply("shell_exec", {"command": "touch ran.txt"}), text_reply("ok"))
+    done = run_bantam("-p", "go", cwd=home, env={"PATH": str(bin_dir)})
+    assert done.returncode == 0, done.stderr
+    assert not (home / "ran.txt").exists()
+    result = server.chat_requests()[1].body["messages"][-1]["content"]
+    assert result.startswith(f"error: not run: bubblewrap cannot create its namespaces here ({NO_USERNS}); "
+                             "user namespaces may be disabled")
 
 
 # --- approvals with no one to ask -----------------------------------------------------------------
