@@ -42,6 +42,7 @@ def main() -> None:
     args = ap.parse_args()
     if unavailable():
         sys.exit(f"bench: {unavailable()}")
+    load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as work:
         os.chdir(work)
         boxes = {name: make_toolbox(["shell_exec"], ToolContext(Config(**values)))
@@ -65,7 +66,7 @@ def main() -> None:
         "approval checks, run_process), in the same process; the sandboxed rows add bubblewrap's "
         "start-up (mount, pid and, with the network off, network namespaces).", "",
         "Command: `.venv/bin/python bench/bench_sandbox.py --write`", "",
-        f"Machine: {machine()}", "",
+        f"Machine: {machine()} Load average (1 min) at the start: {load:.1f}.", "",
         f"| variant ({args.runs} commands each, interleaved) | min ms | median ms | max ms | median over floor ms |",
         "|---|---:|---:|---:|---:|", *rows])
     print(section)
