@@ -125,6 +125,11 @@ def test_configured_writable_roots_replace_the_working_directory(home, outside):
     assert "Read-only file system" in result
 
 
+def test_a_writable_root_that_does_not_exist_is_named(home):
+    result = shell(toolbox(sandbox="workspace", sandbox_writable=("build",)), "true")
+    assert result == f"error: not run: sandbox_writable names no directory at {home / 'build'}"
+
+
 def test_write_file_obeys_the_same_roots(home, outside):
     box = toolbox(sandbox="workspace")
     assert box.execute("write_file", json.dumps({"path": "sub/a.txt", "content": "x"})).content \

@@ -81,6 +81,9 @@ class Sandbox:
         problem = unavailable()
         if problem:
             raise ToolError(f"not run: {problem}")
+        missing = [str(root) for root in self.roots if not root.is_dir()]
+        if missing:
+            raise ToolError(f"not run: sandbox_writable names no directory at {', '.join(missing)}")
         self.absent = [p for p in self._protected_candidates() if not os.path.lexists(p)]
         prefix = bwrap_prefix(self.roots, self.network, self.protected(), interpreter_under_tmp())
         return [*prefix, "--", *argv]
