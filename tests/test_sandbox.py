@@ -148,6 +148,16 @@ def test_write_file_obeys_the_same_roots(home, outside):
     assert out.is_error and "approval=never" in out.content
 
 
+def test_controlled_run_checks_run_in_the_sandbox(home, outside):
+    from bantam.runs.tools import Shell, Workspace
+    from bantam.sandbox import Sandbox
+    check = ["bash", "-c", f"echo ok > inside.txt; echo no > {outside}/x.txt"]
+    ws = Workspace(home, commands={"check": check}, sandbox=Sandbox.for_config(Config(), home))
+    result = Shell().run({"command": "check"}, ws)
+    assert not result.ok and "Read-only file system" in result.output
+    assert (home / "inside.txt").exists() and not (outside / "x.txt").exists()
+
+
 def test_sandbox_off_is_the_seeds_way(home, outside):
     box = toolbox(sandbox="off")
     result = shell(box, f"echo out > {outside}/free.txt && echo done")
