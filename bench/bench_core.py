@@ -106,7 +106,8 @@ def conversation(runner) -> float:
 
 
 def run_bantam(url: str, work: str) -> float:
-    Path(work, ".bantam.cfg").write_text(f"endpoint={url}\nmodel=test-model\n")
+    # sandbox=off: the floor runs its commands bare; the sandbox's cost is bench_sandbox.py's table
+    Path(work, ".bantam.cfg").write_text(f"endpoint={url}\nmodel=test-model\nsandbox=off\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LLM_", "BANTAM_", "AGENT_"))}
     return timed([BANTAM, "-p", "go"], cwd=work, env={**env, "HOME": work})
 

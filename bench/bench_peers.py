@@ -110,8 +110,9 @@ def command(program: str, url: str, work: str) -> list[str]:
         Path(work, "floor.py").write_text(FLOOR_PEER)
         return [PY, str(Path(work, "floor.py")), url]
     if program == "bantam":
+        # sandbox=off: the peers run their commands bare too
         Path(work, ".bantam.cfg").write_text(f"endpoint={url}\nmodel=test-model\ntools=shell_exec\n"
-                                             f"max_al_iterations=1000\ntool_budget=1000\n")
+                                             f"max_al_iterations=1000\ntool_budget=1000\nsandbox=off\n")
         return [BANTAM, "-p", "go"]
     if program == "llm":
         Path(work, "llm").mkdir(exist_ok=True)

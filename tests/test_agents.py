@@ -196,7 +196,8 @@ def test_thread_without_prompt_needs_something_to_resume(home, server):
 
 
 def test_killed_thread_resumes_its_durable_sub_agent(home, server):
-    write_cfg(home, **base_cfg(server, tools=TOOLS))
+    # sandbox off: the test kills the orphan by its host pid (a sandboxed $$ is namespaced)
+    write_cfg(home, **base_cfg(server, tools=TOOLS, sandbox="off"))
     spawn = {"task": "build the report", "persistence": "durable"}
     server.add(tool_reply("spawn_agent", spawn),                                     # run 1: parent
                tool_reply("shell_exec", {"command": "echo step1 >> log.txt"}),       # child step 1

@@ -217,6 +217,7 @@ def test_broken_pipe_is_quiet(cfg, server):
 
 
 def test_ctrl_c_during_a_shell_command(cfg, server):
+    write_cfg(cfg, **base_cfg(server, sandbox="off"))  # host pids: a sandboxed $$ is namespaced
     server.add(tool_reply("shell_exec", {"command": "echo $$ > shell.pid; sleep 1000"}))
     proc = subprocess.Popen([sys.executable, "-m", "bantam", "-p", "x"], cwd=cfg, stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

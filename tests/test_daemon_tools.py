@@ -79,3 +79,14 @@ def test_system_prompt_elides_memory_and_names_the_subconscious(agent, home):
     tail = life_message(agent.dir, 3)["content"]
     assert tail.startswith("<system-message>[now ") and tail.endswith("test: event 19</system-message>")
     assert "bytes earlier]" in tail and "event 16" not in tail and "event 17" in tail
+
+
+def test_bash_and_write_file_stay_in_the_sandbox(agent, home, tmp_path):
+    outside = tmp_path.parent / f"{tmp_path.name}-outside"  # beside the test's folder: not under home
+    outside.mkdir()
+    out = call(agent, "BASH", command=f"touch inside.txt; touch {outside}/x")
+    assert (home / "inside.txt").exists() and not (outside / "x").exists()
+    assert "[sandbox: " in out and out.endswith("exit: 1")
+    out = call(agent, "WRITE_FILE", path=str(outside / "y"), content="no")
+    assert out.startswith("error: not written: this needs a person's approval (write outside the sandbox")
+    assert not (outside / "y").exists()

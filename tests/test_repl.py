@@ -238,6 +238,7 @@ def test_ctrl_c_during_a_slow_stream(cfg, server):
 
 
 def test_ctrl_c_during_a_shell_command(cfg, server):
+    write_cfg(cfg, **base_cfg(server, sandbox="off"))  # host pids: a sandboxed $$ is namespaced
     server.add(tool_reply("shell_exec", {"command": "echo $$ > sleeper.pid; sleep 30"}), text_reply("after"))
     term = Term(cfg)
     term.enter("sleep a while")

@@ -298,3 +298,28 @@ def test_a_browser_game_is_watched_as_it_is_written(page, web, server, tmp_path)
     calls = [json.loads(m["tool_calls"][0]["function"]["arguments"])["path"]
              for m in saved_messages(web.workspace) if m.get("tool_calls")]
     assert calls == ["snake/index.html"] * 3
+
+
+def test_approvals_are_asked_and_answered_on_the_page(browser, home, server):
+    write_cfg(home, **base_cfg(server, approval="always"))
+    w = WebServer(home)
+    context = browser.new_context(viewport={"width": 1280, "height": 760})
+    try:
+        page = context.new_page()
+        page.goto(w.link)
+        expect(page.locator(".notice").nth(1)).to_contain_text("sandbox=workspace: commands may write only")
+        server.add(tool_reply("shell_exec", {"command": "touch yes.txt"}),
+                   tool_reply("shell_exec", {"command": "touch no.txt"}), text_reply("finished"))
+        send(page, "make two files")
+        expect(page.locator("#ask")).to_contain_text("run this? [y]es / [n]o [reason] / [a]lways 'touch'")
+        expect(page.locator(".notice").last).to_have_text("[approval needed (approval=always): touch yes.txt]")
+        send(page, "y")
+        expect(page.locator(".notice").last).to_have_text("[approval needed (approval=always): touch no.txt]")
+        send(page, "n not from the page")
+        expect(page.locator(".assistant").last).to_have_text("finished")
+        idle(page)
+        expect(page.locator(".result pre").last).to_have_text("error: not run: the user declined: not from the page")
+        assert (home / "yes.txt").exists() and not (home / "no.txt").exists()
+    finally:
+        context.close()
+        w.close()

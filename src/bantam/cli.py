@@ -56,6 +56,8 @@ def common_options(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--provider", help="openai, anthropic or local")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="any configuration key (repeatable)")
+    p.add_argument("--yolo", action="store_true",
+                   help="no sandbox and no approvals: the model's commands run with your full rights")
     return p
 
 
@@ -145,6 +147,8 @@ def load_config(args: argparse.Namespace):
 
 def flags(args: argparse.Namespace) -> dict[str, str]:
     values = {k: v for k in ("model", "endpoint", "provider") if (v := getattr(args, k)) is not None}
+    if getattr(args, "yolo", False):  # the seeds' way; a --set after it still wins
+        values.update(sandbox="off", approval="never")
     for item in args.set:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():

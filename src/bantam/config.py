@@ -63,6 +63,10 @@ class Config:
     n_threads: int | None = None          # provider=local: CPU threads (default: llama.cpp's)
     retry_delays: tuple[float, ...] = FIBONACCI_DELAYS  # seconds between retries of a request
     max_tokens_limit: int = 32_768        # an answer cut at max_tokens is asked again, doubled, up to this
+    sandbox: str = "workspace"            # off | workspace | read-only: around the model's commands (sandbox.py)
+    sandbox_writable: tuple[str, ...] = ()  # writable roots for sandbox=workspace (default: the working dir)
+    sandbox_network: bool = False         # sandboxed commands may use the network
+    approval: str = "on-request"          # never | on-request | always: when a person is asked (approval.py)
     forward: Mapping[str, Any] = field(default_factory=dict)  # unknown keys, sent to the API
     file: str = ""                        # the config file that was read, if any
     warning: str = ""                     # something the user should hear about the config file
@@ -160,6 +164,10 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "n_threads": _number(int, 1),
     "retry_delays": _delays,
     "max_tokens_limit": _number(int, 1),
+    "sandbox": _choice("off", "workspace", "read-only"),
+    "sandbox_writable": _names,
+    "sandbox_network": _bool,
+    "approval": _choice("never", "on-request", "always"),
 }
 
 # environment variable -> key; the config file and flags win over these

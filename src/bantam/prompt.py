@@ -7,6 +7,7 @@ from pathlib import Path
 
 from .config import Config
 from .fsutil import bantam_home
+from .sandbox import Sandbox
 
 AGENTS_FILE = "AGENTS.md"
 AGENTS_LIMIT = 32_000  # characters of AGENTS.md included; a larger file is clipped
@@ -50,6 +51,9 @@ def system_prompt(cfg: Config, directory: str | os.PathLike = ".") -> str:
     rules = agents_md(directory)
     if rules:
         parts.append(f"Contents of {AGENTS_FILE}:\n{rules}")
+    boundary = Sandbox.for_config(cfg, directory).for_prompt(cfg.approval)
+    if boundary:
+        parts.append(boundary)
     tools_dir = cfg.bantam_tools_dir
     if tools_dir:
         parts.append(f"Extra shell tools can be found at {tools_dir}")

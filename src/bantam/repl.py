@@ -9,12 +9,14 @@ import threading
 from typing import Callable
 
 from . import __version__, compact, config, loop, sessions
+from .approval import Approvals, terminal_ask
 from .errors import BantamError, ConfigError, LimitReached, ProviderError
 from .events import Done, Error, Notice, Usage, quiet
 from .lineeditor import Reader, make_reader
 from .prompt import system_prompt
 from .providers import context_window_later, make_provider
 from .render import make_renderer
+from .sandbox import Sandbox
 from .tools import ToolContext, make_toolbox
 from .envpolicy import user_env
 from .tools.shell import run_shell
@@ -32,6 +34,7 @@ HELP = """\
 /endpoint [url]     show or set the API endpoint
 /models             the endpoint's models, the current one marked with *
 /cost               what this session has cost, when the model list gives prices (OpenRouter)
+/sandbox            the boundary around the model's commands, and when you are asked
 !<command>          run a shell command; its output is not added to the conversation
 /run GOAL           start a controlled run in ./runs/ (options: --workspace DIR --config FILE)
 /fix ERROR          a correction run on the last run's goal and workspace
@@ -58,6 +61,8 @@ class Repl:
         self.changed = False  # only a conversation this process touched is autosaved
         self.last_run = None  # the controlled run this session started or resumed
         self.messages: list[dict] = []
+        # the person at this terminal approves; "always" answers last for the session
+        self.approvals = Approvals(terminal_ask(lambda q: self.read(q), self.say))
         self.configure(config.load(self.flags))
         self.messages = [self.system()]
 
@@ -69,7 +74,8 @@ class Repl:
         self.render = make_renderer(cfg, False, self.out, self.err, self.window)
         if hasattr(self.render, "session_cost"):
             self.render.session_cost = spent  # a new model or endpoint: the session's cost goes on
-        self.toolbox = make_toolbox(cfg.tools, ToolContext(cfg, self.provider, system_prompt(cfg), self.render))
+        self.toolbox = make_toolbox(cfg.tools, ToolContext(cfg, self.provider, system_prompt(cfg), self.render,
+                                                           approvals=self.approvals))
         if self.messages:
             self.messages[0] = self.system()
 
@@ -83,6 +89,7 @@ class Repl:
         self.say(f"bantam {__version__} · {self.provider.model} at {where} · /help for commands")
         if self.cfg.embedded:
             self.say(config.EMBEDDED_NOTICE)
+        self.cmd_sandbox("")
         if (sessions.sessions_dir() / f"{self.autosave.id}.json").exists():
             self.say("this project has a saved conversation: " + self.continue_hint)
 
@@ -251,6 +258,9 @@ class Repl:
 
     def cmd_endpoint(self, arg: str) -> None:
         self.cmd_cfg(f"endpoint {arg}")
+
+    def cmd_sandbox(self, arg: str) -> None:
+        self.say(f"{Sandbox.for_config(self.cfg).describe()}; approval={self.cfg.approval}")
 
     def cmd_models(self, arg: str) -> None:
         for name in self.provider.list_models():

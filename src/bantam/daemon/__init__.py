@@ -63,4 +63,4 @@ def options(args: "argparse.Namespace") -> list[str]:
     """The command line's options again, for the child processes."""
     out = [f"--{name}={value}" for name in ("model", "endpoint", "provider")
            if (value := getattr(args, name)) is not None]
-    return out + [f"--set={item}" for item in args.set]
+    return out + (["--yolo"] if args.yolo else []) + [f"--set={item}" for item in args.set]

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from ..approval import check_command, check_write
 from ..errors import ToolError
 from ..fsutil import atomic_write
 from ..tools import ToolContext, Toolbox
@@ -87,6 +88,7 @@ def _image(name: str, mime: str, data: bytes, agent: "Agent") -> str:
 
 
 def write(args: dict, agent: "Agent") -> str:
+    check_write(agent.cfg, agent.toolbox.ctx.approvals, str(resolve(agent, args["path"])))
     return write_file(str(resolve(agent, args["path"])), args["content"])
 
 
@@ -108,8 +110,9 @@ def edit_file(args: dict, agent: "Agent") -> str:
 
 
 def bash(args: dict, agent: "Agent") -> str:
-    return run_shell(args["command"], agent.settings.bash_timeout, SHELL_CAPTURE, cancel=agent.stop,
-                     on_start=lambda proc: note_pid(proc.pid)).for_model()
+    command, box = check_command(agent.cfg, agent.toolbox.ctx.approvals, args["command"])
+    return run_shell(command, agent.settings.bash_timeout, SHELL_CAPTURE, cancel=agent.stop,
+                     on_start=lambda proc: note_pid(proc.pid), sandbox=box).for_model()
 
 
 def search(args: dict, agent: "Agent") -> str:

@@ -19,6 +19,7 @@ from pathlib import Path
 from ..config import load as load_bantam_config
 from ..errors import ConfigError
 from ..events import OnEvent
+from ..sandbox import Sandbox
 from . import settings
 from .gates import AllowedTool, Arguments, Commands, Paths, Repetition
 from .loop import Run, drive
@@ -130,7 +131,8 @@ def _unblock(run: Run, retry: bool) -> str:
 def _assemble(state: RunState, store: RunDir, flags: dict[str, str], on_event: OnEvent) -> Run:
     tools = state.config.tools
     workspace = Workspace(store.workspace, tuple(tools.write_paths), dict(tools.commands),
-                          tools.command_timeout_seconds, tools.output_limit_bytes)
+                          tools.command_timeout_seconds, tools.output_limit_bytes,
+                          Sandbox.for_config(load_bantam_config(flags), store.workspace))
     return Run(state, store, workspace, _model(state, flags, workspace), list(CALL_GATES),
                list(STEP_GATES), on_event)
 

@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 
+from ..errors import ToolError
 from ..fsutil import atomic_write
+from ..sandbox import Sandbox
 from ..sanitize import sanitize
 from ..envpolicy import redact, tool_env
 from ..tools.shell import run_process
@@ -57,6 +59,7 @@ class Workspace:
     commands: dict[str, list[str]] = field(default_factory=dict)
     timeout: float = 20.0
     output_limit: int = 8192
+    sandbox: Sandbox = field(default_factory=Sandbox)  # around the check commands (the model wrote their code)
 
     def locate(self, path: Any, *, existing: bool) -> Path:
         """The real path of a workspace-relative `path`; Refused when it could leave the workspace."""
@@ -187,7 +190,7 @@ class Shell:
         if argv is None:
             raise Refused(f"{args['command']!r} is not a named command "
                           f"(named: {', '.join(ws.commands) or 'none'})")
-        output, code = run_argv(argv, ws.root, ws.timeout)
+        output, code = run_argv(argv, ws.root, ws.timeout, ws.sandbox)
         text, clipped = clip(output, ws.output_limit)
         return ToolResult(code == 0, text, clipped, code, facts={"report": test_report(output)})
 
@@ -197,11 +200,14 @@ def clean_env() -> dict[str, str]:
     return {**tool_env(), "PYTHONDONTWRITEBYTECODE": "1"}
 
 
-def run_argv(argv: list[str], cwd: Path, timeout: float) -> tuple[bytes, int]:
+def run_argv(argv: list[str], cwd: Path, timeout: float, sandbox: Sandbox | None = None) -> tuple[bytes, int]:
     """A fixed argument array, no shell, credentials kept out: (output, exit code). The process
     machinery (timeout, group kill, Ctrl+C) is shell_exec's; output past 4 MiB is clipped there."""
     try:
-        result = run_process(argv, timeout, 4 << 20, cwd=cwd, env=clean_env())
+        result = run_process(argv, timeout, 4 << 20, cwd=cwd, env=clean_env(),
+                             sandbox=replace(sandbox) if sandbox else None)
+    except ToolError as e:  # the sandbox cannot work here: the check is not run, and says why
+        return str(e).encode(), 126
     except OSError as e:
         return f"cannot start {argv[0]}: {e.strerror or e}".encode(), 127
     return result.output.encode("utf-8"), result.exit_code

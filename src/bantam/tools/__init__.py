@@ -13,6 +13,7 @@ import threading
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..approval import Approvals
 from ..envpolicy import redact
 from ..errors import ConfigError, ToolError
 from ..events import OnEvent, Usage, ignore, labelled, quiet
@@ -56,6 +57,7 @@ class ToolContext:
     spawn_numbers: Any = field(default_factory=itertools.count)  # sub-agents started this run
     durable: Any = None  # a thread's DurableAgents, when the run belongs to a thread
     children_usage: Usage = field(default_factory=Usage)  # tokens this run's sub-agents spent
+    approvals: Approvals = field(default_factory=Approvals)  # who is asked; by default no one
 
     def child(self, on_event: OnEvent, label: str = "sub-agent") -> "ToolContext":
         """A sub-agent's context: its events are labelled and quiet (its answer is the result)."""

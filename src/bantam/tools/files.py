@@ -28,6 +28,9 @@ class WriteFile:
     }
 
     def run(self, args: dict[str, Any], ctx: Any = None) -> str:
+        if ctx is not None:
+            from ..approval import check_write
+            check_write(ctx.cfg, ctx.approvals, args["path"])
         return write_file(args["path"], args["content"], args.get("offset"), args.get("del_bytes"))
 
 

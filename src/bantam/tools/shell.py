@@ -10,11 +10,14 @@ import subprocess
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from .. import reaper
 from ..envpolicy import StreamRedactor, redact_cut, tool_env
 from ..fsutil import bantam_home, private_dir
+
+if TYPE_CHECKING:
+    from ..sandbox import Sandbox
 
 SHELL = shutil.which("bash") or "/bin/sh"
 SPOOL_CAP = 100 * 1024 * 1024  # at most this much of one command's output is kept on disk
@@ -37,35 +40,47 @@ class ShellExec:
     description = ("Run a shell command (bash) in the current directory and return its output "
                    "(stdout and stderr merged) followed by the exit code. stdin is closed: use "
                    "non-interactive flags. Background processes end when the command returns; to "
-                   "keep a server running, start it with `setsid nohup CMD > log 2>&1 &`.")
+                   "keep a server running, start it with `setsid nohup CMD > log 2>&1 &` (outside "
+                   "a sandbox).")
     parameters = {"type": "object", "required": ["command"],
-                  "properties": {"command": {"type": "string", "description": "the command line"}}}
+                  "properties": {"command": {"type": "string", "description": "the command line"},
+                                 "escalate": {"type": "string", "description":
+                                              "only after the sandbox refused this command: why it "
+                                              "must run outside the sandbox (the user is asked)"}}}
 
     def run(self, args: dict[str, Any], ctx: Any) -> str:
-        return run_shell(args["command"], ctx.cfg.shell_timeout, ctx.cfg.tool_output_limit,
-                         ctx.cancel).for_model()
+        from ..approval import check_command
+        command, box = check_command(ctx.cfg, ctx.approvals, args["command"], args.get("escalate") or "")
+        return run_shell(command, ctx.cfg.shell_timeout, ctx.cfg.tool_output_limit,
+                         ctx.cancel, sandbox=box).for_model()
 
 
 def run_shell(command: str, timeout: float, output_limit: int,
               cancel: threading.Event | None = None,
               on_start: Callable[[subprocess.Popen], None] | None = None,
-              env: dict[str, str] | None = None) -> ShellResult:
-    """Run `command` with bash in its own session; see run_process for the limits and the
-    environment."""
-    return run_process([SHELL, "-c", command], timeout, output_limit, cancel, on_start, env=env)
+              env: dict[str, str] | None = None, sandbox: "Sandbox | None" = None) -> ShellResult:
+    """Run `command` with bash in its own session; see run_process for the limits, the
+    environment and the sandbox."""
+    return run_process([SHELL, "-c", command], timeout, output_limit, cancel, on_start, env=env, sandbox=sandbox)
 
 
 def run_process(argv: list[str], timeout: float, output_limit: int,
                 cancel: threading.Event | None = None,
                 on_start: Callable[[subprocess.Popen], None] | None = None,
-                cwd: str | os.PathLike | None = None, env: dict[str, str] | None = None) -> ShellResult:
+                cwd: str | os.PathLike | None = None, env: dict[str, str] | None = None,
+                sandbox: "Sandbox | None" = None) -> ShellResult:
     """The one place bantam runs a program: stdin closed, stdout and stderr merged, its own session.
     The whole process group is killed at `timeout`, on Ctrl+C, when `cancel` is set (a sub-agent
     whose parent was interrupted: then KeyboardInterrupt), and when the program returns (so nothing
     it started is left behind). `on_start` is told the process as soon as it exists (the daemon
     records its pid). If bantam itself dies (any signal, SIGKILL too) the group dies with it
     (bantam.reaper). `env` defaults to the model's tool environment (bantam.envpolicy.tool_env);
-    the user's own `!cmd` passes envpolicy.user_env(). A program that cannot start raises OSError."""
+    the user's own `!cmd` passes envpolicy.user_env(). A program that cannot start raises OSError.
+    With a `sandbox`, the program runs inside it (bubblewrap; ToolError when that cannot work) and
+    its result is settled there."""
+    if sandbox is not None:
+        argv = sandbox.wrap(argv)
+        return sandbox.settle(run_process(argv, timeout, output_limit, cancel, on_start, cwd, env))
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             start_new_session=True, cwd=cwd, env=tool_env() if env is None else env)
     reaper.watch(proc.pid)

@@ -1,0 +1,167 @@
+"""Approvals: when a person is asked before the model's command or write goes ahead.
+
+    approval=never       nobody is ever asked; what the sandbox refuses stays refused
+    approval=on-request  (default) asked only to cross the boundary: a command the model wants to
+                         run outside the sandbox (shell_exec's `escalate`), a write outside the
+                         writable roots
+    approval=always      every command and every write is asked (the seeds' "confirm" mode)
+
+A front end with a person (the terminal, the browser) gives `Approvals` an `ask` function; every
+other mode (one-shot, pipe, handler, daemon, controlled runs) has none, and then what needs
+approval is refused with a result the model can read, never run and never waited on.
+The answers: yes, no [reason], always (yes, and the same for this command prefix or directory for
+the rest of the session), edit (run an edited command instead).
+"""
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from .errors import ToolError
+from .sandbox import Sandbox
+
+if TYPE_CHECKING:
+    from .config import Config
+
+SHELL_SYNTAX = set(";&|<>`$(){}\n")  # a command with these may do more than its first words say
+
+
+@dataclass(frozen=True)
+class Request:
+    action: str   # "run" (in the sandbox, if any), "escape" (run outside it) or "write"
+    text: str     # the full command line, or the path written
+    why: str      # why a person is asked
+    prefix: str   # what "always" allows from now on: the command's first words, or a directory
+
+
+@dataclass(frozen=True)
+class Verdict:
+    allowed: bool
+    text: str = ""       # yes: the command to run (edited or not); no: the person's reason
+    remember: bool = False
+
+
+Ask = Callable[[Request], Verdict]
+
+
+@dataclass
+class Approvals:
+    """One session's person: how to ask them, and which prefixes they allowed for the session."""
+    ask: Ask | None = None
+    allowed: set[tuple[str, str]] = field(default_factory=set)
+    lock: threading.Lock = field(default_factory=threading.Lock)  # parallel sub-agents ask in turn
+
+    def decide(self, request: Request) -> Verdict:
+        if self._remembered(request):
+            return Verdict(True, request.text)
+        if self.ask is None:
+            raise ToolError(f"{_refused(request)}: this needs a person's approval ({request.why}) and "
+                            "there is no one to ask in this mode; do it within the sandbox, or say in "
+                            "your answer what you need and why")
+        with self.lock:
+            verdict = self.ask(request)
+        if verdict.allowed and verdict.remember and request.prefix:
+            self.allowed.add((request.action, request.prefix))
+        if not verdict.allowed:
+            reason = f": {verdict.text}" if verdict.text else ""
+            raise ToolError(f"{_refused(request)}: the user declined{reason}")
+        return verdict
+
+    def _remembered(self, request: Request) -> bool:
+        if request.action == "write":
+            return any(action == "write" and _inside(request.prefix, where)
+                       for action, where in self.allowed)
+        if SHELL_SYNTAX & set(request.text):
+            return False  # `ls; rm -rf ~` must not pass as `ls`
+        words = request.text.split()
+        # "always" for a command in the sandbox never lets it out: the action must match too
+        return any(action == request.action and words[:len(p.split())] == p.split()
+                   for action, p in self.allowed)
+
+
+def command_prefix(command: str) -> str:
+    """The program and, when it has one, its subcommand: `git commit`, `npm install`, `pytest`;
+    "" (nothing to remember) for a command with shell syntax, which may do more than that."""
+    if SHELL_SYNTAX & set(command):
+        return ""
+    words = command.split()
+    if len(words) > 1 and not words[1].startswith("-") and words[1].isidentifier():
+        return " ".join(words[:2])
+    return words[0] if words else ""
+
+
+def check_command(cfg: Config, approvals: Approvals, command: str, escalate: str = "",
+                  cwd: str | os.PathLike | None = None) -> tuple[str, Sandbox]:
+    """How the model's command runs: (the command, the sandbox around it). Raises ToolError with
+    the reason when it is refused."""
+    box = Sandbox.for_config(cfg, cwd)
+    if escalate.strip() and box.on:
+        if cfg.approval == "never":
+            raise ToolError(f"not run: approval=never, so no command runs outside the sandbox "
+                            f"({box.describe()}); do it within the sandbox or tell the user what you need")
+        verdict = approvals.decide(Request("escape", command, f"the model asks to run this outside the "
+                                           f"sandbox: {escalate.strip()}", command_prefix(command)))
+        return verdict.text or command, Sandbox()
+    if cfg.approval == "always":
+        verdict = approvals.decide(Request("run", command, "approval=always", command_prefix(command)))
+        return verdict.text or command, box
+    return command, box
+
+
+def check_write(cfg: Config, approvals: Approvals, path: str) -> None:
+    """Let write_file go ahead, or raise ToolError saying why not."""
+    box = Sandbox.for_config(cfg)
+    outside = box.may_write(path)
+    if outside and cfg.approval == "never":
+        raise ToolError(f"not written: {outside} (sandbox={box.mode}, approval=never)")
+    if outside or cfg.approval == "always":
+        where = os.path.dirname(os.path.realpath(os.path.expanduser(path)))
+        approvals.decide(Request("write", path, f"write outside the sandbox: {outside}" if outside
+                                 else "approval=always", where))
+
+
+def _refused(request: Request) -> str:
+    return "not written" if request.action == "write" else "not run"
+
+
+def _inside(path: str, directory: str) -> bool:
+    return path == directory or path.startswith(directory.rstrip("/") + "/")
+
+
+# --- asking in a terminal (and the browser, which lends the terminal's `read`) ---------------
+
+ANSWERS = "[y]es / [n]o [reason]"
+
+
+def terminal_ask(read: Callable[[str], str], show: Callable[[str], None]) -> Ask:
+    """Ask through the REPL's line reader: the request in full, then one line of answer."""
+    def ask(request: Request) -> Verdict:
+        question = {"run": "run this?", "escape": "run this outside the sandbox?",
+                    "write": "write this?"}[request.action]
+        show(f"approval needed ({request.why}): {request.text}")
+        edit = "" if request.action == "write" else " / [e]dit"
+        always = "" if not request.prefix else f" / [a]lways '{request.prefix}'" \
+            if request.action != "write" else f" / [a]lways in {request.prefix}"
+        choices = f"{ANSWERS}{always}{edit}"
+        while True:
+            try:
+                line = read(f"{question} {choices}: ").strip()
+            except EOFError:
+                return Verdict(False, "no answer")
+            word, _, rest = line.partition(" ")
+            word = word.lower()
+            if word in ("y", "yes"):
+                return Verdict(True, request.text)
+            if word in ("n", "no"):
+                return Verdict(False, rest.strip())
+            if word in ("a", "always") and always:
+                return Verdict(True, request.text, remember=True)
+            if word in ("e", "edit") and edit:
+                new = rest.strip() or read("command to run instead: ").strip()
+                if new:
+                    return Verdict(True, new)
+            show(f"answer {choices}")
+    return ask
