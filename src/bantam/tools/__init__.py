@@ -13,6 +13,7 @@ import threading
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
+from .. import mcp
 from ..errors import ConfigError, ToolError
 from ..events import OnEvent, ignore
 from ..sanitize import sanitize
@@ -110,7 +111,10 @@ def make_toolbox(names: tuple[str, ...] | list[str], ctx: ToolContext) -> Toolbo
             raise ConfigError(f"tools: unknown tool {name!r} (known: {', '.join(REGISTRY)})")
         module, _, cls = REGISTRY[name].partition(":")
         tools[name] = getattr(importlib.import_module(module), cls)()
-    return Toolbox(tools, ctx)
+    box = Toolbox(tools, ctx)
+    if mcp.wanted(ctx.cfg):  # two stat calls; the SDK loads only when an MCP file exists
+        mcp.attach(box)
+    return box
 
 
 def parse_arguments(text: str) -> dict[str, Any]:
@@ -153,6 +157,6 @@ def check_args(schema: dict[str, Any], args: dict[str, Any]) -> None:
                 args[key] = value = int(value)
             except ValueError:  # "--5", "²", "abc": reported as the wrong type below
                 pass
-        wanted = _TYPES.get(kind)
+        wanted = _TYPES.get(kind) if isinstance(kind, str) else None  # MCP schemas may list types
         if wanted and (not isinstance(value, wanted) or (kind != "boolean" and isinstance(value, bool))):
             raise ToolError(f"argument {key!r} must be {kind}, got {type(value).__name__}")

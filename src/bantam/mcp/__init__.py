@@ -1,0 +1,36 @@
+"""MCP, both ways: tools from Model Context Protocol servers, and bantam served as one.
+
+    servers.py  which servers: ~/.config/bantam/mcp.json and a trusted .mcp.json (no SDK import)
+    hub.py      the client: one event-loop thread holding every server's connection
+    tools.py    each server's tools as bantam tools named server__tool
+    serve.py    `bantam mcp`: bantam's tools and a run_task tool over stdio
+    cli.py      `bantam mcp [serve|list|trust]`
+
+The SDK (`pip install 'bantam[mcp]'`) is imported only when an MCP file exists, so a run
+without one pays two stat calls.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .servers import configured
+
+if TYPE_CHECKING:
+    from ..tools import Toolbox
+
+
+def wanted(cfg) -> bool:
+    return cfg.mcp and configured()
+
+
+def attach(box: "Toolbox") -> None:
+    """Offer the configured servers' tools in `box` (see tools.attach)."""
+    try:
+        from .tools import attach as attach_tools
+    except ModuleNotFoundError as e:
+        if e.name not in ("mcp", "mcp_types"):
+            raise
+        from ..errors import ConfigError
+        raise ConfigError("MCP servers are configured but the mcp package is not installed "
+                          "(pip install 'bantam[mcp]', or set mcp=false)") from None
+    attach_tools(box)
