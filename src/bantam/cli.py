@@ -16,7 +16,8 @@ bantam -p TEXT                 one-shot prompt
 CMD | bantam [-p TEXT]         prompt from standard input (added after TEXT when both are given)
 bantam --thread ID [-p TEXT]   continue a persistent thread (without a prompt: resume its last request)
 bantam models                  list the endpoint's models, the current one marked with *
-bantam handler                 queue handler: task on stdin, "$ACTOR_RESULT_TOPIC\nRESULT" on stdout"""
+bantam handler                 queue handler: task on stdin, "$ACTOR_RESULT_TOPIC\nRESULT" on stdout
+bantam mcp [list|trust]        serve bantam as an MCP server on stdio; list or trust MCP servers"""
 # Modes with options of their own: `bantam WORD ...` hands the rest of the line to MODULE:FUNCTION,
 # which parses it (with common_options) and returns the exit code.
 SUBCOMMANDS = {
@@ -25,6 +26,7 @@ SUBCOMMANDS = {
     "resume": "bantam.runs.cli:resume_main",
     "daemon": "bantam.daemon:main",
     "web": "bantam.web:main",
+    "mcp": "bantam.mcp.cli:main",
 }
 
 

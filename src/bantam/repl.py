@@ -12,6 +12,7 @@ from . import __version__, compact, config, loop, sessions
 from .errors import BantamError, ConfigError, LimitReached, ProviderError
 from .events import Done, Error, Notice, quiet
 from .lineeditor import Reader, make_reader
+from .mcp.cli import ask_trust, mcp_command
 from .prompt import system_prompt
 from .providers import context_window_soon, make_provider
 from .render import make_renderer
@@ -36,6 +37,7 @@ HELP = """\
 /resume [--retry-blocked]  continue the last run
 /status             the last run's progress, budgets and completion state
 /files              the files in the last run's workspace
+/mcp [trust]        MCP servers, their state and tools; trust starts this project's .mcp.json
 /clear              start a new conversation
 /help               this list
 /quit               exit (so does Ctrl+D on an empty line)
@@ -82,6 +84,8 @@ class Repl:
 
     def run(self) -> int:
         self.greet()
+        if ask_trust(self.cfg, self.read):  # a project's .mcp.json runs commands: ask first
+            self.cmd_mcp("trust")
         while True:
             try:
                 line = self.read("> ")
@@ -152,6 +156,9 @@ class Repl:
         except BantamError as e:
             self.render(Error(message=str(e)))
         return True
+
+    def cmd_mcp(self, arg: str) -> None:
+        self.print(mcp_command(arg, self.cfg, self.toolbox))
 
     def cmd_help(self, arg: str) -> None:
         self.print(HELP)

@@ -25,12 +25,15 @@ def wanted(cfg) -> bool:
 
 def attach(box: "Toolbox") -> None:
     """Offer the configured servers' tools in `box` (see tools.attach)."""
-    try:
-        from .tools import attach as attach_tools
-    except ModuleNotFoundError as e:
-        if e.name not in ("mcp", "mcp_types"):
-            raise
-        from ..errors import ConfigError
-        raise ConfigError("MCP servers are configured but the mcp package is not installed "
-                          "(pip install 'bantam[mcp]', or set mcp=false)") from None
+    need_sdk()
+    from .tools import attach as attach_tools
     attach_tools(box)
+
+
+def need_sdk() -> None:
+    try:
+        import mcp  # noqa: F401  (the SDK, not this package: imports are absolute)
+    except ModuleNotFoundError:
+        from ..errors import ConfigError
+        raise ConfigError("MCP needs the mcp package: pip install 'bantam[mcp]' "
+                          "(or set mcp=false to ignore MCP files)") from None

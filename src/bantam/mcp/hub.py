@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import logging
 import concurrent.futures
 import threading
 import time
@@ -33,6 +34,7 @@ from .servers import ServerSpec
 START_TIMEOUT = 30.0   # seconds for a server to start and list its tools
 CLOSE_TIMEOUT = 8.0    # seconds for every server to shut down at exit (the SDK escalates to SIGKILL)
 LOG_TAIL = 400         # characters of a server's stderr quoted when it fails
+logging.getLogger("mcp").addHandler(logging.NullHandler())  # failures reach the user as one line
 BROKEN = {mcp_types.CONNECTION_CLOSED, mcp_types.REQUEST_TIMEOUT}  # the server must be restarted
 
 
@@ -50,6 +52,7 @@ class Connection:
         self._stop: asyncio.Event | None = None
         self._task: asyncio.Task | None = None
         self._starting = asyncio.Lock()
+        self.broken = ""  # why the server's stream was given up, when it broke the protocol
 
     @property
     def log_path(self):
@@ -63,6 +66,7 @@ class Connection:
 
     async def _start(self) -> None:
         self.state = "starting"
+        self.broken = ""
         ready: asyncio.Future = asyncio.get_running_loop().create_future()
         self._stop = asyncio.Event()
         self._task = asyncio.ensure_future(self._hold(ready, self._stop))
@@ -99,7 +103,7 @@ class Connection:
                 httpx2.AsyncClient(headers=spec.headers, timeout=httpx2.Timeout(30.0, read=None)))
             target: Any = streamable_http_client(spec.url, http_client=http)
         else:
-            log = stack.enter_context(open(self.log_path, "a", encoding="utf-8"))
+            log = stack.enter_context(open(self.log_path, "w", encoding="utf-8"))  # this start's only
             params = mcp.StdioServerParameters(command=spec.command, args=list(spec.args),
                                                env=spec.env or None, cwd=spec.cwd or None)
             from mcp.client.stdio import stdio_client
@@ -108,6 +112,11 @@ class Connection:
                           client_info=mcp_types.Implementation(name="bantam", version=__version__))
 
     async def _on_message(self, message: Any) -> None:
+        if isinstance(message, Exception):  # a line that is not JSON-RPC: nothing after it is safe
+            self.broken = f"sent a line that is not JSON-RPC ({str(_innermost(message))[:160]})"
+            if self._stop is not None:
+                self._stop.set()  # pending calls end now, instead of waiting for their timeout
+            return
         if isinstance(message, mcp_types.ToolListChangedNotification) and self.client is not None:
             try:
                 self.tools = await _all_tools(self.client)
@@ -147,7 +156,10 @@ class Connection:
 
     def _reason(self, e: BaseException, timeout_text: str) -> str:
         """One line: what went wrong, with the tail of the server's stderr when it has one."""
-        if isinstance(e, (TimeoutError, asyncio.TimeoutError)) or \
+        e = _innermost(e)
+        if self.broken:
+            text = self.broken
+        elif isinstance(e, (TimeoutError, asyncio.TimeoutError)) or \
                 (isinstance(e, MCPError) and e.code == mcp_types.REQUEST_TIMEOUT):
             text = timeout_text
         elif isinstance(e, MCPError) and e.code == mcp_types.CONNECTION_CLOSED:
@@ -155,7 +167,7 @@ class Connection:
         elif isinstance(e, FileNotFoundError):
             text = f"could not start: {self.spec.command}: command not found"
         else:
-            text = _first_error(e)
+            text = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
         tail = self._log_tail()
         return f"{text}; its stderr ends: {tail}" if tail else text
 
@@ -171,11 +183,11 @@ class Connection:
             return ""
 
 
-def _first_error(e: BaseException) -> str:
-    """The innermost real cause of an exception group (anyio wraps failures in task groups)."""
+def _innermost(e: BaseException) -> BaseException:
+    """The real cause inside exception groups (anyio wraps failures in task groups)."""
     while isinstance(e, BaseExceptionGroup) and e.exceptions:
         e = e.exceptions[0]
-    return f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+    return e
 
 
 async def _all_tools(client: mcp.Client) -> list[mcp_types.Tool]:
@@ -220,8 +232,14 @@ class Hub:
 
     def connect(self, specs: dict[str, ServerSpec]) -> list[Connection]:
         """Start every server not yet known, all at once: the wait is the slowest start."""
-        new = [self.connections.setdefault(name, Connection(spec, self))
-               for name, spec in specs.items() if name not in self.connections]
+        new = []
+        for name, spec in specs.items():
+            known = self.connections.get(name)
+            if known is None or known.spec != spec:  # a new server, or its file changed
+                if known is not None:
+                    self.submit(known.stop())
+                self.connections[name] = Connection(spec, self)
+                new.append(self.connections[name])
         if new:
             self.submit(_start_all(new))
         return [self.connections[name] for name in specs]
@@ -234,6 +252,7 @@ class Hub:
                 self.submit(stop_all(), CLOSE_TIMEOUT + 2)
             except BaseException:  # exiting anyway; a server's stdin closes with us
                 pass
+        self.connections.clear()
 
 
 _hub: Hub | None = None

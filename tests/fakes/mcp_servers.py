@@ -1,0 +1,90 @@
+"""MCP servers that misbehave on purpose, for what the reference servers never do.
+
+    python -m tests.fakes.mcp_servers tools PIDFILE   echo, crash (exits mid-call), hang (never
+                                                    answers), grow (adds a tool and says so)
+    python -m tests.fakes.mcp_servers garbage         answers the handshake, then a line that is
+                                                    not JSON-RPC instead of a tool result
+    serve_http(ready)                               the `tools` server over Streamable HTTP, in a
+                                                    thread of the test process
+The `tools` server is built on the official SDK; `garbage` speaks raw JSON lines, since the
+SDK cannot be made to send a broken message.
+"""
+
+import json
+import os
+import sys
+
+
+def tools_server():
+    import anyio
+    from mcp.server.mcpserver import Context, MCPServer
+
+    server = MCPServer("fake-tools")
+
+    @server.tool(description="Echo the text back.")
+    def echo(text: str) -> str:
+        return f"echo: {text}"
+
+    @server.tool(description="Exit the server in the middle of the call.")
+    def crash() -> str:
+        os._exit(3)
+
+    @server.tool(description="Never answer.")
+    async def hang() -> str:
+        await anyio.sleep(3600)
+        return "unreachable"
+
+    @server.tool(description="Add the tool `extra` and announce the new tool list.")
+    async def grow(ctx: Context) -> str:
+        server.add_tool(lambda: "extra here", name="extra", description="Added at run time.")
+        await ctx.request_context.session.send_tool_list_changed()
+        return "grown"
+
+    return server
+
+
+def garbage_server() -> None:
+    """Reads JSON-RPC lines; answers initialize and tools/list, then breaks the protocol."""
+    def send(obj):
+        sys.stdout.write(json.dumps(obj) + "\n")
+        sys.stdout.flush()
+    tool = {"name": "answer", "description": "Gives an answer.", "inputSchema": {"type": "object"}}
+    for line in sys.stdin:
+        msg = json.loads(line)
+        method, ident = msg.get("method"), msg.get("id")
+        if method == "initialize":
+            send({"jsonrpc": "2.0", "id": ident, "result": {
+                "protocolVersion": msg["params"]["protocolVersion"], "capabilities": {"tools": {}},
+                "serverInfo": {"name": "garbage", "version": "1"}}})
+        elif method == "tools/list":
+            send({"jsonrpc": "2.0", "id": ident, "result": {"tools": [tool]}})
+        elif method == "tools/call":
+            sys.stdout.write("this line is not JSON-RPC {\n")
+            sys.stdout.flush()
+        elif ident is not None:  # server/discover and the rest: "no such method", so legacy it is
+            send({"jsonrpc": "2.0", "id": ident, "error": {"code": -32601, "message": "not found"}})
+
+
+def serve_http(ready: list) -> None:
+    """The tools server over Streamable HTTP on a free port; `ready` receives the URL."""
+    import socket
+
+    import uvicorn
+    server = tools_server()
+    app = server.streamable_http_app()
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(app, log_level="warning", lifespan="on")
+    runner = uvicorn.Server(config)
+    ready.append((f"http://127.0.0.1:{port}/mcp", runner))
+    runner.run(sockets=[sock])
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "garbage":
+        garbage_server()
+    else:
+        with open(sys.argv[2], "w") as f:  # so that a test can see which process answers
+            f.write(str(os.getpid()))
+        tools_server().run()
