@@ -37,7 +37,7 @@ def tools_server():
     @server.tool(description="Add the tool `extra` and announce the new tool list.")
     async def grow(ctx: Context) -> str:
         server.add_tool(lambda: "extra here", name="extra", description="Added at run time.")
-        await ctx.request_context.session.send_tool_list_changed()
+        await ctx.notify_tools_changed()
         return "grown"
 
     return server

@@ -85,7 +85,11 @@ class Connection:
                 self.client = client
                 self.started_at = time.time()
                 ready.set_result(None)
-                await stop.wait()
+                listener = asyncio.ensure_future(self._listen(client))
+                try:
+                    await stop.wait()
+                finally:
+                    listener.cancel()
         except BaseException as e:  # the reason goes to whoever waits for the start
             if not ready.done():
                 ready.set_exception(e if isinstance(e, Exception) else ConnectionError("cancelled"))
@@ -118,12 +122,25 @@ class Connection:
                 self._stop.set()  # pending calls end now, instead of waiting for their timeout
             return
         if isinstance(message, mcp_types.ToolListChangedNotification) and self.client is not None:
-            try:
-                self.tools = await _all_tools(self.client)
-            except Exception:  # the next call will show what is wrong
-                return
-            for callback in self.on_tools_changed:
-                callback(self)
+            await self._refresh(self.client)
+
+    async def _listen(self, client: mcp.Client) -> None:
+        """2026-07-28 servers announce changes on a subscriptions/listen stream, older ones with
+        a notification (`_on_message`); a server that offers neither keeps its first list."""
+        try:
+            async with client.listen(tools_list_changed=True) as changes:
+                async for _ in changes:
+                    await self._refresh(client)
+        except Exception:
+            return
+
+    async def _refresh(self, client: mcp.Client) -> None:
+        try:
+            self.tools = await _all_tools(client, "refresh")
+        except Exception:  # the next call will show what is wrong
+            return
+        for callback in self.on_tools_changed:
+            callback(self)
 
     async def stop(self) -> None:
         if self._stop is not None:
@@ -190,10 +207,10 @@ def _innermost(e: BaseException) -> BaseException:
     return e
 
 
-async def _all_tools(client: mcp.Client) -> list[mcp_types.Tool]:
+async def _all_tools(client: mcp.Client, cache_mode: Any = "use") -> list[mcp_types.Tool]:
     tools, cursor = [], None
     for _ in range(100):  # a server whose pages never end cannot hang us
-        page = await client.list_tools(cursor=cursor)
+        page = await client.list_tools(cursor=cursor, cache_mode=cache_mode)
         tools += page.tools
         cursor = page.next_cursor
         if not cursor:
