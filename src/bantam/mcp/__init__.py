@@ -19,8 +19,11 @@ if TYPE_CHECKING:
     from ..tools import Toolbox
 
 
-def wanted(cfg) -> bool:
-    return cfg.mcp and configured()
+def offer(box: "Toolbox") -> "Toolbox":
+    """`box` with the MCP servers' tools added, when any are configured and mcp is on."""
+    if box.ctx.cfg.mcp and configured():  # two stat calls; the SDK loads only past this line
+        attach(box)
+    return box
 
 
 def attach(box: "Toolbox") -> None:

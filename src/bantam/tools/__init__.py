@@ -111,10 +111,7 @@ def make_toolbox(names: tuple[str, ...] | list[str], ctx: ToolContext) -> Toolbo
             raise ConfigError(f"tools: unknown tool {name!r} (known: {', '.join(REGISTRY)})")
         module, _, cls = REGISTRY[name].partition(":")
         tools[name] = getattr(importlib.import_module(module), cls)()
-    box = Toolbox(tools, ctx)
-    if mcp.wanted(ctx.cfg):  # two stat calls; the SDK loads only when an MCP file exists
-        mcp.attach(box)
-    return box
+    return mcp.offer(Toolbox(tools, ctx))  # and the tools of MCP servers, when configured
 
 
 def parse_arguments(text: str) -> dict[str, Any]:
