@@ -334,3 +334,26 @@ def test_bantam_mcp_serves_run_task_with_progress_and_its_tools(home):
     assert result["steps_taken"] == 2 and result["tool_calls"] == 1 and result["unmet_checks"] == []
     assert progress == [(1.0, "step 1: write_file")]
     assert (home / "hello.txt").read_text() == "hi\n"
+
+
+# --- the terminal asks, and /mcp shows --------------------------------------------------------
+
+def test_terminal_asks_before_a_project_server_starts_and_mcp_lists_it(home):
+    from tests.test_repl import Term
+    write_servers(home / ".mcp.json", {"time": TIME})
+    with FakeServer([tool_reply("time__get_current_time", {"timezone": "UTC"}), text_reply("it is now")]) as s:
+        write_cfg(home, **base_cfg(s))
+        term = Term(home)
+        term.child.timeout = 60
+        term.expect("wants to start these MCP servers:")
+        term.expect("Trust this file and start them? [y/N]")
+        term.child.send("y\r")
+        term.enter("/mcp")
+        term.expect("time  [ready]")
+        term.expect("    time__get_current_time")
+        term.enter("what time is it?")
+        term.expect("it is now")
+        assert term.quit() == 0
+        assert '"timezone": "UTC"' in tool_message(s.chat_requests()[1])
+    from bantam.mcp.servers import is_trusted
+    assert is_trusted(home / ".mcp.json")
