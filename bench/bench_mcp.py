@@ -21,8 +21,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from bench.bench_core import machine, ms, write_results  # noqa: E402
-from tests.fakes.openai_server import FakeServer, text_reply  # noqa: E402
+from bench.bench_core import machine, ms, write_results
+from tests.fakes.openai_server import FakeServer, text_reply
 
 BEGIN, END = "<!-- bench_mcp:begin -->", "<!-- bench_mcp:end -->"
 PY = sys.executable
@@ -101,7 +101,7 @@ def call_rows(home: Path, calls: int) -> list[str]:
     rows = []
     for label, (name, args) in cases.items():
         box.execute(name, args)  # warm
-        times = [timed(lambda: box.execute(name, args)) for _ in range(calls)]
+        times = [timed(lambda n=name, a=args: box.execute(n, a)) for _ in range(calls)]
         rows.append(row(label, times))
     from bantam.mcp.hub import hub
     hub().close()
@@ -121,16 +121,17 @@ def main() -> None:
         head = "| run | min ms | median ms | max ms |\n|---|---:|---:|---:|"
         section = "\n".join([
             "## MCP: start-up with servers, and the cost of one call", "",
-            "Command: `.venv/bin/python bench/bench_mcp.py --write`", "", f"Machine: {machine()} Load average at the start: "
-            f"{os.getloadavg()[0]:.1f} (other work on the machine shows in every row).", "",
+            "Command: `.venv/bin/python bench/bench_mcp.py --write`", "",
+            (f"Machine: {machine()} Load average at the start: {os.getloadavg()[0]:.1f} (other work "
+             "on the machine shows in every row)."), "",
             f"### One-shot start-up with 0, 1 and 3 configured servers ({args.reps} runs each)", "",
             head, *startup_rows(home, work, args.reps), "",
             f"### Beside it: the SDK's import and each server's own start ({args.reps} runs each)", "",
             head, *server_rows(args.reps), "",
             f"### One tool call through the Toolbox, servers already running ({args.calls} calls each)", "",
             head, *call_rows(home, args.calls), "",
-            "Servers start in parallel, so a run pays the SDK's import plus the slowest server, not "
-            "the sum. With no MCP file a run pays two stat calls and imports nothing of the SDK."])
+            ("Servers start in parallel, so a run pays the SDK's import plus the slowest server, not "
+             "the sum. With no MCP file a run pays two stat calls and imports nothing of the SDK.")])
     print(section)
     if args.write:
         write_results(section, BEGIN, END)

@@ -19,14 +19,14 @@ if TYPE_CHECKING:
     from ..tools import Toolbox
 
 
-def offer(box: "Toolbox") -> "Toolbox":
+def offer(box: Toolbox) -> Toolbox:
     """`box` with the MCP servers' tools added, when any are configured and mcp is on."""
     if box.ctx.cfg.mcp and configured():  # two stat calls; the SDK loads only past this line
         attach(box)
     return box
 
 
-def attach(box: "Toolbox") -> None:
+def attach(box: Toolbox) -> None:
     """Offer the configured servers' tools in `box` (see tools.attach)."""
     need_sdk()
     from .tools import attach as attach_tools

@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import logging
 import concurrent.futures
+import logging
 import threading
 import time
+from collections.abc import Callable
 from contextlib import AsyncExitStack
-from typing import Any, Callable
+from pathlib import Path
+from typing import Any
 
 import mcp
 import mcp_types
@@ -41,21 +43,19 @@ BROKEN = {mcp_types.CONNECTION_CLOSED, mcp_types.REQUEST_TIMEOUT}  # the server 
 class Connection:
     """One server: its state, its tools, and the task that holds it open."""
 
-    def __init__(self, spec: ServerSpec, hub: "Hub"):
+    def __init__(self, spec: ServerSpec):
         self.spec = spec
-        self.hub = hub
         self.state = "not started"
         self.tools: list[mcp_types.Tool] = []
         self.client: mcp.Client | None = None
-        self.started_at: float | None = None
-        self.on_tools_changed: list[Callable[["Connection"], None]] = []
+        self.on_tools_changed: list[Callable[[Connection], None]] = []
         self._stop: asyncio.Event | None = None
         self._task: asyncio.Task | None = None
         self._starting = asyncio.Lock()
         self.broken = ""  # why the server's stream was given up, when it broke the protocol
 
     @property
-    def log_path(self):
+    def log_path(self) -> Path:
         return private_dir(bantam_home() / "mcp") / f"{self.spec.name}.log"
 
     async def start(self) -> None:
@@ -83,7 +83,6 @@ class Connection:
                 client = await stack.enter_async_context(await self._client(stack))
                 self.tools = await _all_tools(client)
                 self.client = client
-                self.started_at = time.time()
                 ready.set_result(None)
                 listener = asyncio.ensure_future(self._listen(client))
                 try:
@@ -157,6 +156,7 @@ class Connection:
             await self.start()
             if self.client is None:
                 raise ToolError(f"MCP server {self.spec.name} is not running ({self.state})")
+        reason: BaseException
         try:
             return await asyncio.wait_for(self.client.call_tool(tool, args, read_timeout_seconds=timeout),
                                           timeout + 5)  # a backstop if the SDK's own timer is stuck
@@ -255,7 +255,7 @@ class Hub:
             if known is None or known.spec != spec:  # a new server, or its file changed
                 if known is not None:
                     self.submit(known.stop())
-                self.connections[name] = Connection(spec, self)
+                self.connections[name] = Connection(spec)
                 new.append(self.connections[name])
         if new:
             self.submit(_start_all(new))

@@ -25,6 +25,7 @@ INSTRUCTIONS = ("bantam is a small AI agent. run_task hands it a self-contained 
 def serve(cfg: Config) -> int:
     import anyio
     from mcp.server.mcpserver import Context, MCPServer
+
     from ..prompt import system_prompt
     from ..tools import ToolContext, make_toolbox
     from ..tools.spawn import spawn
@@ -56,8 +57,9 @@ def serve(cfg: Config) -> int:
                 anyio.from_thread.run(ctx.report_progress, steps[0], None, message)
 
         tool_ctx = ToolContext(cfg, provider(), system_prompt(cfg), on_event, cancel=cancel)
-        work = lambda: spawn(tool_ctx, task, checks or [], "ephemeral",  # noqa: E731
-                             max_iter or cfg.max_al_iterations)
+
+        def work() -> dict[str, Any]:
+            return spawn(tool_ctx, task, checks or [], "ephemeral", max_iter or cfg.max_al_iterations)
         try:
             return await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
         except anyio.get_cancelled_exc_class():

@@ -8,7 +8,6 @@ clipped to `tool_output_limit` with the full text kept in a file, as shell_exec 
 """
 from __future__ import annotations
 
-import base64
 import json
 import re
 import weakref
@@ -44,7 +43,7 @@ class McpTool:
         schema.pop("$schema", None)  # some providers refuse keys they do not know
         self.parameters = schema
 
-    def run(self, args: dict[str, Any], ctx: "ToolContext") -> str:
+    def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
         timeout = self.connection.spec.timeout or ctx.cfg.shell_timeout
         result = hub().submit(self.connection.call(self.remote, args, timeout), cancel=ctx.cancel)
         text = clip(result_text(result, ctx, self.name), ctx.cfg.tool_output_limit)
@@ -58,14 +57,14 @@ def tool_name(server: str, tool: str) -> str:
     return re.sub(r"[^A-Za-z0-9_-]", "_", f"{server}{SEPARATOR}{tool}")[:64]
 
 
-def result_text(result: mcp_types.CallToolResult, ctx: "ToolContext", name: str) -> str:
+def result_text(result: mcp_types.CallToolResult, ctx: ToolContext, name: str) -> str:
     parts = [block_text(block, ctx, name) for block in result.content]
     if not parts and result.structured_content is not None:
         parts.append(json.dumps(result.structured_content, ensure_ascii=False))
     return "\n".join(parts) if parts else "(no output)"
 
 
-def block_text(block: Any, ctx: "ToolContext", name: str) -> str:
+def block_text(block: Any, ctx: ToolContext, name: str) -> str:
     if isinstance(block, mcp_types.TextContent):
         return block.text
     if isinstance(block, mcp_types.ImageContent):
@@ -82,12 +81,12 @@ def block_text(block: Any, ctx: "ToolContext", name: str) -> str:
     return f"[{getattr(block, 'type', type(block).__name__)} content, not shown]"
 
 
-def image_text(block: mcp_types.ImageContent, ctx: "ToolContext", name: str) -> str:
+def image_text(block: mcp_types.ImageContent, ctx: ToolContext, name: str) -> str:
     """What the model says it sees, as `read_image` gives it (the picture never enters the chat)."""
     from ..tools.media import ask_model
     url = f"data:{block.mime_type};base64,{block.data}"
-    parts = [{"type": "text", "text": IMAGE_QUESTION.format(name=name)},
-             {"type": "image_url", "image_url": {"url": url}}]
+    parts: list[dict[str, Any]] = [{"type": "text", "text": IMAGE_QUESTION.format(name=name)},
+                                   {"type": "image_url", "image_url": {"url": url}}]
     try:
         return f"[image: {block.mime_type}] {ask_model(ctx, parts, f'the image from {name}')}"
     except ToolError as e:  # the other blocks of the result still count
@@ -104,7 +103,7 @@ def clip(text: str, limit: int) -> str:
     return out.text()
 
 
-def attach(box: "Toolbox") -> None:
+def attach(box: Toolbox) -> None:
     """Add the tools of every configured (and trusted) server to `box`."""
     selection = select()
     if selection.untrusted:
@@ -123,7 +122,7 @@ def offered(connection: Connection) -> list[McpTool]:
     return [McpTool(connection, tool) for tool in connection.tools]
 
 
-def _follow(box: "Toolbox", connection: Connection) -> None:
+def _follow(box: Toolbox, connection: Connection) -> None:
     """When the server announces a new tool list, swap this toolbox's tools for the new ones."""
     ref = weakref.ref(box)
 
@@ -136,7 +135,7 @@ def _follow(box: "Toolbox", connection: Connection) -> None:
     connection.on_tools_changed.append(changed)
 
 
-def _tell(ctx: "ToolContext", key: str, message: str) -> None:
+def _tell(ctx: ToolContext, key: str, message: str) -> None:
     if key not in _told:
         _told.add(key)
         ctx.on_event(Notice(message=message))
