@@ -11,12 +11,29 @@ without one pays two stat calls.
 """
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import TYPE_CHECKING
-
-from .servers import configured
 
 if TYPE_CHECKING:
     from ..tools import Toolbox
+
+PROJECT_FILE = ".mcp.json"
+
+
+def user_file() -> Path:
+    base = os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config"
+    return Path(base, "bantam", "mcp.json")
+
+
+def project_file(directory: str | os.PathLike = ".") -> Path:
+    return Path(directory, PROJECT_FILE).absolute()
+
+
+def configured(directory: str | os.PathLike = ".") -> bool:
+    """Cheap (two stat calls): is there any MCP file at all? Nothing else runs without one.
+    (This module imports nothing heavier than pathlib, for the same reason.)"""
+    return user_file().is_file() or project_file(directory).is_file()
 
 
 def offer(box: Toolbox) -> Toolbox:

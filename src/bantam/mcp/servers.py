@@ -23,8 +23,8 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..fsutil import atomic_write, bantam_home, private_dir
+from . import PROJECT_FILE, project_file, user_file
 
-PROJECT_FILE = ".mcp.json"
 NAME = re.compile(r"^[A-Za-z0-9_-]{1,40}$")  # so that `name__tool` stays a valid tool name
 
 
@@ -42,20 +42,6 @@ class ServerSpec:
 
     def describe(self) -> str:
         return self.url or " ".join([self.command, *self.args])
-
-
-def user_file() -> Path:
-    base = os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config"
-    return Path(base, "bantam", "mcp.json")
-
-
-def project_file(directory: str | os.PathLike = ".") -> Path:
-    return Path(directory, PROJECT_FILE).absolute()
-
-
-def configured(directory: str | os.PathLike = ".") -> bool:
-    """Cheap (two stat calls): is there any MCP file at all? Nothing else runs without one."""
-    return user_file().is_file() or project_file(directory).is_file()
 
 
 def read_specs(path: Path) -> dict[str, ServerSpec]:
