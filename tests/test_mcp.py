@@ -267,8 +267,10 @@ def test_streamable_http_server_with_headers(home, hub_closed):
         time.sleep(0.05)
     url, runner = ready[0]
     try:
-        box, events = toolbox(home, {"web": {"url": url, "headers": {"X-Token": "t0k"}}})
-        assert events == []
+        box, events = toolbox(home, {"web": {"url": url, "headers": {"X-Token": "t0k"}},
+                                     "nokey": {"url": url}})
+        assert len(events) == 1 and events[0].message.startswith("MCP server nokey ")
+        assert "401" in events[0].message
         assert box.execute("web__echo", '{"text": "over http"}').content == "echo: over http"
     finally:
         runner.should_exit = True

@@ -5,7 +5,8 @@
     python -m tests.fakes.mcp_servers garbage         answers the handshake, then a line that is
                                                     not JSON-RPC instead of a tool result
     serve_http(ready)                               the `tools` server over Streamable HTTP, in a
-                                                    thread of the test process
+                                                    thread of the test process; every request
+                                                    needs the header `X-Token: t0k`
 The `tools` server is built on the official SDK; `garbage` speaks raw JSON lines, since the
 SDK cannot be made to send a broken message.
 """
@@ -71,7 +72,14 @@ def serve_http(ready: list) -> None:
 
     import uvicorn
     server = tools_server()
-    app = server.streamable_http_app()
+    inner = server.streamable_http_app()
+
+    async def app(scope, receive, send):  # every request must carry the configured header
+        if scope["type"] == "http" and (b"x-token", b"t0k") not in scope["headers"]:
+            await send({"type": "http.response.start", "status": 401, "headers": []})
+            await send({"type": "http.response.body", "body": b"no token"})
+            return
+        await inner(scope, receive, send)
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]

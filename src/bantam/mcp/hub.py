@@ -53,6 +53,7 @@ class Connection:
         self._task: asyncio.Task | None = None
         self._starting = asyncio.Lock()
         self.broken = ""  # why the server's stream was given up, when it broke the protocol
+        self.http_error = ""  # the last error status a Streamable HTTP server answered with
 
     @property
     def log_path(self) -> Path:
@@ -66,7 +67,7 @@ class Connection:
 
     async def _start(self) -> None:
         self.state = "starting"
-        self.broken = ""
+        self.broken = self.http_error = ""
         ready: asyncio.Future = asyncio.get_running_loop().create_future()
         self._stop = asyncio.Event()
         self._task = asyncio.ensure_future(self._hold(ready, self._stop))
@@ -102,8 +103,12 @@ class Connection:
         if spec.url:
             import httpx2
             from mcp.client.streamable_http import streamable_http_client
-            http = await stack.enter_async_context(
-                httpx2.AsyncClient(headers=spec.headers, timeout=httpx2.Timeout(30.0, read=None)))
+            async def note(response: Any) -> None:  # the SDK's error drops the status
+                if response.status_code >= 400:
+                    self.http_error = f"HTTP {response.status_code} from {spec.url}"
+            http = await stack.enter_async_context(httpx2.AsyncClient(
+                headers=spec.headers, timeout=httpx2.Timeout(30.0, read=None),
+                event_hooks={"response": [note]}))
             target: Any = streamable_http_client(spec.url, http_client=http)
         else:
             log = stack.enter_context(open(self.log_path, "w", encoding="utf-8"))  # this start's only
@@ -185,12 +190,15 @@ class Connection:
             text = f"could not start: {self.spec.command}: command not found"
         else:
             text = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
-        tail = self._log_tail()
-        return f"{text}; its stderr ends: {tail}" if tail else text
+        tail = self._evidence()
+        if not tail:
+            return text
+        return f"{text} ({tail})" if self.spec.url else f"{text}; its stderr ends: {tail}"
 
-    def _log_tail(self) -> str:
+    def _evidence(self) -> str:
+        """What the server left behind: its last stderr lines, or the HTTP status it answered."""
         if self.spec.url:
-            return ""
+            return self.http_error
         try:
             with open(self.log_path, "rb") as f:
                 f.seek(0, 2)
