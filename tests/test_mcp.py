@@ -180,17 +180,20 @@ def test_everything_server_text_image_and_resource(home):
                      tool_reply("ev__get-tiny-image", {}),
                      text_reply("a tiny MCP logo"),  # the side request that looks at the image
                      tool_reply("ev__get-resource-reference", {"resourceType": "Text", "resourceId": 2}),
+                     tool_reply("ev__get-env", {}),
                      text_reply("done")]) as s:
         write_cfg(home, **base_cfg(s))
-        r = run_bantam("-p", "try the tools", cwd=home)
+        r = run_bantam("-p", "try the tools", cwd=home, env={"OPENAI_API_KEY": "sk-not-for-servers"})
         assert r.returncode == 0, r.stderr
         requests = s.chat_requests()
     assert tool_message(requests[1]) == "Echo: hello there"
     side = requests[2].body["messages"][0]["content"]
     assert side[1]["image_url"]["url"].startswith("data:image/png;base64," + TINY_PNG)
     assert "[image: image/png] a tiny MCP logo" in tool_message(requests[3])
-    assert "[resource demo://resource/static/document/2]" in tool_message(requests[4]) or \
-        "[resource " in tool_message(requests[4])
+    assert "\n[resource demo://resource/dynamic/text/2]\nResource 2: This is a plaintext resource" in \
+        tool_message(requests[4])
+    env = tool_message(requests[5])  # the server's own environment: no key of bantam's
+    assert '"PATH"' in env and "OPENAI_API_KEY" not in env and "sk-not-for-servers" not in env
 
 
 # --- servers that fail: in this process, through the Toolbox the loop uses -------------------
