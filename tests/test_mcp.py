@@ -362,3 +362,21 @@ def test_terminal_asks_before_a_project_server_starts_and_mcp_lists_it(home):
         assert '"timezone": "UTC"' in tool_message(s.chat_requests()[1])
     from bantam.mcp.servers import is_trusted
     assert is_trusted(home / ".mcp.json")
+
+
+def test_ctrl_c_stops_a_hanging_mcp_call_and_the_server_still_answers(home):
+    from tests.test_repl import Term
+    write_servers(user_file(home), {"f": fake("tools", home / "pid")})
+    with FakeServer([tool_reply("f__hang", {}), tool_reply("f__echo", {"text": "still here"}),
+                     text_reply("it answered")]) as s:
+        write_cfg(home, **base_cfg(s))
+        term = Term(home)
+        term.child.timeout = 60
+        term.enter("wait for it")
+        term.expect("[tool call: f__hang")
+        term.child.sendintr()
+        term.expect("interrupted")
+        term.enter("try again")
+        term.expect("it answered")
+        assert term.quit() == 0
+        assert tool_message(s.chat_requests()[2]) == "echo: still here"
