@@ -380,3 +380,19 @@ def test_ctrl_c_stops_a_hanging_mcp_call_and_the_server_still_answers(home):
         term.expect("it answered")
         assert term.quit() == 0
         assert tool_message(s.chat_requests()[2]) == "echo: still here"
+
+
+def test_the_daemon_offers_the_users_mcp_tools(home, hub_closed):
+    from bantam.daemon.agent import Agent
+    from bantam.daemon.runner import prepare
+    from tests.test_daemon import FAST
+    write_servers(user_file(home), {"time": TIME})
+    with FakeServer() as s:
+        (home / "agent").mkdir()
+        (home / "agent" / "config.json").write_text(json.dumps({**FAST, "api_base": s.url}))
+        ready = prepare(home / "agent", {})
+        agent = Agent(ready.agent, ready.settings, ready.cfg)
+    assert {"BASH", "time__convert_time"} <= set(agent.toolbox.tools)
+    out = agent.toolbox.execute("time__convert_time", json.dumps(
+        {"source_timezone": "UTC", "time": "08:00", "target_timezone": "Asia/Kolkata"}))
+    assert json.loads(out.content)["target"]["datetime"].endswith("13:30:00+05:30")
