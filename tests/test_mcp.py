@@ -396,3 +396,22 @@ def test_the_daemon_offers_the_users_mcp_tools(home, hub_closed):
     out = agent.toolbox.execute("time__convert_time", json.dumps(
         {"source_timezone": "UTC", "time": "08:00", "target_timezone": "Asia/Kolkata"}))
     assert json.loads(out.content)["target"]["datetime"].endswith("13:30:00+05:30")
+
+
+def test_the_browser_view_says_how_to_trust_and_mcp_trust_starts_them(home):
+    pytest.importorskip("starlette")
+    from tests.test_web import WebServer
+    write_servers(home / ".mcp.json", {"time": TIME})
+    with FakeServer([tool_reply("time__get_current_time", {"timezone": "UTC"}), text_reply("now")]) as s:
+        write_cfg(home, **base_cfg(s))
+        web = WebServer(home)
+        try:
+            web.events_until(lambda e: "`/mcp trust` trusts it and starts them" in e.get("message", ""))
+            web.send("/mcp trust")
+            web.events_until(lambda e: e["type"] == "output" and "time  [ready]" in e["text"], timeout=60)
+            web.idle(60)
+            web.send("what time is it?")
+            web.idle(60)
+        finally:
+            web.close()
+        assert '"timezone": "UTC"' in tool_message(s.chat_requests()[1])

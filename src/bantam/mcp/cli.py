@@ -92,6 +92,16 @@ def ask_trust(cfg, read) -> bool:
         return False
 
 
+def trust_note(cfg) -> str:
+    """For a front end that cannot ask at start (the browser view): how to trust, or ""."""
+    untrusted = servers.select().untrusted if cfg.mcp else {}
+    if not untrusted:
+        return ""
+    lines = [f"  {s.name}: {s.describe()}" for s in untrusted.values()]
+    return "\n".join([f"{servers.project_file()} names MCP servers that are not trusted yet:", *lines,
+                      "Read it; `/mcp trust` trusts it and starts them."])
+
+
 def mcp_command(arg: str, cfg, box) -> str:
     """`/mcp` lists the servers, their state and tools; `/mcp trust` trusts ./.mcp.json and
     starts its servers in this session."""

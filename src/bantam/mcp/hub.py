@@ -143,7 +143,7 @@ class Connection:
             self.tools = await _all_tools(client, "refresh")
         except Exception:  # the next call will show what is wrong
             return
-        for callback in self.on_tools_changed:
+        for callback in list(self.on_tools_changed):  # a callback may remove itself
             callback(self)
 
     async def stop(self) -> None:

@@ -128,7 +128,8 @@ def _follow(box: Toolbox, connection: Connection) -> None:
 
     def changed(c: Connection) -> None:
         target = ref()
-        if target is None:
+        if target is None:  # that toolbox is gone (a finished sub-agent's): forget it
+            c.on_tools_changed.remove(changed)
             return
         kept = {k: t for k, t in target.tools.items() if getattr(t, "connection", None) is not c}
         target.tools = {**kept, **{t.name: t for t in offered(c)}}  # one assignment: no torn dict
