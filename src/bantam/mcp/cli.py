@@ -61,7 +61,8 @@ def listing(enabled: bool, start: bool) -> str:
         state = c.state if c else "not started"
         lines.append(f"{name}  [{state}]  {spec.describe()}  ({spec.source})")
         if c:
-            lines += [f"    {name}__{t.name}" for t in c.tools]
+            from .tools import tool_name
+            lines += [f"    {tool_name(name, t.name)}" for t in c.tools]
     for name, spec in selection.untrusted.items():
         lines.append(f"{name}  [not trusted: run `bantam mcp trust`]  {spec.describe()}  ({spec.source})")
     if not lines:
