@@ -60,8 +60,11 @@ def no_xdg(monkeypatch):
 def hub_closed():
     """In-process tests share the process's hub: stop its servers after each test."""
     yield
-    from bantam.mcp.hub import hub
-    hub().close()
+    from bantam import mcp
+    hub_module = sys.modules.get("bantam.mcp.hub")
+    if hub_module is not None and hub_module._hub is not None:
+        hub_module._hub.close()
+    mcp._told.clear()  # each test sees its own notices
 
 
 # --- a one-shot run with the user's servers ------------------------------------------------
@@ -210,6 +213,15 @@ def toolbox(home: Path, servers: dict, **cfg):
 def fake(kind: str, pidfile: Path | None = None, **extra) -> dict:
     args = ["-m", "tests.fakes.mcp_servers", kind, *([str(pidfile)] if pidfile else [])]
     return {**py_server(*args), "cwd": str(ROOT), **extra}
+
+
+def test_without_the_sdk_configured_servers_are_one_notice_not_an_error(home, hub_closed, monkeypatch):
+    monkeypatch.setitem(sys.modules, "mcp", None)  # what `import mcp` does when it is not installed
+    box, events = toolbox(home, {"time": TIME})
+    assert [e.message for e in events] == [
+        "MCP servers (time) are configured, but the mcp package is not installed, so they were not "
+        "started: pip install 'bantam[mcp]'"]
+    assert list(box.tools) == ["shell_exec"]
 
 
 def test_missing_server_is_a_notice_and_the_others_still_work(home, hub_closed):

@@ -44,16 +44,41 @@ def offer(box: Toolbox) -> Toolbox:
 
 
 def attach(box: Toolbox) -> None:
-    """Offer the configured servers' tools in `box` (see tools.attach)."""
-    need_sdk()
-    from .tools import attach as attach_tools
-    attach_tools(box)
+    """Add the tools of every configured (and trusted) server to `box`; say what was left out."""
+    from .servers import select, untrusted_notice
+    selection = select()
+    if selection.untrusted:
+        tell(box.ctx, "untrusted", untrusted_notice(selection.untrusted))
+    if not selection.servers:
+        return
+    if not has_sdk():  # a project's .mcp.json written for another agent must not stop bantam
+        tell(box.ctx, "sdk", f"MCP servers ({', '.join(selection.servers)}) are configured, but the "
+             "mcp package is not installed, so they were not started: pip install 'bantam[mcp]'")
+        return
+    from .tools import add_tools
+    add_tools(box, selection.servers)
 
 
-def need_sdk() -> None:
+def has_sdk() -> bool:
     try:
         import mcp  # noqa: F401  (the SDK, not this package: imports are absolute)
     except ModuleNotFoundError:
+        return False
+    return True
+
+
+def need_sdk() -> None:
+    if not has_sdk():
         from ..errors import ConfigError
-        raise ConfigError("MCP needs the mcp package: pip install 'bantam[mcp]' "
-                          "(or set mcp=false to ignore MCP files)") from None
+        raise ConfigError("MCP needs the mcp package: pip install 'bantam[mcp]'")
+
+
+_told: set[str] = set()  # notices already shown in this process (children build toolboxes too)
+
+
+def tell(ctx, key: str, message: str) -> None:
+    """One notice line per subject and process."""
+    if key not in _told:
+        from ..events import Notice
+        _told.add(key)
+        ctx.on_event(Notice(message=message))

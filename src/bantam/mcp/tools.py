@@ -1,6 +1,6 @@
 """MCP tools as bantam tools: `server__tool`, called through the same Toolbox as shell_exec.
 
-`attach(box)` starts the configured servers (in parallel, once per process) and adds their tools
+`add_tools(box, servers)` starts the configured servers (in parallel, once per process) and adds their tools
 to a Toolbox, so sanitising, the budget, the repeat guard, approvals and events apply to them as
 to every other tool. A result becomes text: text blocks as they are, images described by the
 model as `read_image` would (one side request), resources as text under their URI, the whole
@@ -16,17 +16,16 @@ from typing import TYPE_CHECKING, Any
 import mcp_types
 
 from ..errors import ToolError
-from ..events import Notice
 from ..tools.shell import ClippedOutput
+from . import tell
 from .hub import Connection, hub
-from .servers import select, untrusted_notice
+from .servers import ServerSpec
 
 if TYPE_CHECKING:
     from ..tools import Toolbox, ToolContext
 
 SEPARATOR = "__"
 IMAGE_QUESTION = "Describe this image in detail; it is the result of the tool {name}."
-_told: set[str] = set()  # notices already shown in this process (children build toolboxes too)
 
 
 class McpTool:
@@ -103,17 +102,12 @@ def clip(text: str, limit: int) -> str:
     return out.text()
 
 
-def attach(box: Toolbox) -> None:
-    """Add the tools of every configured (and trusted) server to `box`."""
-    selection = select()
-    if selection.untrusted:
-        _tell(box.ctx, "untrusted", untrusted_notice(selection.untrusted))
-    if not selection.servers:
-        return
-    connections = hub().connect(selection.servers)
+def add_tools(box: Toolbox, servers: dict[str, ServerSpec]) -> None:
+    """Start these servers (those not running yet) and add their tools to `box`."""
+    connections = hub().connect(servers)
     for c in connections:
         if c.state.startswith("failed"):
-            _tell(box.ctx, c.spec.name, f"MCP server {c.spec.name} {c.state[8:]}")
+            tell(box.ctx, c.spec.name, f"MCP server {c.spec.name} {c.state[8:]}")
         _follow(box, c)
     box.tools.update({t.name: t for c in connections for t in offered(c)})
 
@@ -134,9 +128,3 @@ def _follow(box: Toolbox, connection: Connection) -> None:
         kept = {k: t for k, t in target.tools.items() if getattr(t, "connection", None) is not c}
         target.tools = {**kept, **{t.name: t for t in offered(c)}}  # one assignment: no torn dict
     connection.on_tools_changed.append(changed)
-
-
-def _tell(ctx: ToolContext, key: str, message: str) -> None:
-    if key not in _told:
-        _told.add(key)
-        ctx.on_event(Notice(message=message))
