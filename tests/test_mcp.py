@@ -427,3 +427,18 @@ def test_the_browser_view_says_how_to_trust_and_mcp_trust_starts_them(home):
         finally:
             web.close()
         assert '"timezone": "UTC"' in tool_message(s.chat_requests()[1])
+
+
+def test_variables_in_a_server_entry_are_expanded(home, monkeypatch):
+    from bantam.config import ConfigError
+    from bantam.mcp.servers import read_specs
+    monkeypatch.setenv("MY_TOKEN", "tok-1")
+    path = write_servers(home / "m.json", {"h": {"url": "http://127.0.0.1:${PORT:-8000}/mcp",
+                                                 "headers": {"Authorization": "Bearer ${MY_TOKEN}"}}})
+    spec = read_specs(path)["h"]
+    assert spec.url == "http://127.0.0.1:8000/mcp" and spec.headers == {"Authorization": "Bearer tok-1"}
+    write_servers(path, {"s": {"command": "x", "env": {"KEY": "${NOT_SET_HERE}"}}})
+    with pytest.raises(ConfigError) as e:
+        read_specs(path)
+    assert str(e.value) == (f"{path}: mcpServers.s.env.KEY: ${{NOT_SET_HERE}} is not set "
+                            "(give it a default: ${NOT_SET_HERE:-...})")

@@ -9,6 +9,7 @@ Two files, in the format Claude Code and others read (`{"mcpServers": {NAME: {..
 
 A stdio server has `command` (and `args`, `env`, `cwd`); a Streamable HTTP one has `url` (and
 `headers`). `timeout` (seconds per tool call, default `shell_timeout`) is bantam's own key.
+`${VAR}` and `${VAR:-default}` in any of these strings take the value from bantam's environment.
 Nothing here imports the MCP SDK: this module decides, `hub` connects.
 """
 from __future__ import annotations
@@ -78,21 +79,37 @@ def _str(entry: dict, key: str, where: str) -> str:
     value = entry.get(key, "")
     if not isinstance(value, str):
         raise ConfigError(f"{where}.{key}: expected a string")
-    return value
+    return _expand(value, f"{where}.{key}")
 
 
 def _strings(entry: dict, key: str, where: str) -> list[str]:
     value = entry.get(key, [])
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise ConfigError(f"{where}.{key}: expected a list of strings")
-    return value
+    return [_expand(v, f"{where}.{key}") for v in value]
 
 
 def _table(entry: dict, key: str, where: str) -> dict[str, str]:
     value = entry.get(key, {})
     if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
         raise ConfigError(f"{where}.{key}: expected an object of strings")
-    return dict(value)
+    return {k: _expand(v, f"{where}.{key}.{k}") for k, v in value.items()}
+
+
+VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def _expand(text: str, where: str) -> str:
+    """`${VAR}` and `${VAR:-default}`, as Claude Code expands them, so that a token can stay in
+    the environment instead of the file. A variable that is unset and has no default is an error."""
+    def value(match: re.Match) -> str:
+        name, default = match.group(1), match.group(2)
+        if name in os.environ:
+            return os.environ[name]
+        if default is None:
+            raise ConfigError(f"{where}: ${{{name}}} is not set (give it a default: ${{{name}:-...}})")
+        return default
+    return VARIABLE.sub(value, text)
 
 
 # --- trust -------------------------------------------------------------------------------
