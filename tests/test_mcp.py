@@ -442,3 +442,11 @@ def test_variables_in_a_server_entry_are_expanded(home, monkeypatch):
         read_specs(path)
     assert str(e.value) == (f"{path}: mcpServers.s.env.KEY: ${{NOT_SET_HERE}} is not set "
                             "(give it a default: ${NOT_SET_HERE:-...})")
+
+
+def test_a_schema_listing_several_types_is_accepted():
+    from bantam.tools import check_args
+    schema = {"type": "object", "properties": {"when": {"type": ["string", "null"]}, "n": {"type": "integer"}}}
+    args = {"when": "now", "n": "3"}
+    check_args(schema, args)
+    assert args == {"when": "now", "n": 3}
