@@ -272,6 +272,16 @@ def test_a_tool_list_change_is_picked_up(home, hub_closed):
     assert box.execute("f__extra", "{}").content == "extra here"
 
 
+def test_a_tool_list_change_from_an_older_server_is_picked_up(home, hub_closed):
+    box, _ = toolbox(home, {"old": fake("legacy")})
+    assert "old__extra" not in box.tools
+    assert box.execute("old__grow", "{}").content == "grow done"
+    deadline = time.monotonic() + 30
+    while "old__extra" not in box.tools and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert box.execute("old__extra", "{}").content == "extra done"
+
+
 def test_streamable_http_server_with_headers(home, hub_closed):
     from tests.fakes.mcp_servers import serve_http
     ready: list = []

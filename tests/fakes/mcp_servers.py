@@ -4,11 +4,13 @@
                                                     answers), grow (adds a tool and says so)
     python -m tests.fakes.mcp_servers garbage         answers the handshake, then a line that is
                                                     not JSON-RPC instead of a tool result
+    python -m tests.fakes.mcp_servers legacy          a 2025-era server whose tool list changes
     serve_http(ready)                               the `tools` server over Streamable HTTP, in a
                                                     thread of the test process; every request
                                                     needs the header `X-Token: t0k`
-The `tools` server is built on the official SDK; `garbage` speaks raw JSON lines, since the
-SDK cannot be made to send a broken message.
+The `tools` server is built on the official SDK (and speaks its 2026-07-28 protocol); `garbage`
+and `legacy` speak raw JSON lines: the SDK cannot be made to send a broken message, nor to act
+as a server of the older protocol only.
 """
 
 import json
@@ -44,24 +46,38 @@ def tools_server():
     return server
 
 
-def garbage_server() -> None:
-    """Reads JSON-RPC lines; answers initialize and tools/list, then breaks the protocol."""
+def raw_server(kind: str) -> None:
+    """A 2025-era server in raw JSON lines (it refuses `server/discover`, so the client falls back
+    to the initialize handshake). `garbage`: its tool answers with a line that is not JSON-RPC.
+    `legacy`: its tool `grow` adds `extra` and says so with notifications/tools/list_changed."""
     def send(obj):
         sys.stdout.write(json.dumps(obj) + "\n")
         sys.stdout.flush()
-    tool = {"name": "answer", "description": "Gives an answer.", "inputSchema": {"type": "object"}}
+
+    def tool(name):
+        return {"name": name, "description": f"The {name} tool.", "inputSchema": {"type": "object"}}
+    tools = [tool("answer" if kind == "garbage" else "grow")]
     for line in sys.stdin:
         msg = json.loads(line)
         method, ident = msg.get("method"), msg.get("id")
         if method == "initialize":
             send({"jsonrpc": "2.0", "id": ident, "result": {
-                "protocolVersion": msg["params"]["protocolVersion"], "capabilities": {"tools": {}},
-                "serverInfo": {"name": "garbage", "version": "1"}}})
+                "protocolVersion": msg["params"]["protocolVersion"],
+                "capabilities": {"tools": {"listChanged": True}},
+                "serverInfo": {"name": kind, "version": "1"}}})
         elif method == "tools/list":
-            send({"jsonrpc": "2.0", "id": ident, "result": {"tools": [tool]}})
-        elif method == "tools/call":
+            send({"jsonrpc": "2.0", "id": ident, "result": {"tools": tools}})
+        elif method == "tools/call" and kind == "garbage":
             sys.stdout.write("this line is not JSON-RPC {\n")
             sys.stdout.flush()
+        elif method == "tools/call":
+            name = msg["params"]["name"]
+            if name == "grow":
+                tools.append(tool("extra"))
+            send({"jsonrpc": "2.0", "id": ident,
+                  "result": {"content": [{"type": "text", "text": f"{name} done"}]}})
+            if name == "grow":
+                send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
         elif ident is not None:  # server/discover and the rest: "no such method", so legacy it is
             send({"jsonrpc": "2.0", "id": ident, "error": {"code": -32601, "message": "not found"}})
 
@@ -90,8 +106,8 @@ def serve_http(ready: list) -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1] == "garbage":
-        garbage_server()
+    if sys.argv[1] in ("garbage", "legacy"):
+        raw_server(sys.argv[1])
     else:
         with open(sys.argv[2], "w") as f:  # so that a test can see which process answers
             f.write(str(os.getpid()))
