@@ -460,3 +460,27 @@ def test_a_schema_listing_several_types_is_accepted():
     args = {"when": "now", "n": "3"}
     check_args(schema, args)
     assert args == {"when": "now", "n": 3}
+
+
+def test_a_cancelled_run_task_stops_the_agents_command(home):
+    import anyio
+    from mcp import Client, StdioServerParameters
+    pidfile = home / "sleeper.pid"
+
+    async def session(url: str) -> None:
+        params = StdioServerParameters(
+            command=sys.executable, args=["-m", "bantam", "mcp", "--endpoint", url, "--model", "m"],
+            env={"HOME": os.environ["HOME"], "PYTHONPATH": os.environ.get("PYTHONPATH", "")}, cwd=str(home))
+        async with Client(params, read_timeout_seconds=120) as client:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(client.call_tool, "run_task", {"task": "sleep a while"})
+                with anyio.fail_after(60):
+                    while not pidfile.exists() or not pidfile.read_text().strip():
+                        await anyio.sleep(0.05)
+                tg.cancel_scope.cancel()  # the client gives up on the request
+            assert wait_gone(int(pidfile.read_text()))
+
+    with FakeServer([tool_reply("shell_exec", {"command": f"echo $$ > {pidfile}; exec sleep 600"}),
+                     text_reply("never")]) as s:
+        write_cfg(home, **base_cfg(s))
+        anyio.run(session, s.url)
