@@ -82,7 +82,9 @@ def block_text(block: Any, ctx: ToolContext, name: str) -> str:
 
 def image_text(block: mcp_types.ImageContent, ctx: ToolContext, name: str) -> str:
     """What the model says it sees, as `read_image` gives it (the picture never enters the chat)."""
-    from ..tools.media import ask_model
+    from ..tools.media import IMAGE_LIMIT, ask_model
+    if _size(block.data) > IMAGE_LIMIT:  # the same bound as read_image's
+        return f"[image: {block.mime_type}, {_size(block.data)} bytes: over {IMAGE_LIMIT} bytes, not shown]"
     url = f"data:{block.mime_type};base64,{block.data}"
     parts: list[dict[str, Any]] = [{"type": "text", "text": IMAGE_QUESTION.format(name=name)},
                                    {"type": "image_url", "image_url": {"url": url}}]
