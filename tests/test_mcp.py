@@ -219,8 +219,8 @@ def test_without_the_sdk_configured_servers_are_one_notice_not_an_error(home, hu
     monkeypatch.setitem(sys.modules, "mcp", None)  # what `import mcp` does when it is not installed
     box, events = toolbox(home, {"time": TIME})
     assert [e.message for e in events] == [
-        "MCP servers (time) are configured, but the mcp package is not installed, so they were not "
-        "started: pip install 'bantam[mcp]'"]
+        ("MCP servers (time) are configured, but the mcp package is not installed, so they were not "
+         "started: pip install 'bantam[mcp]'")]
     assert list(box.tools) == ["shell_exec"]
 
 
