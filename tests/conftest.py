@@ -25,7 +25,7 @@ def home(tmp_path, monkeypatch):
     work.mkdir()
     for var in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "LLM_URL", "LLM_MODEL", "LLM_API_KEY",
                 "AGENT_TOOL_BUDGET", "AGENT_MAX_FANOUT", "BANTAM_TOOLS_DIR", "BANTAM_HOME",
-                "NO_COLOR", "BANTAM_NO_COLOR", "SOCKS_PROXY", "socks_proxy"):
+                "NO_COLOR", "BANTAM_NO_COLOR", "SOCKS_PROXY", "socks_proxy", "XDG_CONFIG_HOME"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.chdir(work)

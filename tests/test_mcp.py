@@ -51,11 +51,6 @@ def tool_message(request) -> str:
     return request.body["messages"][-1]["content"]
 
 
-@pytest.fixture(autouse=True)
-def no_xdg(monkeypatch):
-    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
-
-
 @pytest.fixture
 def hub_closed():
     """In-process tests share the process's hub: stop its servers after each test."""
