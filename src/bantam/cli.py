@@ -27,7 +27,8 @@ bantam daemon [DIR ...]        persistent agent(s) (bantam daemon --help)
 bantam web                     the browser view (bantam web --help)
 bantam config                  every configuration key, its value and where it came from
 bantam sessions [show|export|delete ID]   saved sessions
-bantam completion bash|zsh|fish           a shell completion script"""
+bantam completion bash|zsh|fish           a shell completion script
+bantam mcp [list|trust]        serve bantam as an MCP server on stdio; list or trust MCP servers"""
 WORD_HELP = {  # the modes that take the common options only
     "models": "usage: bantam models [--model M] [--endpoint URL] [--provider P] [--set KEY=VALUE]\n\n"
               "List the endpoint's models; the configured one is marked with *.",
@@ -46,6 +47,7 @@ SUBCOMMANDS = {
     "config": "bantam.commands:config_main",
     "sessions": "bantam.commands:sessions_main",
     "completion": "bantam.commands:completion_main",
+    "mcp": "bantam.mcp.cli:main",
 }
 
 

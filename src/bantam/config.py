@@ -56,6 +56,7 @@ class Config:
     tool_budget: int = 200                # tool calls per turn
     max_fanout: int = 8                   # sub-agents one call may start
     tool_output_limit: int = 30_000       # bytes of tool output the model sees; the rest is clipped
+    mcp: bool = True                      # false: no MCP server starts, whatever mcp.json files say
     model_path: str = ""                  # a local GGUF file for provider=local (default: bundled)
     web_password: str = field(default="", repr=False)  # `bantam web`: instead of a random token
     env_passthrough: tuple[str, ...] = ()  # secret-looking variables commands may see (GH_TOKEN, AWS_*)
@@ -157,6 +158,7 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "tool_budget": _number(int, 1),
     "max_fanout": _number(int, 1),
     "tool_output_limit": _number(int, 200),
+    "mcp": _bool,
     "model_path": _text,
     "web_password": _text,
     "env_passthrough": _names,

@@ -13,6 +13,7 @@ from .approval import Approvals, terminal_ask
 from .errors import BantamError, ConfigError, LimitReached, ProviderError
 from .events import Done, Error, Notice, Usage, quiet
 from .lineeditor import Reader, make_reader
+from .mcp.cli import ask_trust, mcp_command
 from .prompt import system_prompt
 from .providers import context_window_later, make_provider
 from .render import make_renderer
@@ -42,6 +43,7 @@ HELP = """\
 /resume [--retry-blocked]  continue the last run
 /status             the last run's progress, budgets and completion state
 /files              the files in the last run's workspace
+/mcp [trust]        MCP servers, their state and tools; trust starts this project's .mcp.json
 /clear              start a new conversation
 /help               this list
 /quit               exit (so does Ctrl+D on an empty line)
@@ -95,6 +97,8 @@ class Repl:
 
     def run(self) -> int:
         self.greet()
+        if ask_trust(self.cfg, self.read):  # a project's .mcp.json runs commands: ask first
+            self.cmd_mcp("trust")
         while True:
             try:
                 line = self.read("> ")
@@ -165,6 +169,9 @@ class Repl:
         except BantamError as e:
             self.render(Error(message=str(e)))
         return True
+
+    def cmd_mcp(self, arg: str) -> None:
+        self.print(mcp_command(arg, self.cfg, self.toolbox))
 
     def cmd_help(self, arg: str) -> None:
         self.print(HELP)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from .. import mcp
 from ..approval import check_command, check_write
 from ..errors import ToolError
 from ..fsutil import atomic_write
@@ -236,4 +237,4 @@ def make_toolbox(agent: "Agent", ctx: ToolContext) -> Toolbox:
     tools: dict[str, Any] = {}
     for name, fn, description, parameters in [*TOOLS, *load_tool_files(agent.dir / "tools", agent.log)]:
         tools[name] = FnTool(name, fn, description, parameters, agent)
-    return Toolbox(tools, ctx)
+    return mcp.offer(Toolbox(tools, ctx))  # the user's MCP servers serve the daemon too

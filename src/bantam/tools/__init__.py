@@ -13,6 +13,7 @@ import threading
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
+from .. import mcp
 from ..approval import Approvals
 from ..envpolicy import redact
 from ..errors import ConfigError, ToolError
@@ -130,7 +131,7 @@ def make_toolbox(names: tuple[str, ...] | list[str], ctx: ToolContext) -> Toolbo
             raise ConfigError(f"tools: unknown tool {name!r} (known: {', '.join(REGISTRY)})")
         module, _, cls = REGISTRY[name].partition(":")
         tools[name] = getattr(importlib.import_module(module), cls)()
-    return Toolbox(tools, ctx)
+    return mcp.offer(Toolbox(tools, ctx))  # and the tools of MCP servers, when configured
 
 
 def clean_arguments(text: str, raw: tuple[str, ...]) -> dict[str, Any]:
@@ -186,6 +187,6 @@ def check_args(schema: dict[str, Any], args: dict[str, Any]) -> None:
                 args[key] = value = int(value)
             except ValueError:  # "--5", "²", "abc": reported as the wrong type below
                 pass
-        wanted = _TYPES.get(kind)
+        wanted = _TYPES.get(kind) if isinstance(kind, str) else None  # MCP schemas may list types
         if wanted and (not isinstance(value, wanted) or (kind != "boolean" and isinstance(value, bool))):
             raise ToolError(f"argument {key!r} must be {kind}, got {type(value).__name__}")

@@ -1,0 +1,84 @@
+"""MCP, both ways: tools from Model Context Protocol servers, and bantam served as one.
+
+    servers.py  which servers: ~/.config/bantam/mcp.json and a trusted .mcp.json (no SDK import)
+    hub.py      the client: one event-loop thread holding every server's connection
+    tools.py    each server's tools as bantam tools named server__tool
+    serve.py    `bantam mcp`: bantam's tools and a run_task tool over stdio
+    cli.py      `bantam mcp [serve|list|trust]`
+
+The SDK (`pip install 'bantam[mcp]'`) is imported only when an MCP file exists, so a run
+without one pays two stat calls.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..tools import Toolbox
+
+PROJECT_FILE = ".mcp.json"
+
+
+def user_file() -> Path:
+    base = os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config"
+    return Path(base, "bantam", "mcp.json")
+
+
+def project_file(directory: str | os.PathLike = ".") -> Path:
+    return Path(directory, PROJECT_FILE).absolute()
+
+
+def configured(directory: str | os.PathLike = ".") -> bool:
+    """Cheap (two stat calls): is there any MCP file at all? Nothing else runs without one.
+    (This module imports nothing heavier than pathlib, for the same reason.)"""
+    return user_file().is_file() or project_file(directory).is_file()
+
+
+def offer(box: Toolbox) -> Toolbox:
+    """`box` with the MCP servers' tools added, when any are configured and mcp is on."""
+    if box.ctx.cfg.mcp and configured():  # two stat calls; the SDK loads only past this line
+        attach(box)
+    return box
+
+
+def attach(box: Toolbox) -> None:
+    """Add the tools of every configured (and trusted) server to `box`; say what was left out."""
+    from .servers import select, untrusted_notice
+    selection = select()
+    if selection.untrusted:
+        tell(box.ctx, "untrusted", untrusted_notice(selection.untrusted))
+    if not selection.servers:
+        return
+    if not has_sdk():  # a project's .mcp.json written for another agent must not stop bantam
+        tell(box.ctx, "sdk", f"MCP servers ({', '.join(selection.servers)}) are configured, but the "
+             "mcp package is not installed, so they were not started: pip install 'bantam[mcp]'")
+        return
+    from .tools import add_tools
+    add_tools(box, selection.servers)
+
+
+def has_sdk() -> bool:
+    try:
+        import mcp  # noqa: F401  (the SDK, not this package: imports are absolute)
+    except ModuleNotFoundError:
+        return False
+    return True
+
+
+def need_sdk() -> None:
+    if not has_sdk():
+        from ..errors import ConfigError
+        raise ConfigError("MCP needs the mcp package: pip install 'bantam[mcp]'")
+
+
+_told: set[str] = set()  # notices already shown in this process (children build toolboxes too)
+
+
+def tell(ctx, key: str, message: str) -> None:
+    """One notice line per subject and process."""
+    if key not in _told:
+        from ..events import Notice
+        _told.add(key)
+        ctx.on_event(Notice(message=message))

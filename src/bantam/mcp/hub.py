@@ -1,0 +1,293 @@
+"""The MCP client side: one event-loop thread that holds every server's connection.
+
+bantam's loop and tools are synchronous; the `mcp` SDK is async (anyio). One daemon thread runs
+an asyncio loop, and each server lives in one task there that holds the SDK's `Client` open (anyio
+scopes must close in the task that opened them). Tools call in with `Hub.call`, which blocks the
+calling thread on a future and gives up on Ctrl+C or the call's timeout.
+
+A server that fails to start, dies, times out or breaks the protocol is closed and marked with
+the reason; the next call starts it again. An error the server answers with (a JSON-RPC error,
+or a result with isError) leaves it running. Servers end with bantam: closed at exit (stdin
+closed, then the SDK kills the process group), and a killed bantam closes their stdin pipe,
+which is end-of-input for every stdio server.
+"""
+from __future__ import annotations
+
+import asyncio
+import atexit
+import concurrent.futures
+import logging
+import threading
+import time
+from collections.abc import Callable
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any
+
+import mcp
+import mcp_types
+from mcp.shared.exceptions import MCPError
+
+from .. import __version__
+from ..errors import ToolError
+from ..fsutil import bantam_home, private_dir
+from .servers import ServerSpec
+
+START_TIMEOUT = 30.0   # seconds for a server to start and list its tools
+CLOSE_TIMEOUT = 8.0    # seconds for every server to shut down at exit (the SDK escalates to SIGKILL)
+LOG_TAIL = 400         # characters of a server's stderr quoted when it fails
+logging.getLogger("mcp").addHandler(logging.NullHandler())  # failures reach the user as one line
+BROKEN = {mcp_types.CONNECTION_CLOSED, mcp_types.REQUEST_TIMEOUT}  # the server must be restarted
+
+
+class Connection:
+    """One server: its state, its tools, and the task that holds it open."""
+
+    def __init__(self, spec: ServerSpec):
+        self.spec = spec
+        self.state = "not started"
+        self.tools: list[mcp_types.Tool] = []
+        self.client: mcp.Client | None = None
+        self.on_tools_changed: list[Callable[[Connection], None]] = []
+        self._stop: asyncio.Event | None = None
+        self._task: asyncio.Task | None = None
+        self._starting = asyncio.Lock()
+        self.broken = ""  # why the server's stream was given up, when it broke the protocol
+        self.http_error = ""  # the last error status a Streamable HTTP server answered with
+
+    @property
+    def log_path(self) -> Path:
+        return private_dir(bantam_home() / "mcp") / f"{self.spec.name}.log"
+
+    async def start(self) -> None:
+        """Connect and list the tools; on failure the state says why (and nothing raises)."""
+        async with self._starting:  # two calls to a dead server start it once
+            if self.client is None:
+                await self._start()
+
+    async def _start(self) -> None:
+        self.state = "starting"
+        self.broken = self.http_error = ""
+        ready: asyncio.Future = asyncio.get_running_loop().create_future()
+        self._stop = asyncio.Event()
+        self._task = asyncio.ensure_future(self._hold(ready, self._stop))
+        try:
+            await asyncio.wait_for(asyncio.shield(ready), START_TIMEOUT)
+            self.state = "ready"
+        except Exception as e:
+            await self.stop()
+            self.state = f"failed: {self._reason(e, f'no answer within {START_TIMEOUT:g}s')}"
+
+    async def _hold(self, ready: asyncio.Future, stop: asyncio.Event) -> None:
+        try:
+            async with AsyncExitStack() as stack:
+                client = await stack.enter_async_context(await self._client(stack))
+                self.tools = await _all_tools(client)
+                self.client = client
+                ready.set_result(None)
+                listener = asyncio.ensure_future(self._listen(client))
+                try:
+                    await stop.wait()
+                finally:
+                    listener.cancel()
+        except BaseException as e:  # the reason goes to whoever waits for the start
+            if not ready.done():
+                ready.set_exception(e if isinstance(e, Exception) else ConnectionError("cancelled"))
+            if not isinstance(e, Exception):
+                raise
+        finally:
+            self.client = None
+
+    async def _client(self, stack: AsyncExitStack) -> mcp.Client:
+        spec = self.spec
+        if spec.url:
+            import httpx2
+            from mcp.client.streamable_http import streamable_http_client
+            async def note(response: Any) -> None:  # the SDK's error drops the status
+                if response.status_code >= 400:
+                    self.http_error = f"HTTP {response.status_code} from {spec.url}"
+            http = await stack.enter_async_context(httpx2.AsyncClient(
+                headers=spec.headers, timeout=httpx2.Timeout(30.0, read=None),
+                event_hooks={"response": [note]}))
+            target: Any = streamable_http_client(spec.url, http_client=http)
+        else:
+            log = stack.enter_context(open(self.log_path, "w", encoding="utf-8"))  # this start's only
+            params = mcp.StdioServerParameters(command=spec.command, args=list(spec.args),
+                                               env=spec.env or None, cwd=spec.cwd or None)
+            from mcp.client.stdio import stdio_client
+            target = stdio_client(params, errlog=log)
+        return mcp.Client(target, message_handler=self._on_message, cache=None,
+                          client_info=mcp_types.Implementation(name="bantam", version=__version__))
+
+    async def _on_message(self, message: Any) -> None:
+        if isinstance(message, Exception):  # a line that is not JSON-RPC: nothing after it is safe
+            self.broken = f"sent a line that is not JSON-RPC ({str(_innermost(message))[:160]})"
+            if self._stop is not None:
+                self._stop.set()  # pending calls end now, instead of waiting for their timeout
+            return
+        if isinstance(message, mcp_types.ToolListChangedNotification) and self.client is not None:
+            await self._refresh(self.client)
+
+    async def _listen(self, client: mcp.Client) -> None:
+        """2026-07-28 servers announce changes on a subscriptions/listen stream, older ones with
+        a notification (`_on_message`); a server that offers neither keeps its first list."""
+        try:
+            async with client.listen(tools_list_changed=True) as changes:
+                async for _ in changes:
+                    await self._refresh(client)
+        except Exception:
+            return
+
+    async def _refresh(self, client: mcp.Client) -> None:
+        try:
+            self.tools = await _all_tools(client, "refresh")
+        except Exception:  # the next call will show what is wrong
+            return
+        for callback in list(self.on_tools_changed):  # a callback may remove itself
+            callback(self)
+
+    async def stop(self) -> None:
+        if self._stop is not None:
+            self._stop.set()
+        if self._task is not None:
+            try:
+                await asyncio.wait_for(self._task, CLOSE_TIMEOUT)
+            except BaseException:  # a start that never finished: cancel it (the SDK still kills)
+                self._task.cancel()
+        self.client = self._task = self._stop = None
+
+    async def call(self, tool: str, args: dict[str, Any], timeout: float) -> mcp_types.CallToolResult:
+        if self.client is None:
+            await self.start()
+            if self.client is None:
+                raise ToolError(f"MCP server {self.spec.name} is not running ({self.state})")
+        reason: BaseException
+        try:
+            return await asyncio.wait_for(self.client.call_tool(tool, args, read_timeout_seconds=timeout),
+                                          timeout + 5)  # a backstop if the SDK's own timer is stuck
+        except MCPError as e:
+            if e.code not in BROKEN:
+                raise ToolError(f"MCP server {self.spec.name} answered with an error: {e.message}") from e
+            reason = e
+        except Exception as e:  # died, hung, or sent something that is not JSON-RPC
+            reason = e
+        await self.stop()
+        self.state = f"failed: {self._reason(reason, f'no answer within {timeout:g}s')}"
+        raise ToolError(f"MCP server {self.spec.name} {self.state[8:]}; it will be restarted on "
+                        "the next call") from reason
+
+    def _reason(self, e: BaseException, timeout_text: str) -> str:
+        """One line: what went wrong, with the tail of the server's stderr when it has one."""
+        e = _innermost(e)
+        if self.broken:
+            text = self.broken
+        elif isinstance(e, (TimeoutError, asyncio.TimeoutError)) or \
+                (isinstance(e, MCPError) and e.code == mcp_types.REQUEST_TIMEOUT):
+            text = timeout_text
+        elif isinstance(e, MCPError) and e.code == mcp_types.CONNECTION_CLOSED:
+            text = "closed the connection (crashed or exited)"
+        elif isinstance(e, FileNotFoundError):
+            text = f"could not start: {self.spec.command}: command not found"
+        else:
+            text = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+        tail = self._evidence()
+        if not tail:
+            return text
+        return f"{text} ({tail})" if self.spec.url else f"{text}; its stderr ends: {tail}"
+
+    def _evidence(self) -> str:
+        """What the server left behind: its last stderr lines, or the HTTP status it answered."""
+        if self.spec.url:
+            return self.http_error
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(0, 2)
+                f.seek(max(f.tell() - LOG_TAIL, 0))
+                return " | ".join(f.read().decode("utf-8", "replace").strip().splitlines()[-3:])
+        except OSError:
+            return ""
+
+
+def _innermost(e: BaseException) -> BaseException:
+    """The real cause inside exception groups (anyio wraps failures in task groups)."""
+    while isinstance(e, BaseExceptionGroup) and e.exceptions:
+        e = e.exceptions[0]
+    return e
+
+
+async def _all_tools(client: mcp.Client, cache_mode: Any = "use") -> list[mcp_types.Tool]:
+    tools, cursor = [], None
+    for _ in range(100):  # a server whose pages never end cannot hang us
+        page = await client.list_tools(cursor=cursor, cache_mode=cache_mode)
+        tools += page.tools
+        cursor = page.next_cursor
+        if not cursor:
+            break
+    return tools
+
+
+async def _start_all(connections: list[Connection]) -> None:
+    await asyncio.gather(*(c.start() for c in connections))
+
+
+class Hub:
+    """The event-loop thread and the connections, one per configured server."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.connections: dict[str, Connection] = {}
+        threading.Thread(target=self.loop.run_forever, name="mcp", daemon=True).start()
+        atexit.register(self.close)
+
+    def submit(self, coro, timeout: float | None = None, cancel: threading.Event | None = None) -> Any:
+        """Run `coro` on the hub's loop and wait for it; Ctrl+C (or `cancel`) abandons it."""
+        future = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        try:
+            while not future.done():
+                concurrent.futures.wait([future], 0.1)  # short waits, so that `cancel` is seen
+                if cancel is not None and cancel.is_set():
+                    raise KeyboardInterrupt
+                if deadline is not None and time.monotonic() > deadline:
+                    raise TimeoutError
+        except BaseException:
+            future.cancel()
+            raise
+        return future.result()
+
+    def connect(self, specs: dict[str, ServerSpec]) -> list[Connection]:
+        """Start every server not yet known, all at once: the wait is the slowest start."""
+        new = []
+        for name, spec in specs.items():
+            known = self.connections.get(name)
+            if known is None or known.spec != spec:  # a new server, or its file changed
+                if known is not None:
+                    self.submit(known.stop())
+                self.connections[name] = Connection(spec)
+                new.append(self.connections[name])
+        if new:
+            self.submit(_start_all(new))
+        return [self.connections[name] for name in specs]
+
+    def close(self) -> None:
+        async def stop_all() -> None:
+            await asyncio.gather(*(c.stop() for c in self.connections.values()), return_exceptions=True)
+        if self.loop.is_running() and self.connections:
+            try:
+                self.submit(stop_all(), CLOSE_TIMEOUT + 2)
+            except BaseException:  # exiting anyway; a server's stdin closes with us
+                pass
+        self.connections.clear()
+
+
+_hub: Hub | None = None
+_lock = threading.Lock()
+
+
+def hub() -> Hub:
+    """The process's one hub, created on first use (so no thread exists without MCP)."""
+    global _hub
+    with _lock:
+        if _hub is None:
+            _hub = Hub()
+        return _hub

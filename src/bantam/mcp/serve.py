@@ -1,0 +1,90 @@
+"""`bantam mcp`: bantam as an MCP server over stdio, for another agent or an editor.
+
+Tools served:
+- `run_task(task, checks?, max_iter?)`: a bantam agent works on the task to completion with the
+  configured tools and returns spawn_agent's structured result (status, output, steps_taken,
+  tool_calls, unmet_checks), sending a progress notification for each tool call it makes.
+- `shell_exec` and `write_file`, run through bantam's Toolbox (the same checks and clipping).
+
+Configuration as usual (`.bantam.cfg` in the directory it starts in). The served agent does not
+start MCP servers of its own: a `.mcp.json` naming `bantam mcp` would otherwise start itself.
+"""
+
+import json
+import logging
+import threading
+from typing import Any
+
+from .. import __version__
+from ..config import Config
+
+INSTRUCTIONS = ("bantam is a small AI agent. run_task hands it a self-contained task; it works in "
+                "its own directory with shell and file tools and returns a JSON result.")
+
+
+def serve(cfg: Config) -> int:
+    import anyio
+    from mcp.server.mcpserver import Context, MCPServer
+
+    from ..prompt import system_prompt
+    from ..tools import ToolContext, make_toolbox
+    from ..tools.spawn import spawn
+
+    cfg = cfg.with_values(mcp=False)
+    server = MCPServer("bantam", version=__version__, instructions=INSTRUCTIONS)
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # the SDK logs every request otherwise
+    box = make_toolbox([n for n in cfg.tools if n in ("shell_exec", "write_file")], ToolContext(cfg))
+    provider_holder: list[Any] = []
+
+    def provider():  # made on the first task, so that tools-only clients need no model
+        if not provider_holder:
+            from ..providers import make_provider
+            provider_holder.append(make_provider(cfg))
+        return provider_holder[0]
+
+    @server.tool(description="Hand bantam a self-contained task; it works until done and returns "
+                 "JSON: status (success|partial|failure|blocked), output, steps_taken, tool_calls, "
+                 "unmet_checks. Progress notifications name each tool call it makes.")
+    async def run_task(task: str, ctx: Context, checks: list[str] | None = None,
+                       max_iter: int | None = None) -> dict[str, Any]:
+        steps = [0]
+        cancel = threading.Event()
+
+        def on_event(event: Any) -> None:
+            if getattr(event, "type", "") == "tool_call":
+                steps[0] += 1
+                message = f"step {steps[0]}: {event.name}"
+                anyio.from_thread.run(ctx.report_progress, steps[0], None, message)
+
+        tool_ctx = ToolContext(cfg, provider(), system_prompt(cfg), on_event, cancel=cancel)
+
+        def work() -> dict[str, Any]:
+            return spawn(tool_ctx, task, checks or [], "ephemeral", max_iter or cfg.max_al_iterations)
+        try:
+            return await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
+        except anyio.get_cancelled_exc_class():
+            cancel.set()  # the client gave up: the agent stops at its next step
+            raise
+
+    def shell_exec(command: str) -> str:
+        return _through(box, "shell_exec", {"command": command})
+
+    def write_file(path: str, content: str, offset: int | None = None,
+                   del_bytes: int | None = None) -> str:
+        args = {"path": path, "content": content, "offset": offset, "del_bytes": del_bytes}
+        return _through(box, "write_file", {k: v for k, v in args.items() if v is not None})
+
+    for name, fn in (("shell_exec", shell_exec), ("write_file", write_file)):
+        if name in box.tools:
+            server.add_tool(fn, name=name, description=box.tools[name].description)
+    anyio.run(server.run_stdio_async)
+    return 0
+
+
+def _through(box: Any, name: str, args: dict[str, Any]) -> str:
+    """One of bantam's tools, by the same path the agent uses (an error is raised to the client)."""
+    from mcp.server.mcpserver.exceptions import ToolError as McpToolError
+    outcome = box.execute(name, json.dumps(args))
+    if outcome.is_error:
+        raise McpToolError(outcome.content)
+    return outcome.content
