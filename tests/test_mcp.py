@@ -477,5 +477,5 @@ def test_a_cancelled_run_task_stops_the_agents_command(home):
 
     with FakeServer([tool_reply("shell_exec", {"command": f"echo $$ > {pidfile}; exec sleep 600"}),
                      text_reply("never")]) as s:
-        write_cfg(home, **base_cfg(s))
+        write_cfg(home, **base_cfg(s), sandbox="off")  # $$ must be a host pid (in the sandbox it is 2)
         anyio.run(session, s.url)
