@@ -1,0 +1,88 @@
+"""`bantam batch TASKS.jsonl -o RESULTS.jsonl --workers N`: many tasks, each an isolated agent.
+
+    bantam batch tasks.jsonl -o results.jsonl --workers 8
+    bantam batch tasks.jsonl -o results.jsonl --queue redis://127.0.0.1:6379/0   # with `bantam worker`s
+
+Each task runs in its own process (agent.py) through the one core loop, N at a time; its result
+is appended to RESULTS.jsonl (fsynced) as soon as it finishes. A rerun of the same command skips
+the tasks that have a result and resumes the ones cut off from their threads, so a batch killed
+at any moment loses at most the steps in flight. With `--queue` the tasks go to a Redis stream
+and `bantam worker` processes, on any machines, run them (redisq.py); this process collects.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import queue
+import shlex
+import sys
+import threading
+import time
+
+from .agent import Children, run_threads
+from .progress import Progress, summary
+from .tasks import ResultsFile, Task, read_tasks
+
+DEFAULT_WORKERS = 4
+
+
+def parser() -> argparse.ArgumentParser:
+    from ..cli import common_options
+    p = argparse.ArgumentParser(prog="bantam batch", description="Run many tasks, each as an isolated "
+                                "agent; results are appended as they finish, one per task.")
+    p.add_argument("tasks", help="JSON Lines: {\"id\", \"task\", \"checks\", \"cwd\", \"model\"} or a string")
+    p.add_argument("-o", "--output", required=True, metavar="RESULTS", help="results file (JSON Lines)")
+    p.add_argument("--workers", type=int, default=DEFAULT_WORKERS, metavar="N",
+                   help=f"tasks run at the same time (default {DEFAULT_WORKERS})")
+    p.add_argument("--queue", metavar="redis://HOST:PORT/DB",
+                   help="enqueue on Redis for `bantam worker`s and collect their results")
+    return common_options(p)
+
+
+def main(argv: list[str]) -> int:
+    from ..cli import flags, load_config
+    from ..errors import ConfigError
+    args = parser().parse_args(argv)
+    if args.workers < 1:
+        raise ConfigError(f"--workers must be at least 1, got {args.workers}")
+    load_config(args)  # bad configuration stops the batch here, not in every task
+    tasks = read_tasks(args.tasks)
+    results = ResultsFile(args.output)
+    started = time.monotonic()
+    try:
+        if args.queue:
+            from .redisq import run_queued
+            run_queued(args.queue, tasks, results)
+        else:
+            run_local(tasks, results, flags(args), args.workers)
+    except KeyboardInterrupt:
+        summary(tasks, results.done, time.monotonic() - started)
+        print(f"bantam: interrupted; {sum(t.key in results.done for t in tasks)} of {len(tasks)} tasks "
+              f"have a result in {args.output}. To finish the rest, run the same command again:\n"
+              f"  bantam batch {shlex.join(argv)}", file=sys.stderr)
+        return 130
+    summary(tasks, results.done, time.monotonic() - started)
+    return 1 if any(results.done[t.key].get("error") for t in tasks) else 0
+
+
+def run_local(tasks: list[Task], results: ResultsFile, flags: dict[str, str], workers: int) -> None:
+    """Run every task without a result, `workers` at a time, appending each result as it comes."""
+    todo: queue.SimpleQueue[Task] = queue.SimpleQueue()
+    pending = [t for t in tasks if t.key not in results.done]
+    for task in pending:
+        todo.put(task)
+    namespace = os.path.realpath(results.path)  # the same RESULTS file finds the same threads again
+    children, lock = Children(), threading.Lock()
+    with Progress(len(tasks), len(tasks) - len(pending)) as progress:
+        def work() -> None:
+            while not children.stopping.is_set():
+                try:
+                    task = todo.get_nowait()
+                except queue.Empty:
+                    return
+                record = children.run(task, flags, namespace)
+                if record is not None:
+                    with lock:
+                        if results.add(record):
+                            progress.finished(record)
+        run_threads(min(workers, len(pending)) or 1, work, children)

@@ -1,0 +1,249 @@
+"""One batch task as an isolated agent: its own process, working directory, thread and tool budget.
+
+    record = run_isolated(task, flags, namespace)   # in the batch or a worker: start a child
+
+The child (`python -m bantam.batch.agent`, the request as one JSON line on stdin) loads the
+configuration as the caller did, moves to the task's `cwd`, and answers the task through
+`oneshot.answer`, the one core loop, in the thread `batch-<hash>`. Every complete step is on disk,
+so a task cut off by a kill resumes where it stopped; the finished result is saved beside the
+thread before it is reported, so a result lost between the child and RESULTS.jsonl is reported
+again without running the task again. The child's traces go to `<thread>.log`.
+
+The child watches its stdin: when the caller dies (even by SIGKILL) or gives up on it, the pipe
+closes and the child interrupts itself, which stops its shell commands and leaves its thread as
+it was after the last complete step.
+"""
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from ..errors import BantamError
+from ..fsutil import atomic_write, private_dir
+from .tasks import Result, Task, failed, parse_task
+
+GRACE = 10.0  # seconds an orphaned child has to stop by itself before it exits hard
+Started = Callable[[subprocess.Popen], None]
+
+
+def thread_id(namespace: str, key: str) -> str:
+    """The task's thread: the same task of the same batch always finds the same one."""
+    return "batch-" + hashlib.md5(f"{namespace}\0{key}".encode()).hexdigest()[:20]
+
+
+def thread_file(tid: str, suffix: str) -> Path:
+    from ..sessions import threads_dir
+    return threads_dir() / f"{tid}{suffix}"
+
+
+def run_isolated(task: Task, flags: dict[str, str], namespace: str,
+                 on_start: Started | None = None) -> dict[str, Any] | None:
+    """Run one task in a child process; its result record, or None when the child was
+    interrupted (the task is not finished and must run again). `on_start` is given the child,
+    so the caller can stop it by closing its stdin."""
+    tid = thread_id(namespace, task.key)
+    private_dir(thread_file(tid, "").parent)
+    started = time.monotonic()
+    request = json.dumps({"task": task.to_json(), "flags": flags, "thread": tid}) + "\n"
+    log_fd = os.open(thread_file(tid, ".log"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "bantam.batch.agent"], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=log_fd)
+    finally:
+        os.close(log_fd)
+    if on_start is not None:
+        on_start(proc)
+    try:
+        proc.stdin.write(request.encode())
+        proc.stdin.flush()  # stdin stays open: its end is the signal to stop
+    except (BrokenPipeError, ValueError):  # the caller closed it already, or the child died
+        pass
+    out = proc.stdout.read()
+    code = proc.wait()
+    close(proc)
+    try:
+        return json.loads(out.decode("utf-8").strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        if code in (130, -signal.SIGINT, -signal.SIGKILL, -signal.SIGTERM):
+            return None
+        return failed(task, f"the agent process exited with code {code} without a result; "
+                            f"see {thread_file(tid, '.log')}", time.monotonic() - started, tid)
+
+
+def close(proc: subprocess.Popen) -> None:
+    """Tell a child to stop (or that it has been heard): close its stdin."""
+    try:
+        proc.stdin.close()
+    except (OSError, ValueError):
+        pass
+
+
+class Children:
+    """The agent processes running now, so that one stop reaches all of them."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.procs: set[subprocess.Popen] = set()
+        self.stopping = threading.Event()
+
+    def run(self, task: Task, flags: dict[str, str], namespace: str) -> dict[str, Any] | None:
+        """run_isolated, stoppable by `stop`; None when the task was stopped before its end."""
+        def started(proc: subprocess.Popen) -> None:
+            with self.lock:
+                self.procs.add(proc)
+            if self.stopping.is_set():
+                close(proc)
+        try:
+            return run_isolated(task, flags, namespace, started)
+        finally:
+            with self.lock:
+                self.procs = {p for p in self.procs if p.poll() is None}
+
+    def stop(self) -> None:
+        self.stopping.set()
+        with self.lock:
+            for proc in self.procs:
+                close(proc)
+
+
+def run_threads(count: int, work: Callable[[], None], children: Children) -> None:
+    """Run `work` in `count` threads until all return. On Ctrl+C (or SIGTERM made one), stop the
+    children, let the threads see it, and raise KeyboardInterrupt."""
+    threads = [threading.Thread(target=work, daemon=True) for _ in range(count)]
+    for t in threads:
+        t.start()
+    try:
+        for t in threads:
+            while t.is_alive():
+                t.join(0.2)  # short waits, so Ctrl+C is seen at once
+    except KeyboardInterrupt:
+        children.stop()
+        deadline = time.monotonic() + GRACE + 5
+        for t in threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+        raise
+
+
+# --- the child -------------------------------------------------------------------------------------
+
+def main() -> int:
+    request = json.loads(read_line(0) or b"null")
+    if not isinstance(request, dict):
+        print("bantam.batch.agent: expected a request line on stdin", file=sys.stderr)
+        return 2
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # even when started with it ignored
+    watch_parent()
+    task, tid = parse_task(request["task"], "", "task"), request["thread"]
+    with locked(thread_file(tid, ".lock")):  # a leftover child of a killed run finishes first
+        record = saved_result(tid) or run_task(task, request["flags"], tid)
+    sys.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")
+    sys.stdout.flush()
+    return 0
+
+
+def read_line(fd: int) -> bytes:
+    """One line from a file descriptor, unbuffered (so nothing past it is taken from the pipe)."""
+    data = b""
+    while not data.endswith(b"\n"):
+        piece = os.read(fd, 1 << 16)
+        if not piece:
+            break
+        data += piece
+    return data
+
+
+def watch_parent() -> None:
+    """Interrupt this process when stdin closes: the batch or worker that started it is gone.
+    (The raw descriptor, not sys.stdin: a buffered reader blocked in a thread breaks shutdown.)"""
+    def wait() -> None:
+        while os.read(0, 1 << 12):
+            pass
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(GRACE)
+        os._exit(130)
+    threading.Thread(target=wait, daemon=True).start()
+
+
+@contextmanager
+def locked(path: Path) -> Iterator[None]:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def saved_result(tid: str) -> dict[str, Any] | None:
+    try:
+        record = json.loads(thread_file(tid, ".result.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def run_task(task: Task, flags: dict[str, str], tid: str) -> dict[str, Any]:
+    """Answer the task in its thread; the result is saved beside the thread before it is returned."""
+    started = time.monotonic()
+    try:
+        record = answer_task(task, flags, tid, started)
+    except (BantamError, OSError) as e:  # bad configuration, a missing cwd: this task fails alone
+        record = failed(task, str(getattr(e, "strerror", None) and f"{e.strerror}: {e.filename}" or e),
+                        time.monotonic() - started, tid)
+    atomic_write(thread_file(tid, ".result.json"), json.dumps(record).encode(), mode=0o600)
+    return record
+
+
+def answer_task(task: Task, flags: dict[str, str], tid: str, started: float) -> dict[str, Any]:
+    from .. import config
+    from ..events import Error, Event, Usage, UsageReport
+    from ..oneshot import answer
+    from ..providers import context_window_soon, make_provider
+    from ..render import make_renderer
+    from ..sessions import Thread
+    from ..tools.spawn import instructions, read_report
+    cfg = config.load({**flags, **({"model": task.model} if task.model else {})})
+    if task.cwd:
+        os.chdir(task.cwd)
+    history = Thread(tid).history()
+    provider = make_provider(cfg)
+    render = make_renderer(cfg, False, io.StringIO(), sys.stderr, context_window_soon(provider, cfg))
+    usage, errors = Usage(), []
+
+    def on_event(event: Event) -> None:
+        if isinstance(event, UsageReport):
+            usage.add(event.usage)
+        elif isinstance(event, Error):
+            errors.append(event.message)
+        render(event)
+    if history and history[-1]["role"] == "assistant":  # answered, but killed before the result was saved
+        text = history[-1].get("content") or ""
+    else:
+        resume = history and history[-1]["role"] in ("user", "tool")
+        turn = answer(cfg, provider, None if resume else task.task + instructions(list(task.checks)),
+                      on_event, tid)
+        text = turn.text if turn else ""
+    steps = sum(m["role"] == "assistant" for m in Thread(tid).history())
+    spent = {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens}
+    if errors:
+        record = failed(task, errors[-1], time.monotonic() - started, tid)
+        return {**record, "output": text, "steps": steps, "usage": spent}
+    status, output, unmet = read_report(text, list(task.checks))
+    return Result(task.id, status, output, steps, spent, round(time.monotonic() - started, 3),
+                  None, unmet, tid).to_json()
+
+
+if __name__ == "__main__":
+    from ..cli import guarded
+    sys.exit(guarded(main))

@@ -1,0 +1,137 @@
+"""`bantam batch --queue` and `bantam worker` over a real redis-server (Debian's), with real worker
+processes, one of them SIGKILLed mid-task."""
+import json
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import base_cfg, run_bantam, write_cfg
+from tests.fakes.task_server import TaskServer
+from tests.test_batch import read_results, start_batch, wait_for, write_tasks
+
+redis = pytest.importorskip("redis")
+TASKS, GROUP = "bantam:tasks", "bantam-workers"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def redis_url(tmp_path):
+    server = shutil.which("redis-server")
+    if server is None:
+        pytest.fail("redis-server is not installed (apt-get install -y redis-server)")
+    folder = tmp_path / "redis"
+    folder.mkdir()
+    for _ in range(5):  # another process may take the port between the probe and the start
+        port = free_port()
+        proc = subprocess.Popen([server, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(folder),
+                                 "--save", "", "--appendonly", "no"], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+        client = redis.Redis(port=port, socket_connect_timeout=1)
+        deadline = time.monotonic() + 30
+        while proc.poll() is None and time.monotonic() < deadline:
+            try:
+                client.ping()
+                break
+            except redis.ConnectionError:
+                time.sleep(0.05)
+        if proc.poll() is None:
+            break
+    try:
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def start_worker(home: Path, url: str, *options: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "bantam", "worker", url, *options], cwd=home,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True)
+
+
+def stop(procs):
+    for p in procs:
+        if p.poll() is None:
+            p.terminate()
+    for p in procs:
+        p.wait(timeout=60)
+        p.stderr.close()
+
+
+def test_three_workers_one_killed_mid_task_every_task_one_result(home, redis_url):
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    with TaskServer(latency=0.5) as server:
+        write_cfg(home, **base_cfg(server))
+        write_tasks(home / "tasks.jsonl", [{"id": i, "task": f"t{i} go"} for i in range(12)])
+        workers = [start_worker(home, redis_url, "--idle-timeout", "3") for _ in range(3)]
+        batch = start_batch(home, "tasks.jsonl", "-o", "results.jsonl", "--queue", redis_url)
+        try:
+            victim = workers[0]
+            name = f"{socket.gethostname()}-{victim.pid}-0"
+
+            def victim_busy():
+                for entry in client.xpending_range(TASKS, GROUP, "-", "+", 100):
+                    if entry["consumer"] == name:
+                        return entry["message_id"]
+            message_id = wait_for(victim_busy, what="the first worker to take a task")
+            [(_, fields)] = client.xrange(TASKS, message_id, message_id)
+            lost = json.loads(fields["task"])["id"]
+            victim.kill()
+            out, err = batch.communicate(timeout=240)
+            assert batch.returncode == 0, err
+        finally:
+            stop([w for w in workers if w is not victim] + [victim])
+            if batch.poll() is None:
+                batch.kill()
+    results = read_results(home / "results.jsonl")
+    assert sorted(r["id"] for r in results) == list(range(12))  # exactly one each
+    assert all(r["status"] == "success" for r in results)
+    assert lost in server.answered.keys() or f"t{lost}" in server.answered  # the lost task was rerun
+    assert server.answered[f"t{lost}"] >= 1
+    assert not client.exists(TASKS) or client.xlen(TASKS) == 0  # acknowledged and deleted
+    assert not [k for k in client.keys("bantam:results:*") if not k.endswith(":done")]
+
+
+def test_a_worker_serves_single_requests_and_records_a_task_once(home, redis_url):
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    with TaskServer() as server:
+        write_cfg(home, **base_cfg(server))
+        worker = start_worker(home, redis_url, "--workers", "2")
+        try:
+            client.xadd(TASKS, {"task": "hello from a service", "reply_to": "svc:replies"})
+            # the same task id sent twice (a retried send): run, but answered once
+            for _ in range(2):
+                client.xadd(TASKS, {"task": json.dumps({"id": "x1", "task": "twice please"}),
+                                    "reply_to": "svc:replies"})
+            client.xadd(TASKS, {"task": json.dumps({"id": "bad", "task": 5}), "reply_to": "svc:replies"})
+            wait_for(lambda: server.answered.get("twice") == 2 and client.xlen("svc:replies") >= 3,
+                     timeout=120, what="the replies")
+            wait_for(lambda: client.xpending(TASKS, GROUP)["pending"] == 0, what="every task acknowledged")
+        finally:
+            stop([worker])
+    replies = [json.loads(f["result"]) for _, f in client.xrange("svc:replies")]
+    by_id = {}
+    for r in replies:
+        by_id.setdefault(str(r["id"]), []).append(r)
+    assert len(by_id["x1"]) == 1 and by_id["x1"][0]["output"] == "done twice"
+    assert by_id["bad"][0]["status"] == "failure" and "'task' must be a non-empty string" in by_id["bad"][0]["error"]
+    [single] = [r for r in replies if r["output"] == "done hello"]
+    assert single["status"] == "success"
+    assert len(replies) == 3
+
+
+def test_bad_queue_url_and_unreachable_redis_are_one_line(home):
+    r = run_bantam("worker", "http://127.0.0.1:1/0", cwd=home)
+    assert r.returncode == 2 and r.stderr.startswith("bantam: queue URL") and "Traceback" not in r.stderr
+    r = run_bantam("worker", f"redis://127.0.0.1:{free_port()}/0", cwd=home)
+    assert r.returncode == 1 and r.stderr.startswith("bantam: cannot use Redis at") and "Traceback" not in r.stderr
