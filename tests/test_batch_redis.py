@@ -73,6 +73,7 @@ def test_three_workers_one_killed_mid_task_every_task_one_result(home, redis_url
     with TaskServer(latency=0.5) as server:
         write_cfg(home, **base_cfg(server))
         write_tasks(home / "tasks.jsonl", [{"id": i, "task": f"t{i} go"} for i in range(12)])
+        server.stall(answers_only=True)  # every task waits at its last step until the kill
         workers = [start_worker(home, redis_url, "--idle-timeout", "3") for _ in range(3)]
         batch = start_batch(home, "tasks.jsonl", "-o", "results.jsonl", "--queue", redis_url)
         try:
@@ -80,13 +81,18 @@ def test_three_workers_one_killed_mid_task_every_task_one_result(home, redis_url
             name = f"{socket.gethostname()}-{victim.pid}-0"
 
             def victim_busy():
-                for entry in client.xpending_range(TASKS, GROUP, "-", "+", 100):
+                try:
+                    pending = client.xpending_range(TASKS, GROUP, "-", "+", 100)
+                except redis.ResponseError:  # no group yet: nobody has started
+                    return None
+                for entry in pending:
                     if entry["consumer"] == name:
                         return entry["message_id"]
             message_id = wait_for(victim_busy, what="the first worker to take a task")
             [(_, fields)] = client.xrange(TASKS, message_id, message_id)
             lost = json.loads(fields["task"])["id"]
             victim.kill()
+            server.release()
             out, err = batch.communicate(timeout=240)
             assert batch.returncode == 0, err
         finally:
@@ -96,8 +102,9 @@ def test_three_workers_one_killed_mid_task_every_task_one_result(home, redis_url
     results = read_results(home / "results.jsonl")
     assert sorted(r["id"] for r in results) == list(range(12))  # exactly one each
     assert all(r["status"] == "success" for r in results)
-    assert lost in server.answered.keys() or f"t{lost}" in server.answered  # the lost task was rerun
-    assert server.answered[f"t{lost}"] >= 1
+    [rerun] = [r for r in results if r["id"] == lost]
+    assert rerun["worker"].startswith(socket.gethostname()) and rerun["worker"] != name  # taken over
+    assert (home / "ran.txt").read_text().split().count(f"t{lost}") == 1  # resumed from its thread
     assert not client.exists(TASKS) or client.xlen(TASKS) == 0  # acknowledged and deleted
     assert not [k for k in client.keys("bantam:results:*") if not k.endswith(":done")]
 
@@ -109,14 +116,12 @@ def test_a_worker_serves_single_requests_and_records_a_task_once(home, redis_url
         worker = start_worker(home, redis_url, "--workers", "2")
         try:
             client.xadd(TASKS, {"task": "hello from a service", "reply_to": "svc:replies"})
-            # the same task id sent twice (a retried send): run, but answered once
+            # the same task id sent twice (a retried send): both deliveries finish, one reply counts
             for _ in range(2):
                 client.xadd(TASKS, {"task": json.dumps({"id": "x1", "task": "twice please"}),
                                     "reply_to": "svc:replies"})
             client.xadd(TASKS, {"task": json.dumps({"id": "bad", "task": 5}), "reply_to": "svc:replies"})
-            wait_for(lambda: server.answered.get("twice") == 2 and client.xlen("svc:replies") >= 3,
-                     timeout=120, what="the replies")
-            wait_for(lambda: client.xpending(TASKS, GROUP)["pending"] == 0, what="every task acknowledged")
+            wait_for(lambda: client.xlen(TASKS) == 0, timeout=120, what="every task acknowledged")
         finally:
             stop([worker])
     replies = [json.loads(f["result"]) for _, f in client.xrange("svc:replies")]
@@ -124,6 +129,7 @@ def test_a_worker_serves_single_requests_and_records_a_task_once(home, redis_url
     for r in replies:
         by_id.setdefault(str(r["id"]), []).append(r)
     assert len(by_id["x1"]) == 1 and by_id["x1"][0]["output"] == "done twice"
+    assert server.answered["twice"] == 1  # the second delivery found the first's saved result
     assert by_id["bad"][0]["status"] == "failure" and "'task' must be a non-empty string" in by_id["bad"][0]["error"]
     [single] = [r for r in replies if r["output"] == "done hello"]
     assert single["status"] == "success"

@@ -206,7 +206,7 @@ class Consumer:
         try:
             task = read_message(fields, message_id)
         except ConfigError as e:  # answered, so the sender hears why, and never retried
-            self.answer(message_id, reply, Result(fields.get("id") or message_id, "failure",
+            self.answer(message_id, reply, Result(claimed_id(fields, message_id), "failure",
                                                   error=str(e)).to_json())
             return
         deliveries = self.deliveries(message_id)
@@ -218,6 +218,7 @@ class Consumer:
                 record = self.children.run(task, self.flags, reply)
             if record is None:
                 return  # stopped: not acknowledged, so another worker takes it over
+        record["worker"] = self.name
         self.answer(message_id, reply, record)
         print(f"bantam worker {self.name}: {describe(record)}", file=sys.stderr)
 
@@ -241,6 +242,16 @@ def read_message(fields: dict[str, str], message_id: str) -> Task:
     except ValueError:
         value = text
     return parse_task(value, message_id, f"message {message_id}")
+
+
+def claimed_id(fields: dict[str, str], message_id: str) -> str | int:
+    """The id a bad task message gives itself, so its sender can match the failure to it."""
+    try:
+        value = json.loads(fields.get("task") or "")
+    except ValueError:
+        return message_id
+    task_id = value.get("id") if isinstance(value, dict) else None
+    return task_id if isinstance(task_id, (str, int)) and not isinstance(task_id, bool) else message_id
 
 
 class Lease:
