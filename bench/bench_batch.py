@@ -1,0 +1,150 @@
+"""`bantam batch` throughput at 1, 4, 16 and 64 workers, and the per-task cost of the Redis path.
+
+    .venv/bin/python bench/bench_batch.py --write    # from the repository root; needs redis-server
+
+Throughput: every request to the local fake server (tests/fakes) takes 1 s, as a slow remote model
+would, and every task is one request (the model answers at once), so N workers could at best
+finish N tasks a second; each N runs 4N tasks. Overhead: with a model that answers instantly, the
+wall time per task of a one-worker batch run locally, and through Redis with one `bantam worker`
+(started beforehand); the difference is what the queue adds per task.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from bench.bench_core import write_results  # noqa: E402
+from tests.fakes.openai_server import FakeServer, text_reply  # noqa: E402
+
+LATENCY = 1.0
+BEGIN, END = "<!-- bench_batch:begin -->", "<!-- bench_batch:end -->"
+
+
+class ModelServer(FakeServer):
+    """Every request is answered, after `latency` seconds, with a final answer."""
+
+    def __init__(self, latency: float):
+        super().__init__()
+        self.latency = latency
+
+    def next_response(self, body=None):
+        time.sleep(self.latency)
+        return text_reply("done\nSTATUS: success")
+
+
+def environment(home: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LLM_", "BANTAM_", "AGENT_"))}
+    return {**env, "HOME": home, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")])}
+
+
+def batch(work: str, tasks: int, *options: str) -> float:
+    """Seconds for one `bantam batch` of `tasks` fresh tasks."""
+    Path(work, "tasks.jsonl").write_text("".join(json.dumps(f"task {i}") + "\n" for i in range(tasks)))
+    Path(work, "results.jsonl").unlink(missing_ok=True)
+    t0 = time.perf_counter()
+    p = subprocess.run([sys.executable, "-m", "bantam", "batch", "tasks.jsonl", "-o", "results.jsonl", *options],
+                       cwd=work, env=environment(work), stdin=subprocess.DEVNULL, capture_output=True, text=True)
+    elapsed = time.perf_counter() - t0
+    lines = Path(work, "results.jsonl").read_text().splitlines() if p.returncode == 0 else []
+    if len(lines) != tasks:
+        sys.exit(f"bench: batch {options} failed ({p.returncode}):\n{p.stderr[-2000:]}")
+    return elapsed
+
+
+def configured(latency: float) -> tuple[ModelServer, str]:
+    server = ModelServer(latency).__enter__()
+    work = tempfile.mkdtemp(prefix="bench-batch-")
+    Path(work, ".bantam.cfg").write_text(f"endpoint={server.url}\nmodel=test-model\nretry_delays=0\n")
+    return server, work
+
+
+def throughput(per_worker: int) -> list[str]:
+    server, work = configured(LATENCY)
+    rows = []
+    try:
+        for n in (1, 4, 16, 64):
+            tasks = per_worker * n
+            seconds = batch(work, tasks, "--workers", str(n))
+            rate = tasks / seconds
+            rows.append(f"| {n} | {tasks} | {seconds:.1f} | {rate:.2f} | {n / LATENCY:.0f} | {100 * rate * LATENCY / n:.0f}% |")
+            print(rows[-1], flush=True)
+    finally:
+        server.__exit__()
+        shutil.rmtree(work, ignore_errors=True)
+    return rows
+
+
+def redis_overhead(tasks: int) -> list[str]:
+    server, work = configured(0.0)
+    redis = start_redis(work)
+    url = f"redis://127.0.0.1:{redis[1]}/0"
+    worker = subprocess.Popen([sys.executable, "-m", "bantam", "worker", url], cwd=work, env=environment(work),
+                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        local = batch(work, tasks, "--workers", "1") / tasks
+        queued = batch(work, tasks, "--queue", url) / tasks
+    finally:
+        worker.terminate()
+        worker.wait()
+        redis[0].terminate()
+        redis[0].wait()
+        server.__exit__()
+        shutil.rmtree(work, ignore_errors=True)
+    return [f"| local, `--workers 1` | {tasks} | {local * 1000:.0f} | — |",
+            f"| Redis, one `bantam worker` | {tasks} | {queued * 1000:.0f} | {(queued - local) * 1000:+.0f} |"]
+
+
+def start_redis(work: str) -> tuple[subprocess.Popen, int]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--dir", work,
+                             "--save", "", "--appendonly", "no"], stdout=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return proc, port
+        except OSError:
+            time.sleep(0.05)
+    sys.exit("bench: redis-server did not start")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--per-worker", type=int, default=4, help="tasks per worker in the throughput table")
+    ap.add_argument("--overhead-tasks", type=int, default=20)
+    ap.add_argument("--write", action="store_true")
+    args = ap.parse_args()
+    rows = throughput(args.per_worker)
+    overhead = redis_overhead(args.overhead_tasks)
+    section = "\n".join([
+        "## Batches: throughput and the Redis path", "",
+        f"Each task is one model request; every request to the fake server takes {LATENCY:g} s. Every task "
+        "is its own agent process (start-up, configuration, thread file), so past a few workers the "
+        "machine's cores, not the model, set the pace.", "",
+        "Command: `.venv/bin/python bench/bench_batch.py --write`", "",
+        "| workers | tasks | seconds | tasks/s | ideal tasks/s | of ideal |", "|---:|---:|---:|---:|---:|---:|",
+        *rows, "",
+        "Per-task cost with a model that answers at once (one at a time):", "",
+        "| path | tasks | ms per task | over local |", "|---|---:|---:|---:|", *overhead, "",
+        "mini-swe-agent's batch mode (`mini-extra swebench`) runs SWE-bench instances, each in its own "
+        "container, from the dataset; it has no mode for a file of arbitrary tasks against a plain "
+        "model server, so it is not measured beside these rows."])
+    print(section)
+    if args.write:
+        write_results(section, BEGIN, END)
+
+
+if __name__ == "__main__":
+    main()
