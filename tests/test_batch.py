@@ -180,3 +180,19 @@ def test_fifty_tasks_killed_at_random_moments_get_exactly_one_result_each(home, 
     assert sorted(ids) == list(range(50))  # exactly one each
     assert all(x["status"] == "success" for x in read_results(home / "results.jsonl"))
     wait_for(lambda: not agents_alive(home), what="every agent to stop")
+
+
+def test_a_terminal_gets_a_progress_bar_and_failures_above_it(home, tasks_server):
+    pexpect = pytest.importorskip("pexpect")
+    write_cfg(home, **base_cfg(tasks_server))
+    write_tasks(home / "tasks.jsonl", ["alpha go", "fail here", "gamma go"])
+    child = pexpect.spawn(sys.executable, ["-m", "bantam", "batch", "tasks.jsonl", "-o", "r.jsonl"],
+                          cwd=str(home), env={**os.environ, "TERM": "xterm"}, encoding="utf-8",
+                          dimensions=(30, 100), timeout=120)
+    child.expect(pexpect.EOF)
+    child.close()
+    screen = child.before
+    assert child.exitstatus == 1
+    assert "3/3" in screen and "━" in screen  # rich's bar, complete
+    assert "2 failure 0 steps" in screen and "[1/3]" not in screen  # no plain lines on a terminal
+    assert "batch summary" in screen

@@ -24,33 +24,53 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+class RedisServer:
+    """Debian's redis-server on a free port in a temp dir, without persistence; restartable."""
+
+    def __init__(self, folder: Path):
+        self.folder, self.proc, self.port = folder, None, 0
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self, port: int = 0) -> None:
+        for _ in range(5):  # another process may take a free port between the probe and the start
+            self.port = port or free_port()
+            self.proc = subprocess.Popen([shutil.which("redis-server"), "--port", str(self.port), "--bind",
+                                          "127.0.0.1", "--dir", str(self.folder), "--save", "",
+                                          "--appendonly", "no"], stdout=subprocess.DEVNULL,
+                                         stderr=subprocess.DEVNULL)
+            client = redis.Redis(port=self.port, socket_connect_timeout=1)
+            deadline = time.monotonic() + 30
+            while self.proc.poll() is None and time.monotonic() < deadline:
+                try:
+                    client.ping()
+                    return
+                except redis.ConnectionError:
+                    time.sleep(0.05)
+            self.stop()
+        raise AssertionError("redis-server did not start")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=30)
+
+
 @pytest.fixture
-def redis_url(tmp_path):
-    server = shutil.which("redis-server")
-    if server is None:
+def redis_server(tmp_path):
+    if shutil.which("redis-server") is None:
         pytest.skip("redis-server is not installed (apt-get install -y redis-server)")
-    folder = tmp_path / "redis"
-    folder.mkdir()
-    for _ in range(5):  # another process may take the port between the probe and the start
-        port = free_port()
-        proc = subprocess.Popen([server, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(folder),
-                                 "--save", "", "--appendonly", "no"], stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL)
-        client = redis.Redis(port=port, socket_connect_timeout=1)
-        deadline = time.monotonic() + 30
-        while proc.poll() is None and time.monotonic() < deadline:
-            try:
-                client.ping()
-                break
-            except redis.ConnectionError:
-                time.sleep(0.05)
-        if proc.poll() is None:
-            break
-    try:
-        yield f"redis://127.0.0.1:{port}/0"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+    (tmp_path / "redis").mkdir()
+    server = RedisServer(tmp_path / "redis")
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def redis_url(redis_server):
+    return redis_server.url
 
 
 def start_worker(home: Path, url: str, *options: str) -> subprocess.Popen:
@@ -59,13 +79,12 @@ def start_worker(home: Path, url: str, *options: str) -> subprocess.Popen:
                             text=True)
 
 
-def stop(procs):
+def stop(procs) -> list[str]:
+    """Terminate the processes; their stderr."""
     for p in procs:
         if p.poll() is None:
             p.terminate()
-    for p in procs:
-        p.wait(timeout=60)
-        p.stderr.close()
+    return [p.communicate(timeout=60)[1] for p in procs]
 
 
 def test_three_workers_one_killed_mid_task_every_task_one_result(home, redis_url):
@@ -141,3 +160,23 @@ def test_bad_queue_url_and_unreachable_redis_are_one_line(home):
     assert r.returncode == 2 and r.stderr.startswith("bantam: queue URL") and "Traceback" not in r.stderr
     r = run_bantam("worker", f"redis://127.0.0.1:{free_port()}/0", cwd=home)
     assert r.returncode == 1 and r.stderr.startswith("bantam: cannot use Redis at") and "Traceback" not in r.stderr
+
+
+def test_a_worker_outlives_a_redis_restart(home, redis_server):
+    with TaskServer() as server:
+        write_cfg(home, **base_cfg(server))
+        worker = start_worker(home, redis_server.url)
+        log = ""
+        try:
+            client = redis.Redis.from_url(redis_server.url, decode_responses=True)
+            wait_for(lambda: client.exists(TASKS), what="the worker's group")
+            redis_server.stop()  # no persistence: the stream and the group are gone
+            redis_server.start(redis_server.port)
+            wait_for(lambda: client.exists(TASKS), timeout=60, what="the worker to recreate its group")
+            client.xadd(TASKS, {"task": "after the restart", "reply_to": "svc:replies"})
+            wait_for(lambda: client.exists("svc:replies"), timeout=60, what="the reply")
+        finally:
+            [log] = stop([worker])
+    [(_, fields)] = client.xrange("svc:replies")
+    assert json.loads(fields["result"])["output"] == "done after"
+    assert "Redis: " in log and "; again in 1 s" in log  # it said so, and waited

@@ -173,6 +173,7 @@ class Consumer:
     def __init__(self, client: Any, name: str, flags: dict[str, str], idle_ms: int, children: Children):
         self.client, self.name, self.flags, self.idle_ms, self.children = client, name, flags, idle_ms, children
         self.finish = client.register_script(FINISH)
+        self.cursor = "0-0"
 
     def serve(self) -> None:
         import redis
@@ -195,7 +196,9 @@ class Consumer:
 
     def next_message(self) -> tuple[str, dict[str, str]] | None:
         """A task whose worker stopped renewing its claim, else a new one (waiting up to 1 s)."""
-        claimed = self.client.xautoclaim(TASKS, GROUP, self.name, self.idle_ms, "0-0", count=1)[1]
+        # the cursor walks the whole pending list over successive calls (each call looks at a few)
+        self.cursor, claimed = self.client.xautoclaim(TASKS, GROUP, self.name, self.idle_ms, self.cursor,
+                                                      count=1)[:2]
         if claimed:
             return claimed[0]
         got = self.client.xreadgroup(GROUP, self.name, {TASKS: ">"}, count=1, block=1000)
