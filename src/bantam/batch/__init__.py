@@ -82,7 +82,7 @@ def run_local(tasks: list[Task], results: ResultsFile, flags: dict[str, str], wo
                     task = todo.get_nowait()
                 except queue.Empty:
                     return
-                record = children.run(task, flags, namespace)
+                record = children.run(task, flags, namespace, warm_next=not todo.empty())
                 if record is not None:
                     with lock:
                         if results.add(record):

@@ -1,8 +1,9 @@
 """One batch task as an isolated agent: its own process, working directory, thread and tool budget.
 
-    record = run_isolated(task, flags, namespace)   # in the batch or a worker: start a child
+    record = Children().run(task, flags, namespace)   # in the batch or a worker
 
-The child (`python -m bantam.batch.agent`, the request as one JSON line on stdin) loads the
+The child (`python -m bantam.batch.agent`) loads bantam first and then reads its request, one JSON
+line on stdin, so each worker thread keeps a spare child loading while its task runs. It loads the
 configuration as the caller did, moves to the task's `cwd`, and answers the task through
 `oneshot.answer`, the one core loop, in the thread `batch-<hash>`. Every complete step is on disk,
 so a task cut off by a kill resumes where it stopped; the finished result is saved beside the
@@ -34,7 +35,6 @@ from ..fsutil import atomic_write, private_dir
 from .tasks import Result, Task, failed, parse_task
 
 GRACE = 10.0  # seconds an orphaned child has to stop by itself before it exits hard
-Started = Callable[[subprocess.Popen], None]
 
 
 def thread_id(namespace: str, key: str) -> str:
@@ -47,25 +47,23 @@ def thread_file(tid: str, suffix: str) -> Path:
     return threads_dir() / f"{tid}{suffix}"
 
 
+def start_agent() -> subprocess.Popen:
+    """A fresh agent process: it loads bantam, then waits for its request on stdin."""
+    return subprocess.Popen([sys.executable, "-m", "bantam.batch.agent"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+
+
 def run_isolated(task: Task, flags: dict[str, str], namespace: str,
-                 on_start: Started | None = None) -> dict[str, Any] | None:
-    """Run one task in a child process; its result record, or None when the child was
-    interrupted (the task is not finished and must run again). `on_start` is given the child,
-    so the caller can stop it by closing its stdin."""
+                 proc: subprocess.Popen | None = None) -> dict[str, Any] | None:
+    """Run one task in an agent process (`proc`, started by start_agent, or a new one); its
+    result record, or None when the agent was interrupted (the task must run again)."""
     tid = thread_id(namespace, task.key)
     private_dir(thread_file(tid, "").parent)
     started = time.monotonic()
-    request = json.dumps({"task": task.to_json(), "flags": flags, "thread": tid}) + "\n"
-    log_fd = os.open(thread_file(tid, ".log"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    proc = proc or start_agent()
+    request = {"task": task.to_json(), "flags": flags, "thread": tid, "log": str(thread_file(tid, ".log"))}
     try:
-        proc = subprocess.Popen([sys.executable, "-m", "bantam.batch.agent"], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=log_fd)
-    finally:
-        os.close(log_fd)
-    if on_start is not None:
-        on_start(proc)
-    try:
-        proc.stdin.write(request.encode())
+        proc.stdin.write(json.dumps(request).encode() + b"\n")
         proc.stdin.flush()  # stdin stays open: its end is the signal to stop
     except (BrokenPipeError, ValueError):  # the caller closed it already, or the child died
         pass
@@ -78,7 +76,7 @@ def run_isolated(task: Task, flags: dict[str, str], namespace: str,
         if code in (130, -signal.SIGINT, -signal.SIGKILL, -signal.SIGTERM):
             return None
         return failed(task, f"the agent process exited with code {code} without a result; "
-                            f"see {thread_file(tid, '.log')}", time.monotonic() - started, tid)
+                            f"see {request['log']}", time.monotonic() - started, tid)
 
 
 def close(proc: subprocess.Popen) -> None:
@@ -90,27 +88,38 @@ def close(proc: subprocess.Popen) -> None:
 
 
 class Children:
-    """The agent processes running now, so that one stop reaches all of them."""
+    """The agent processes of a batch or worker, so that one stop reaches all of them. Each
+    thread keeps one spare agent, started while its task runs, so the next task does not wait
+    for Python and bantam to load."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.procs: set[subprocess.Popen] = set()
         self.stopping = threading.Event()
+        self.local = threading.local()
 
-    def run(self, task: Task, flags: dict[str, str], namespace: str) -> dict[str, Any] | None:
+    def run(self, task: Task, flags: dict[str, str], namespace: str,
+            warm_next: bool = True) -> dict[str, Any] | None:
         """run_isolated, stoppable by `stop`; None when the task was stopped before its end."""
-        def started(proc: subprocess.Popen) -> None:
-            with self.lock:
-                self.procs.add(proc)
-            if self.stopping.is_set():
-                close(proc)
+        spare = getattr(self.local, "spare", None)
+        proc = spare if spare is not None and spare.poll() is None else self.start()
+        self.local.spare = self.start() if warm_next else None
         try:
-            return run_isolated(task, flags, namespace, started)
+            return run_isolated(task, flags, namespace, proc)
         finally:
             with self.lock:
                 self.procs = {p for p in self.procs if p.poll() is None}
 
+    def start(self) -> subprocess.Popen:
+        proc = start_agent()
+        with self.lock:
+            self.procs.add(proc)
+        if self.stopping.is_set():
+            close(proc)
+        return proc
+
     def stop(self) -> None:
+        """Close every agent's stdin: running ones interrupt themselves, spares just exit."""
         self.stopping.set()
         with self.lock:
             for proc in self.procs:
@@ -127,6 +136,7 @@ def run_threads(count: int, work: Callable[[], None], children: Children) -> Non
         for t in threads:
             while t.is_alive():
                 t.join(0.2)  # short waits, so Ctrl+C is seen at once
+        children.stop()  # the spares
     except KeyboardInterrupt:
         children.stop()
         deadline = time.monotonic() + GRACE + 5
@@ -138,11 +148,15 @@ def run_threads(count: int, work: Callable[[], None], children: Children) -> Non
 # --- the child -------------------------------------------------------------------------------------
 
 def main() -> int:
-    request = json.loads(read_line(0) or b"null")
-    if not isinstance(request, dict):
-        print("bantam.batch.agent: expected a request line on stdin", file=sys.stderr)
-        return 2
     signal.signal(signal.SIGINT, signal.default_int_handler)  # even when started with it ignored
+    preload()
+    line = read_line(0)
+    if not line.strip():
+        return 0  # a spare that was not needed
+    request = json.loads(line)
+    log = os.open(request["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    os.dup2(log, 2)  # this task's traces go to its own log
+    os.close(log)
     watch_parent()
     task, tid = parse_task(request["task"], "", "task"), request["thread"]
     with locked(thread_file(tid, ".lock")):  # a leftover child of a killed run finishes first
@@ -150,6 +164,13 @@ def main() -> int:
     sys.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")
     sys.stdout.flush()
     return 0
+
+
+def preload() -> None:
+    """Load what a run needs while no task waits (this process may be a spare)."""
+    import importlib
+    for name in ("oneshot", "providers.openai", "render.text", "tools.shell", "tools.files", "tools.spawn"):
+        importlib.import_module(f"bantam.{name}")
 
 
 def read_line(fd: int) -> bytes:
