@@ -43,7 +43,10 @@ class ModelServer(FakeServer):
 
 
 def environment(home: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("LLM_", "BANTAM_", "AGENT_"))}
+    """No user configuration; bytecode cached as in an installed package (compiling bantam's
+    sources at every agent start would be most of the cost measured)."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("LLM_", "BANTAM_", "AGENT_")) and k != "PYTHONDONTWRITEBYTECODE"}
     return {**env, "HOME": home, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")])}
 
 
@@ -126,6 +129,8 @@ def main() -> None:
     ap.add_argument("--overhead-tasks", type=int, default=20)
     ap.add_argument("--write", action="store_true")
     args = ap.parse_args()
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "src" / "bantam")], check=True)
+    load_before = f"{os.getloadavg()[0]:.1f}"
     rows = throughput(args.per_worker)
     overhead = redis_overhead(args.overhead_tasks)
     section = "\n".join([
@@ -133,7 +138,9 @@ def main() -> None:
         f"Each task is one model request; every request to the fake server takes {LATENCY:g} s. Every task "
         "is its own agent process (start-up, configuration, thread file), so past a few workers the "
         "machine's cores, not the model, set the pace.", "",
-        "Command: `.venv/bin/python bench/bench_batch.py --write`", "",
+        f"Command: `.venv/bin/python bench/bench_batch.py --write --per-worker {args.per_worker}`, on "
+        f"{os.cpu_count()} cores; load average {load_before} before the run and {os.getloadavg()[0]:.1f} after "
+        "(other work on the machine takes cores from the agents).", "",
         "| workers | tasks | seconds | tasks/s | ideal tasks/s | of ideal |", "|---:|---:|---:|---:|---:|---:|",
         *rows, "",
         "Per-task cost with a model that answers at once (one at a time):", "",

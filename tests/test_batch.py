@@ -55,7 +55,7 @@ def agents_alive(home: Path) -> list[int]:
             env = (entry / "environ").read_bytes()
         except OSError:
             continue
-        if b"bantam.batch.agent" in cmd and f"HOME={home.parent / 'home'}".encode() in env.split(b"\0"):
+        if b"-m\0bantam.batch\0" in cmd and f"HOME={home.parent / 'home'}".encode() in env.split(b"\0"):
             pids.append(int(entry.name))
     return pids
 
@@ -196,3 +196,15 @@ def test_a_terminal_gets_a_progress_bar_and_failures_above_it(home, tasks_server
     assert "3/3" in screen and "━" in screen  # rich's bar, complete
     assert "2 failure 0 steps" in screen and "[1/3]" not in screen  # no plain lines on a terminal
     assert "batch summary" in screen
+
+
+def test_a_deleted_results_file_starts_the_batch_afresh(home, tasks_server):
+    write_cfg(home, **base_cfg(tasks_server))
+    write_tasks(home / "tasks.jsonl", ["solo go"])
+    for run in (1, 2):
+        r = run_bantam("batch", "tasks.jsonl", "-o", "results.jsonl", cwd=home)
+        assert r.returncode == 0, r.stderr
+        [result] = read_results(home / "results.jsonl")
+        assert result["steps"] == 2  # a fresh thread, not the first run's continued
+        (home / "results.jsonl").unlink()
+    assert (home / "ran.txt").read_text() == "solo\nsolo\n" and tasks_server.answered["solo"] == 2

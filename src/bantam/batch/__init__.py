@@ -12,7 +12,6 @@ and `bantam worker` processes, on any machines, run them (redisq.py); this proce
 from __future__ import annotations
 
 import argparse
-import os
 import queue
 import shlex
 import sys
@@ -73,7 +72,6 @@ def run_local(tasks: list[Task], results: ResultsFile, flags: dict[str, str], wo
     pending = [t for t in tasks if t.key not in results.done]
     for task in pending:
         todo.put(task)
-    namespace = os.path.realpath(results.path)  # the same RESULTS file finds the same threads again
     children, lock = Children(), threading.Lock()
     with Progress(len(tasks), len(tasks) - len(pending)) as progress:
         def work() -> None:
@@ -82,7 +80,7 @@ def run_local(tasks: list[Task], results: ResultsFile, flags: dict[str, str], wo
                     task = todo.get_nowait()
                 except queue.Empty:
                     return
-                record = children.run(task, flags, namespace, warm_next=not todo.empty())
+                record = children.run(task, flags, results.batch, warm_next=not todo.empty())
                 if record is not None:
                     with lock:
                         if results.add(record):

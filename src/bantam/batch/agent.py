@@ -2,7 +2,7 @@
 
     record = Children().run(task, flags, namespace)   # in the batch or a worker
 
-The child (`python -m bantam.batch.agent`) loads bantam first and then reads its request, one JSON
+The child (`python -m bantam.batch`) loads bantam first and then reads its request, one JSON
 line on stdin, so each worker thread keeps a spare child loading while its task runs. It loads the
 configuration as the caller did, moves to the task's `cwd`, and answers the task through
 `oneshot.answer`, the one core loop, in the thread `batch-<hash>`. Every complete step is on disk,
@@ -49,7 +49,7 @@ def thread_file(tid: str, suffix: str) -> Path:
 
 def start_agent() -> subprocess.Popen:
     """A fresh agent process: it loads bantam, then waits for its request on stdin."""
-    return subprocess.Popen([sys.executable, "-m", "bantam.batch.agent"], stdin=subprocess.PIPE,
+    return subprocess.Popen([sys.executable, "-m", "bantam.batch"], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
 
 
@@ -220,51 +220,62 @@ def run_task(task: Task, flags: dict[str, str], tid: str) -> dict[str, Any]:
     try:
         record = answer_task(task, flags, tid, started)
     except (BantamError, OSError) as e:  # bad configuration, a missing cwd: this task fails alone
-        record = failed(task, str(getattr(e, "strerror", None) and f"{e.strerror}: {e.filename}" or e),
-                        time.monotonic() - started, tid)
+        why = f"{e.strerror}: {e.filename}" if isinstance(e, OSError) and e.filename else str(e)
+        record = failed(task, why, time.monotonic() - started, tid)
     atomic_write(thread_file(tid, ".result.json"), json.dumps(record).encode(), mode=0o600)
     return record
 
 
 def answer_task(task: Task, flags: dict[str, str], tid: str, started: float) -> dict[str, Any]:
     from .. import config
-    from ..events import Error, Event, Usage, UsageReport
+    from ..sessions import Thread
+    from ..tools.spawn import read_report
+    cfg = config.load({**flags, **({"model": task.model} if task.model else {})})
+    if task.cwd:
+        os.chdir(task.cwd)
+    tally = Tally()
+    text = final_text(cfg, task, tid, tally)
+    steps = sum(m["role"] == "assistant" for m in Thread(tid).history())
+    seconds = round(time.monotonic() - started, 3)
+    if tally.errors:
+        return {**failed(task, tally.errors[-1], seconds, tid), "output": text, "steps": steps,
+                "usage": tally.spent()}
+    status, output, unmet = read_report(text, list(task.checks))
+    return Result(task.id, status, output, steps, tally.spent(), seconds, None, unmet, tid).to_json()
+
+
+def final_text(cfg: Any, task: Task, tid: str, tally: "Tally") -> str:
+    """Run the task in its thread through the one loop (or resume it); the final answer."""
     from ..oneshot import answer
     from ..providers import context_window_soon, make_provider
     from ..render import make_renderer
     from ..sessions import Thread
-    from ..tools.spawn import instructions, read_report
-    cfg = config.load({**flags, **({"model": task.model} if task.model else {})})
-    if task.cwd:
-        os.chdir(task.cwd)
+    from ..tools.spawn import instructions
     history = Thread(tid).history()
-    provider = make_provider(cfg)
-    render = make_renderer(cfg, False, io.StringIO(), sys.stderr, context_window_soon(provider, cfg))
-    usage, errors = Usage(), []
-
-    def on_event(event: Event) -> None:
-        if isinstance(event, UsageReport):
-            usage.add(event.usage)
-        elif isinstance(event, Error):
-            errors.append(event.message)
-        render(event)
     if history and history[-1]["role"] == "assistant":  # answered, but killed before the result was saved
-        text = history[-1].get("content") or ""
-    else:
-        resume = history and history[-1]["role"] in ("user", "tool")
-        turn = answer(cfg, provider, None if resume else task.task + instructions(list(task.checks)),
-                      on_event, tid)
-        text = turn.text if turn else ""
-    steps = sum(m["role"] == "assistant" for m in Thread(tid).history())
-    spent = {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens}
-    if errors:
-        record = failed(task, errors[-1], time.monotonic() - started, tid)
-        return {**record, "output": text, "steps": steps, "usage": spent}
-    status, output, unmet = read_report(text, list(task.checks))
-    return Result(task.id, status, output, steps, spent, round(time.monotonic() - started, 3),
-                  None, unmet, tid).to_json()
+        return history[-1].get("content") or ""
+    provider = make_provider(cfg)
+    tally.render = make_renderer(cfg, False, io.StringIO(), sys.stderr, context_window_soon(provider, cfg))
+    resume = bool(history) and history[-1]["role"] in ("user", "tool")
+    turn = answer(cfg, provider, None if resume else task.task + instructions(list(task.checks)), tally, tid)
+    return turn.text if turn else ""
 
 
-if __name__ == "__main__":
-    from ..cli import guarded
-    sys.exit(guarded(main))
+class Tally:
+    """Passes the loop's events on to the renderer, counting the tokens and keeping the errors."""
+
+    def __init__(self) -> None:
+        from ..events import Usage, ignore
+        self.render: Any = ignore
+        self.usage, self.errors = Usage(), []
+
+    def __call__(self, event: Any) -> None:
+        from ..events import Error, UsageReport
+        if isinstance(event, UsageReport):
+            self.usage.add(event.usage)
+        elif isinstance(event, Error):
+            self.errors.append(event.message)
+        self.render(event)
+
+    def spent(self) -> dict[str, int]:
+        return {"prompt_tokens": self.usage.prompt_tokens, "completion_tokens": self.usage.completion_tokens}

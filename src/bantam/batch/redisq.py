@@ -18,7 +18,6 @@ ids beside it), even when two workers ran the same task.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import signal
@@ -93,17 +92,11 @@ def ensure_group(client: Any) -> None:
 
 # --- the batch side --------------------------------------------------------------------------------
 
-def reply_stream(results: ResultsFile) -> str:
-    """This batch's result stream: one per RESULTS file on this machine, so a rerun finds it."""
-    where = f"{socket.gethostname()}\0{os.path.realpath(results.path)}"
-    return f"bantam:results:{hashlib.md5(where.encode()).hexdigest()[:16]}"
-
-
 def run_queued(url: str, tasks: list[Task], results: ResultsFile) -> None:
     """Enqueue the tasks without a result (once, however often this is rerun) and append the
     results the workers send, until every task has one."""
     client = connect(url)
-    reply = reply_stream(results)
+    reply = f"bantam:results:{results.batch}"  # this batch's own stream; a rerun finds it again
     missing = {t.key for t in tasks if t.key not in results.done}
     enqueue = client.register_script(ENQUEUE)
     with client.pipeline(transaction=False) as pipe:

@@ -7,14 +7,16 @@ A result is one JSON object per task: `id`, `status`, `output`, `steps`, `usage`
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from ..fsutil import JsonlLog
+from ..fsutil import JsonlLog, atomic_write, bantam_home, private_dir
 
 TASK_KEYS = ("id", "task", "checks", "cwd", "model")
 
@@ -113,7 +115,9 @@ class ResultsFile:
     """RESULTS.jsonl: one line per finished task, appended and fsynced as each one finishes.
 
     Reading heals a torn last line (a kill mid-append), so a rerun sees exactly the tasks whose
-    result reached the disk whole, and runs the rest.
+    result reached the disk whole, and runs the rest. `batch` names this batch (its threads, its
+    Redis streams): the same while the file exists, new when the file is new, so deleting the
+    file starts the batch afresh instead of resuming old threads.
     """
 
     def __init__(self, path: str | os.PathLike):
@@ -121,9 +125,25 @@ class ResultsFile:
         self.log = JsonlLog(self.path)
         try:
             self.records = self.log.read()
+            self.batch = self.identity()
         except (OSError, UnicodeDecodeError, ValueError) as e:
             raise ConfigError(f"results file {path}: unreadable ({e}); it was left as it is") from None
         self.done = {str(r.get("id")): r for r in self.records}
+
+    def identity(self) -> str:
+        where = hashlib.md5(os.path.realpath(self.path).encode()).hexdigest()
+        state = bantam_home() / "batches" / where
+        if self.path.exists():
+            try:
+                return state.read_text(encoding="utf-8").strip()
+            except FileNotFoundError:
+                pass
+        batch = uuid.uuid4().hex[:16]
+        private_dir(state.parent)
+        atomic_write(state, batch.encode(), mode=0o600)
+        private_dir(self.path.parent)
+        self.path.touch(mode=0o600)  # from now on, this file is this batch
+        return batch
 
     def add(self, record: dict[str, Any]) -> bool:
         """Append a result unless its task already has one; True if it was written."""
