@@ -145,9 +145,14 @@ def main() -> None:
         *rows, "",
         "Per-task cost with a model that answers at once (one at a time):", "",
         "| path | tasks | ms per task | over local |", "|---|---:|---:|---:|", *overhead, "",
-        "mini-swe-agent's batch mode (`mini-extra swebench`) runs SWE-bench instances, each in its own "
-        "container, from the dataset; it has no mode for a file of arbitrary tasks against a plain "
-        "model server, so it is not measured beside these rows."])
+        "mini-swe-agent's batch mode (`mini-extra swebench`, read at commit 0eb096f) is not measured "
+        "beside these rows: it runs SWE-bench instances from a Hugging Face dataset, each in a container "
+        "(docker by default), so it has no run against a plain model server to time. By its code: its "
+        "workers are threads in one process (no process start per task, but one working directory "
+        "and one crash for all); it rewrites the whole preds.json after each instance (not atomically; "
+        "bantam appends one fsynced line); a rerun skips instances in preds.json and starts an "
+        "interrupted one from scratch (bantam resumes it from its thread); it has no queue for more "
+        "than one machine."])
     print(section)
     if args.write:
         write_results(section, BEGIN, END)
