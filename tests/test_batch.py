@@ -134,13 +134,14 @@ def test_a_task_killed_mid_way_resumes_from_its_thread(home, tasks_server):
     assert tasks_server.chat_requests()[-1].body["messages"][-1]["role"] == "tool"
 
 
-def test_ctrl_c_stops_cleanly_and_says_how_to_resume(home, tasks_server):
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_stops_cleanly_and_says_how_to_resume(home, tasks_server, signum):
     write_cfg(home, **base_cfg(tasks_server))
     write_tasks(home / "tasks.jsonl", [f"task{i} go as plain text" for i in range(4)])
     tasks_server.stall()
     proc = start_batch(home, "tasks.jsonl", "-o", "results.jsonl", "--workers", "2")
     wait_for(lambda: len(tasks_server.chat_requests()) == 2, what="two tasks in flight")
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(signum)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     assert "run the same command again" in err

@@ -12,13 +12,15 @@ and `bantam worker` processes, on any machines, run them (redisq.py); this proce
 from __future__ import annotations
 
 import argparse
+import os
 import queue
 import shlex
+import signal
 import sys
 import threading
 import time
 
-from .agent import Children, run_threads
+from .agent import Children, interrupt, run_threads
 from .progress import Progress, summary
 from .tasks import ResultsFile, Task, read_tasks
 
@@ -45,8 +47,11 @@ def main(argv: list[str]) -> int:
     if args.workers < 1:
         raise ConfigError(f"--workers must be at least 1, got {args.workers}")
     load_config(args)  # bad configuration stops the batch here, not in every task
+    if os.path.realpath(args.tasks) == os.path.realpath(args.output):
+        raise ConfigError(f"-o {args.output}: the results file cannot be the tasks file")
     tasks = read_tasks(args.tasks)
     results = ResultsFile(args.output)
+    signal.signal(signal.SIGTERM, interrupt)  # a stop as clean as Ctrl+C
     started = time.monotonic()
     try:
         if args.queue:

@@ -126,6 +126,11 @@ class Children:
                 close(proc)
 
 
+def interrupt(signum: int, frame: object) -> None:
+    """A SIGTERM handler: stop as cleanly as on Ctrl+C."""
+    raise KeyboardInterrupt
+
+
 def run_threads(count: int, work: Callable[[], None], children: Children) -> None:
     """Run `work` in `count` threads until all return. On Ctrl+C (or SIGTERM made one), stop the
     children, let the threads see it, and raise KeyboardInterrupt."""

@@ -27,7 +27,7 @@ import threading
 from typing import Any
 
 from ..errors import BantamError, ConfigError
-from .agent import Children, run_threads
+from .agent import Children, interrupt, run_threads
 from .progress import Progress, describe
 from .tasks import Result, ResultsFile, Task, failed, parse_task
 
@@ -141,7 +141,7 @@ def worker_main(argv: list[str]) -> int:
     name = f"{socket.gethostname()}-{os.getpid()}"
     numbers = iter(range(args.workers))
     children = Children()
-    signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGTERM, interrupt)
     print(f"bantam worker {name}: {args.workers} at a time from {TASKS} on {args.url}", file=sys.stderr)
 
     def work() -> None:
@@ -154,10 +154,6 @@ def worker_main(argv: list[str]) -> int:
               f"{args.idle_timeout:g} s", file=sys.stderr)
         return 130
     return 0
-
-
-def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt  # SIGTERM stops a worker as cleanly as Ctrl+C
 
 
 class Consumer:
