@@ -209,3 +209,16 @@ def test_a_deleted_results_file_starts_the_batch_afresh(home, tasks_server):
         assert result["steps"] == 2  # a fresh thread, not the first run's continued
         (home / "results.jsonl").unlink()
     assert (home / "ran.txt").read_text() == "solo\nsolo\n" and tasks_server.answered["solo"] == 2
+
+
+def test_a_torn_last_result_line_is_healed_and_its_task_finished(home, tasks_server):
+    write_cfg(home, **base_cfg(tasks_server))
+    write_tasks(home / "tasks.jsonl", ["one go", "two go"])
+    assert run_bantam("batch", "tasks.jsonl", "-o", "results.jsonl", cwd=home).returncode == 0
+    lines = (home / "results.jsonl").read_text().splitlines(keepends=True)
+    (home / "results.jsonl").write_text(lines[0] + lines[1][:25])  # a kill in the middle of an append
+    r = run_bantam("batch", "tasks.jsonl", "-o", "results.jsonl", cwd=home)
+    assert r.returncode == 0, r.stderr
+    assert sorted(x["id"] for x in read_results(home / "results.jsonl")) == [1, 2]
+    # the cut-off task's saved result was reported again; nothing ran a second time
+    assert sorted(tasks_server.answered.items()) == [("one", 1), ("two", 1)]

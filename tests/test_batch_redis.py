@@ -180,3 +180,25 @@ def test_a_worker_outlives_a_redis_restart(home, redis_server):
     [(_, fields)] = client.xrange("svc:replies")
     assert json.loads(fields["result"])["output"] == "done after"
     assert "Redis: " in log and "; again in 1 s" in log  # it said so, and waited
+
+
+def test_a_task_that_keeps_killing_workers_is_failed_not_retried(home, redis_url):
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    client.xgroup_create(TASKS, GROUP, id="0", mkstream=True)
+    message_id = client.xadd(TASKS, {"task": json.dumps({"id": "poison", "task": "never runs"}),
+                                     "reply_to": "svc:replies"})
+    client.xreadgroup(GROUP, "ghost", {TASKS: ">"})  # taken by a worker that then died ...
+    client.xclaim(TASKS, GROUP, "ghost", 0, [message_id], retrycount=5, justid=True)  # ... five times
+    with TaskServer() as server:
+        write_cfg(home, **base_cfg(server))
+        worker = start_worker(home, redis_url, "--idle-timeout", "1")
+        try:
+            wait_for(lambda: client.exists("svc:replies"), timeout=60, what="the reply")
+        finally:
+            stop([worker])
+        assert not server.chat_requests()
+    [(_, fields)] = client.xrange("svc:replies")
+    result = json.loads(fields["result"])
+    assert result["id"] == "poison" and result["status"] == "failure"
+    assert result["error"].startswith("given up after 5 deliveries")
+    assert client.xpending(TASKS, GROUP)["pending"] == 0
