@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import socket
 import subprocess
@@ -50,10 +51,12 @@ def environment(home: str) -> dict[str, str]:
     return {**env, "HOME": home, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")])}
 
 
-def batch(work: str, tasks: int, *options: str) -> float:
-    """Seconds for one `bantam batch` of `tasks` fresh tasks."""
+def batch(work: str, tasks: int, *options: str) -> tuple[float, float]:
+    """Wall seconds, and CPU seconds of the batch and its agents, for one `bantam batch` of
+    `tasks` fresh tasks."""
     Path(work, "tasks.jsonl").write_text("".join(json.dumps(f"task {i}") + "\n" for i in range(tasks)))
     Path(work, "results.jsonl").unlink(missing_ok=True)
+    cpu0 = children_cpu()
     t0 = time.perf_counter()
     p = subprocess.run([sys.executable, "-m", "bantam", "batch", "tasks.jsonl", "-o", "results.jsonl", *options],
                        cwd=work, env=environment(work), stdin=subprocess.DEVNULL, capture_output=True, text=True)
@@ -61,7 +64,13 @@ def batch(work: str, tasks: int, *options: str) -> float:
     lines = Path(work, "results.jsonl").read_text().splitlines() if p.returncode == 0 else []
     if len(lines) != tasks:
         sys.exit(f"bench: batch {options} failed ({p.returncode}):\n{p.stderr[-2000:]}")
-    return elapsed
+    return elapsed, children_cpu() - cpu0
+
+
+def children_cpu() -> float:
+    """CPU seconds of every waited-for child (the batch waits for its agents, so theirs count)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def configured(latency: float) -> tuple[ModelServer, str]:
@@ -76,10 +85,11 @@ def throughput(per_worker: int) -> list[str]:
     rows = []
     try:
         for n in (1, 4, 16, 64):
-            tasks = per_worker * n
-            seconds = batch(work, tasks, "--workers", str(n))
+            tasks = max(8, per_worker * n)
+            seconds, cpu = batch(work, tasks, "--workers", str(n))
             rate = tasks / seconds
-            rows.append(f"| {n} | {tasks} | {seconds:.1f} | {rate:.2f} | {n / LATENCY:.0f} | {100 * rate * LATENCY / n:.0f}% |")
+            rows.append(f"| {n} | {tasks} | {seconds:.1f} | {rate:.2f} | {n / LATENCY:.0f} | "
+                        f"{100 * rate * LATENCY / n:.0f}% | {cpu / tasks * 1000:.0f} |")
             print(rows[-1], flush=True)
     finally:
         server.__exit__()
@@ -94,8 +104,8 @@ def redis_overhead(tasks: int) -> list[str]:
     worker = subprocess.Popen([sys.executable, "-m", "bantam", "worker", url], cwd=work, env=environment(work),
                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        local = batch(work, tasks, "--workers", "1") / tasks
-        queued = batch(work, tasks, "--queue", url) / tasks
+        local = batch(work, tasks, "--workers", "1")[0] / tasks
+        queued = batch(work, tasks, "--queue", url)[0] / tasks
     finally:
         worker.terminate()
         worker.wait()
@@ -137,11 +147,13 @@ def main() -> None:
         "## Batches: throughput and the Redis path", "",
         f"Each task is one model request; every request to the fake server takes {LATENCY:g} s. Every task "
         "is its own agent process (start-up, configuration, thread file), so past a few workers the "
-        "machine's cores, not the model, set the pace.", "",
+        "machine's cores, not the model, set the pace: at best cores / (CPU per task) tasks a second. "
+        "CPU per task counts the batch process and every agent process (spares included).", "",
         f"Command: `.venv/bin/python bench/bench_batch.py --write --per-worker {args.per_worker}`, on "
         f"{os.cpu_count()} cores; load average {load_before} before the run and {os.getloadavg()[0]:.1f} after "
         "(other work on the machine takes cores from the agents).", "",
-        "| workers | tasks | seconds | tasks/s | ideal tasks/s | of ideal |", "|---:|---:|---:|---:|---:|---:|",
+        "| workers | tasks | seconds | tasks/s | ideal tasks/s | of ideal | CPU ms per task |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
         *rows, "",
         "Per-task cost with a model that answers at once (one at a time):", "",
         "| path | tasks | ms per task | over local |", "|---|---:|---:|---:|", *overhead, "",

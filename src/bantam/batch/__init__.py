@@ -61,14 +61,18 @@ def main(argv: list[str]) -> int:
             run_local(tasks, results, flags(args), args.workers)
     except KeyboardInterrupt:
         summary(tasks, results.done, time.monotonic() - started)
-        elsewhere = " (the workers go on with the queued ones)" if args.queue else ""
-        print(f"bantam: interrupted; {sum(t.key in results.done for t in tasks)} of {len(tasks)} tasks "
-              f"have a result in {args.output}{elsewhere}. To finish the rest, run the same command "
-              f"again:\n  bantam batch {shlex.join(argv)}", file=sys.stderr)
+        print(resume_hint(argv, tasks, results, bool(args.queue)), file=sys.stderr)
         return 130
     summary(tasks, results.done, time.monotonic() - started)
     # an agent killed from outside (not by us) leaves its task without a result: a rerun finishes it
     return 1 if any(results.done.get(t.key, {"error": "no result"}).get("error") for t in tasks) else 0
+
+
+def resume_hint(argv: list[str], tasks: list[Task], results: ResultsFile, queued: bool) -> str:
+    elsewhere = " (the workers go on with the queued ones)" if queued else ""
+    return (f"bantam: interrupted; {sum(t.key in results.done for t in tasks)} of {len(tasks)} tasks "
+            f"have a result in {results.path}{elsewhere}. To finish the rest, run the same command "
+            f"again:\n  bantam batch {shlex.join(argv)}")
 
 
 def run_local(tasks: list[Task], results: ResultsFile, flags: dict[str, str], workers: int) -> None:

@@ -174,8 +174,11 @@ def main() -> int:
 def preload() -> None:
     """Load what a run needs while no task waits (this process may be a spare)."""
     import importlib
+
+    from ..providers.http import load_httpx
     for name in ("oneshot", "providers.openai", "render.text", "tools.shell", "tools.files", "tools.spawn"):
         importlib.import_module(f"bantam.{name}")
+    load_httpx()  # imported by the first request otherwise
 
 
 def read_line(fd: int) -> bytes:
