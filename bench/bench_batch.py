@@ -16,6 +16,7 @@ import os
 import resource
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -97,15 +98,17 @@ def throughput(per_worker: int) -> list[str]:
     return rows
 
 
-def redis_overhead(tasks: int) -> list[str]:
+def redis_overhead(tasks: int, reps: int) -> list[str]:
     server, work = configured(0.0)
     redis = start_redis(work)
     url = f"redis://127.0.0.1:{redis[1]}/0"
     worker = subprocess.Popen([sys.executable, "-m", "bantam", "worker", url], cwd=work, env=environment(work),
                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        local = batch(work, tasks, "--workers", "1")[0] / tasks
-        queued = batch(work, tasks, "--queue", url)[0] / tasks
+        local, queued = [], []
+        for _ in range(reps):  # interleaved, so a change in the machine's load hits both alike
+            local.append(batch(work, tasks, "--workers", "1")[0] / tasks)
+            queued.append(batch(work, tasks, "--queue", url)[0] / tasks)
     finally:
         worker.terminate()
         worker.wait()
@@ -113,8 +116,11 @@ def redis_overhead(tasks: int) -> list[str]:
         redis[0].wait()
         server.__exit__()
         shutil.rmtree(work, ignore_errors=True)
-    return [f"| local, `--workers 1` | {tasks} | {local * 1000:.0f} | — |",
-            f"| Redis, one `bantam worker` | {tasks} | {queued * 1000:.0f} | {(queued - local) * 1000:+.0f} |"]
+    extra = [(q - l) * 1000 for l, q in zip(local, queued)]  # each Redis run against the local run beside it
+    local_ms, queued_ms = statistics.median(local) * 1000, statistics.median(queued) * 1000
+    return [f"| local, `--workers 1` | {reps} x {tasks} | {local_ms:.0f} | — |",
+            f"| Redis, one `bantam worker` | {reps} x {tasks} | {queued_ms:.0f} | "
+            f"{statistics.median(extra):+.0f} (pairs: {', '.join(f'{x:+.0f}' for x in extra)}) |"]
 
 
 def start_redis(work: str) -> tuple[subprocess.Popen, int]:
@@ -136,13 +142,14 @@ def start_redis(work: str) -> tuple[subprocess.Popen, int]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--per-worker", type=int, default=4, help="tasks per worker in the throughput table")
-    ap.add_argument("--overhead-tasks", type=int, default=20)
+    ap.add_argument("--overhead-tasks", type=int, default=10)
+    ap.add_argument("--reps", type=int, default=3, help="interleaved runs of the overhead measure")
     ap.add_argument("--write", action="store_true")
     args = ap.parse_args()
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "src" / "bantam")], check=True)
     load_before = f"{os.getloadavg()[0]:.1f}"
     rows = throughput(args.per_worker)
-    overhead = redis_overhead(args.overhead_tasks)
+    overhead = redis_overhead(args.overhead_tasks, args.reps)
     section = "\n".join([
         "## Batches: throughput and the Redis path", "",
         f"Each task is one model request; every request to the fake server takes {LATENCY:g} s. Every task "
@@ -155,8 +162,8 @@ def main() -> None:
         "| workers | tasks | seconds | tasks/s | ideal tasks/s | of ideal | CPU ms per task |",
         "|---:|---:|---:|---:|---:|---:|---:|",
         *rows, "",
-        "Per-task cost with a model that answers at once (one at a time):", "",
-        "| path | tasks | ms per task | over local |", "|---|---:|---:|---:|", *overhead, "",
+        "Per-task wall time with a model that answers at once (one task at a time; medians):", "",
+        "| path | runs x tasks | ms per task | over local, ms (median of pairs) |", "|---|---:|---:|---:|", *overhead, "",
         "mini-swe-agent's batch mode (`mini-extra swebench`, read at commit 0eb096f) is not measured "
         "beside these rows: it runs SWE-bench instances from a Hugging Face dataset, each in a container "
         "(docker by default), so it has no run against a plain model server to time. By its code: its "
