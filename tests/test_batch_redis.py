@@ -202,3 +202,25 @@ def test_a_task_that_keeps_killing_workers_is_failed_not_retried(home, redis_url
     assert result["id"] == "poison" and result["status"] == "failure"
     assert result["error"].startswith("given up after 5 deliveries")
     assert client.xpending(TASKS, GROUP)["pending"] == 0
+
+
+def test_losing_redis_while_collecting_is_one_line_and_a_rerun_goes_on(home, redis_server):
+    client = redis.Redis.from_url(redis_server.url, decode_responses=True)
+    with TaskServer() as server:
+        write_cfg(home, **base_cfg(server))
+        write_tasks(home / "tasks.jsonl", ["one go", "two go"])
+        batch = start_batch(home, "tasks.jsonl", "-o", "results.jsonl", "--queue", redis_server.url)
+        wait_for(lambda: client.exists(TASKS) and client.xlen(TASKS) == 2, what="the tasks enqueued")
+        redis_server.stop()  # no worker yet: the batch is waiting for results
+        out, err = batch.communicate(timeout=60)
+        assert batch.returncode == 1 and "Traceback" not in err
+        assert err.startswith(f"bantam: Redis at {redis_server.url}:") and "collects the rest" in err
+        redis_server.start(redis_server.port)  # empty: the queue is gone, so the rerun enqueues again
+        worker = start_worker(home, redis_server.url)
+        try:
+            r = run_bantam("batch", "tasks.jsonl", "-o", "results.jsonl", "--queue", redis_server.url,
+                           cwd=home, timeout=120)
+        finally:
+            stop([worker])
+    assert r.returncode == 0, r.stderr
+    assert sorted(x["id"] for x in read_results(home / "results.jsonl")) == [1, 2]

@@ -95,27 +95,44 @@ def ensure_group(client: Any) -> None:
 def run_queued(url: str, tasks: list[Task], results: ResultsFile) -> None:
     """Enqueue the tasks without a result (once, however often this is rerun) and append the
     results the workers send, until every task has one."""
+    import redis
     client = connect(url)
     reply = f"bantam:results:{results.batch}"  # this batch's own stream; a rerun finds it again
     missing = {t.key for t in tasks if t.key not in results.done}
+    try:
+        enqueue_all(client, [t for t in tasks if t.key in missing], reply)
+        with Progress(len(tasks), len(tasks) - len(missing)) as progress:
+            collect(client, reply, missing, results, progress)
+        client.delete(reply, f"{reply}:enqueued")  # all on disk now
+        client.expire(f"{reply}:done", DONE_TTL)
+    except redis.RedisError as e:
+        raise QueueError(f"Redis at {url}: {e}; the results so far are in {results.path}, and the "
+                         "same command collects the rest once Redis is back") from None
+
+
+def enqueue_all(client: Any, tasks: list[Task], reply: str) -> None:
     enqueue = client.register_script(ENQUEUE)
     with client.pipeline(transaction=False) as pipe:
         for task in tasks:
-            if task.key in missing:
-                enqueue(keys=[f"{reply}:enqueued", TASKS],
-                        args=[task.key, json.dumps(task.to_json()), reply], client=pipe)
+            enqueue(keys=[f"{reply}:enqueued", TASKS], args=[task.key, json.dumps(task.to_json()), reply],
+                    client=pipe)
         pipe.execute()
-    with Progress(len(tasks), len(tasks) - len(missing)) as progress:
-        last = "0"  # from the start: results that came while no batch was collecting count too
-        while missing:
-            for _, entries in client.xread({reply: last}, count=500, block=1000) or []:
-                for last, fields in entries:
-                    record = json.loads(fields["result"])
-                    if str(record.get("id")) in missing and results.add(record):
-                        missing.discard(str(record.get("id")))
-                        progress.finished(record)
-    client.delete(reply, f"{reply}:enqueued")  # all on disk now
-    client.expire(f"{reply}:done", DONE_TTL)
+
+
+def collect(client: Any, reply: str, missing: set[str], results: ResultsFile, progress: Progress) -> None:
+    """Append each result from the reply stream that a task of this batch still lacks."""
+    last = "0"  # from the start: results that came while no batch was collecting count too
+    while missing:
+        for _, entries in client.xread({reply: last}, count=500, block=1000) or []:
+            for last, fields in entries:
+                try:
+                    record = json.loads(fields.get("result") or "")
+                except ValueError:
+                    continue  # not a worker's message
+                key = str(record.get("id")) if isinstance(record, dict) else None
+                if key in missing and results.add(record):
+                    missing.discard(key)
+                    progress.finished(record)
 
 
 # --- the worker ------------------------------------------------------------------------------------
