@@ -73,6 +73,18 @@ def redis_url(redis_server):
     return redis_server.url
 
 
+def children_of(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        if entry.name.isdigit() and int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+            found.append(int(entry.name))
+    return found
+
+
 def start_worker(home: Path, url: str, *options: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "bantam", "worker", url, *options], cwd=home,
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
@@ -110,7 +122,11 @@ def test_three_workers_one_killed_mid_task_every_task_one_result(home, redis_url
             message_id = wait_for(victim_busy, what="the first worker to take a task")
             [(_, fields)] = client.xrange(TASKS, message_id, message_id)
             lost = json.loads(fields["task"])["id"]
+            agents = children_of(victim.pid)  # the one running the task, and its spare
+            assert agents
             victim.kill()
+            wait_for(lambda: not any(Path(f"/proc/{pid}").exists() for pid in agents),
+                     what="the dead worker's agents to stop")  # they die with it
             server.release()
             out, err = batch.communicate(timeout=240)
             assert batch.returncode == 0, err

@@ -254,8 +254,9 @@ def answer_task(task: Task, flags: dict[str, str], tid: str, started: float) -> 
 
 def final_text(cfg: Any, task: Task, tid: str, tally: "Tally") -> str:
     """Run the task in its thread through the one loop (or resume it); the final answer."""
+    from ..config import FALLBACK_CONTEXT_WINDOW
     from ..oneshot import answer
-    from ..providers import context_window_soon, make_provider
+    from ..providers import make_provider
     from ..render import make_renderer
     from ..sessions import Thread
     from ..tools.spawn import instructions
@@ -263,7 +264,9 @@ def final_text(cfg: Any, task: Task, tid: str, tally: "Tally") -> str:
     if history and history[-1]["role"] == "assistant":  # answered, but killed before the result was saved
         return history[-1].get("content") or ""
     provider = make_provider(cfg)
-    tally.render = make_renderer(cfg, False, io.StringIO(), sys.stderr, context_window_soon(provider, cfg))
+    # the window only fills in the log's usage line: not worth a request to the endpoint per task
+    window = cfg.context_window or FALLBACK_CONTEXT_WINDOW
+    tally.render = make_renderer(cfg, False, io.StringIO(), sys.stderr, lambda: window)
     resume = bool(history) and history[-1]["role"] in ("user", "tool")
     turn = answer(cfg, provider, None if resume else task.task + instructions(list(task.checks)), tally, tid)
     return turn.text if turn else ""
