@@ -216,7 +216,12 @@ def test_a_torn_last_result_line_is_healed_and_its_task_finished(home, tasks_ser
     write_tasks(home / "tasks.jsonl", ["one go", "two go"])
     assert run_bantam("batch", "tasks.jsonl", "-o", "results.jsonl", cwd=home).returncode == 0
     lines = (home / "results.jsonl").read_text().splitlines(keepends=True)
-    (home / "results.jsonl").write_text(lines[0] + lines[1][:25])  # a kill in the middle of an append
+    threads = home.parent / "home/.bantam/threads"
+    cut = json.loads(lines[1])
+    assert not list(threads.glob("*.result.json"))  # dropped once each result was on record
+    # the state a kill in the middle of the second append leaves: half a line, the agent's copy kept
+    (threads / f"{cut['thread']}.result.json").write_text(lines[1])
+    (home / "results.jsonl").write_text(lines[0] + lines[1][:25])
     r = run_bantam("batch", "tasks.jsonl", "-o", "results.jsonl", cwd=home)
     assert r.returncode == 0, r.stderr
     assert sorted(x["id"] for x in read_results(home / "results.jsonl")) == [1, 2]

@@ -20,7 +20,7 @@ import sys
 import threading
 import time
 
-from .agent import Children, interrupt, run_threads
+from .agent import Children, forget, interrupt, run_threads
 from .progress import Progress, summary
 from .tasks import ResultsFile, Task, read_tasks
 
@@ -94,4 +94,5 @@ def run_local(tasks: list[Task], results: ResultsFile, flags: dict[str, str], wo
                     with lock:
                         if results.add(record):
                             progress.finished(record)
+                    forget(record)
         run_threads(min(workers, len(pending)) or 1, work, children)

@@ -47,6 +47,15 @@ def thread_file(tid: str, suffix: str) -> Path:
     return threads_dir() / f"{tid}{suffix}"
 
 
+def forget(record: dict[str, Any]) -> None:
+    """The result is on record (RESULTS.jsonl, or the reply stream): drop the copy kept for a
+    crash and the lock; the thread and its log stay, to read or continue."""
+    tid = str(record.get("thread") or "")
+    if tid:
+        for suffix in (".result.json", ".lock"):
+            thread_file(tid, suffix).unlink(missing_ok=True)
+
+
 def start_agent() -> subprocess.Popen:
     """A fresh agent process: it loads bantam, then waits for its request on stdin."""
     return subprocess.Popen([sys.executable, "-m", "bantam.batch"], stdin=subprocess.PIPE,

@@ -27,7 +27,7 @@ import threading
 from typing import Any
 
 from ..errors import BantamError, ConfigError
-from .agent import Children, interrupt, run_threads
+from .agent import Children, forget, interrupt, run_threads
 from .progress import Progress, describe
 from .tasks import Result, ResultsFile, Task, failed, parse_task
 
@@ -229,6 +229,7 @@ class Consumer:
                 return  # stopped: not acknowledged, so another worker takes it over
         record["worker"] = self.name
         self.answer(message_id, reply, record)
+        forget(record)
         print(f"bantam worker {self.name}: {describe(record)}", file=sys.stderr)
 
     def answer(self, message_id: str, reply: str, record: dict[str, Any]) -> None:
