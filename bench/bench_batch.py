@@ -153,9 +153,9 @@ def main() -> None:
     section = "\n".join([
         "## Batches: throughput and the Redis path", "",
         f"Each task is one model request; every request to the fake server takes {LATENCY:g} s. Every task "
-        "is its own agent process (start-up, configuration, thread file), so past a few workers the "
+        "runs in an agent process of its own (one per worker, reused), so past a few workers the "
         "machine's cores, not the model, set the pace: at best cores / (CPU per task) tasks a second. "
-        "CPU per task counts the batch process and every agent process (spares included).", "",
+        "CPU per task counts the batch process and every agent process.", "",
         f"Command: `.venv/bin/python bench/bench_batch.py --write --per-worker {args.per_worker}`, on "
         f"{os.cpu_count()} cores; load average {load_before} before the run and {os.getloadavg()[0]:.1f} after "
         "(other work on the machine takes cores from the agents).", "",

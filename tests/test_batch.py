@@ -227,3 +227,19 @@ def test_a_torn_last_result_line_is_healed_and_its_task_finished(home, tasks_ser
     assert sorted(x["id"] for x in read_results(home / "results.jsonl")) == [1, 2]
     # the cut-off task's saved result was reported again; nothing ran a second time
     assert sorted(tasks_server.answered.items()) == [("one", 1), ("two", 1)]
+
+
+def test_one_agent_process_after_another_task_keeps_nothing_of_it(home, tasks_server):
+    write_cfg(home, **base_cfg(tasks_server))
+    (home / "sub").mkdir()
+    write_tasks(home / "tasks.jsonl", [{"id": "g", "task": "gamma elsewhere", "cwd": "sub"},
+                                       {"id": "h", "task": "here go"}, {"id": "i", "task": "ice go"}])
+    r = run_bantam("batch", "tasks.jsonl", "-o", "results.jsonl", "--workers", "1", cwd=home)
+    assert r.returncode == 0, r.stderr
+    assert (home / "sub/ran.txt").read_text() == "gamma\n"
+    assert (home / "ran.txt").read_text() == "here\nice\n"  # back in the batch's directory
+    threads = home.parent / "home/.bantam/threads"
+    for result in read_results(home / "results.jsonl"):
+        log = (threads / f"{result['thread']}.log").read_text()
+        names = [name for name in ("gamma", "here", "ice") if f"echo {name}" in log]
+        assert names == [result["output"].split()[1]]  # each task's traces in its own log only

@@ -122,8 +122,7 @@ def test_three_workers_one_killed_mid_task_every_task_one_result(home, redis_url
             message_id = wait_for(victim_busy, what="the first worker to take a task")
             [(_, fields)] = client.xrange(TASKS, message_id, message_id)
             lost = json.loads(fields["task"])["id"]
-            agents = children_of(victim.pid)  # the one running the task, and its spare
-            assert agents
+            agents = wait_for(lambda: children_of(victim.pid), what="the worker's agent process")
             victim.kill()
             wait_for(lambda: not any(Path(f"/proc/{pid}").exists() for pid in agents),
                      what="the dead worker's agents to stop")  # they die with it

@@ -89,7 +89,7 @@ def run_local(tasks: list[Task], results: ResultsFile, flags: dict[str, str], wo
                     task = todo.get_nowait()
                 except queue.Empty:
                     return
-                record = children.run(task, flags, results.batch, warm_next=not todo.empty())
+                record = children.run(task, flags, results.batch)
                 if record is not None:
                     with lock:
                         if results.add(record):

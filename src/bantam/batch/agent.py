@@ -2,16 +2,18 @@
 
     record = Children().run(task, flags, namespace)   # in the batch or a worker
 
-The child (`python -m bantam.batch`) loads bantam first and then reads its request, one JSON
-line on stdin, so each worker thread keeps a spare child loading while its task runs. It loads the
-configuration as the caller did, moves to the task's `cwd`, and answers the task through
+An agent process (`python -m bantam.batch`) loads bantam once and then answers request lines
+from stdin, one task at a time, each on a result line on stdout; each worker thread of a batch
+keeps its agent for the next task (and replaces it every RECYCLE tasks). For every task it
+starts from the directory it was started in, loads the configuration as the caller did (the
+same flags, the same config file), moves to the task's `cwd`, and answers the task through
 `oneshot.answer`, the one core loop, in the thread `batch-<hash>`. Every complete step is on disk,
 so a task cut off by a kill resumes where it stopped; the finished result is saved beside the
-thread before it is reported, so a result lost between the child and RESULTS.jsonl is reported
-again without running the task again. The child's traces go to `<thread>.log`.
+thread before it is reported, so a result lost between the agent and RESULTS.jsonl is reported
+again without running the task again. The task's traces go to `<thread>.log`.
 
-The child watches its stdin: when the caller dies (even by SIGKILL) or gives up on it, the pipe
-closes and the child interrupts itself, which stops its shell commands and leaves its thread as
+The agent watches its stdin: when the caller dies (even by SIGKILL) or stops it, the pipe
+closes and the agent interrupts itself, which stops its shell commands and leaves its thread as
 it was after the last complete step.
 """
 from __future__ import annotations
@@ -21,6 +23,7 @@ import hashlib
 import io
 import json
 import os
+import queue
 import signal
 import subprocess
 import sys
@@ -34,7 +37,8 @@ from ..errors import BantamError
 from ..fsutil import atomic_write, private_dir
 from .tasks import Result, Task, failed, parse_task
 
-GRACE = 10.0  # seconds an orphaned child has to stop by itself before it exits hard
+GRACE = 10.0   # seconds an orphaned child has to stop by itself before it exits hard
+RECYCLE = 100  # tasks one agent process serves before a fresh one takes over (bounds any leak)
 
 
 def thread_id(namespace: str, key: str) -> str:
@@ -57,31 +61,29 @@ def forget(record: dict[str, Any]) -> None:
 
 
 def start_agent() -> subprocess.Popen:
-    """A fresh agent process: it loads bantam, then waits for its request on stdin."""
+    """A fresh agent process: it loads bantam, then answers one request line after another."""
     return subprocess.Popen([sys.executable, "-m", "bantam.batch"], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
 
 
 def run_isolated(task: Task, flags: dict[str, str], namespace: str,
-                 proc: subprocess.Popen | None = None) -> dict[str, Any] | None:
-    """Run one task in an agent process (`proc`, started by start_agent, or a new one); its
-    result record, or None when the agent was interrupted (the task must run again)."""
+                 proc: subprocess.Popen) -> dict[str, Any] | None:
+    """Run one task in an agent process (from start_agent); its result record, or None when the
+    agent was interrupted (the task must run again). An agent that ended is not used again."""
     tid = thread_id(namespace, task.key)
     private_dir(thread_file(tid, "").parent)
     started = time.monotonic()
-    proc = proc or start_agent()
     request = {"task": task.to_json(), "flags": flags, "thread": tid, "log": str(thread_file(tid, ".log"))}
     try:
         proc.stdin.write(json.dumps(request).encode() + b"\n")
         proc.stdin.flush()  # stdin stays open: its end is the signal to stop
-    except (BrokenPipeError, ValueError):  # the caller closed it already, or the child died
+    except (BrokenPipeError, ValueError):  # the caller closed it already, or the agent died
         pass
-    out = proc.stdout.read()
-    code = proc.wait()
-    close(proc)
+    line = proc.stdout.readline()
     try:
-        return json.loads(out.decode("utf-8").strip().splitlines()[-1])
-    except (ValueError, IndexError):
+        return json.loads(line)
+    except ValueError:
+        code = proc.wait()
         if code in (130, -signal.SIGINT, -signal.SIGKILL, -signal.SIGTERM):
             return None
         return failed(task, f"the agent process exited with code {code} without a result; "
@@ -89,7 +91,7 @@ def run_isolated(task: Task, flags: dict[str, str], namespace: str,
 
 
 def close(proc: subprocess.Popen) -> None:
-    """Tell a child to stop (or that it has been heard): close its stdin."""
+    """Tell an agent to stop: close its stdin."""
     try:
         proc.stdin.close()
     except (OSError, ValueError):
@@ -98,8 +100,8 @@ def close(proc: subprocess.Popen) -> None:
 
 class Children:
     """The agent processes of a batch or worker, so that one stop reaches all of them. Each
-    thread keeps one spare agent, started while its task runs, so the next task does not wait
-    for Python and bantam to load."""
+    thread keeps its agent process for the next task (Python and bantam load once, not per
+    task), and replaces it after RECYCLE tasks or when it ended."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -107,12 +109,14 @@ class Children:
         self.stopping = threading.Event()
         self.local = threading.local()
 
-    def run(self, task: Task, flags: dict[str, str], namespace: str,
-            warm_next: bool = True) -> dict[str, Any] | None:
+    def run(self, task: Task, flags: dict[str, str], namespace: str) -> dict[str, Any] | None:
         """run_isolated, stoppable by `stop`; None when the task was stopped before its end."""
-        spare = getattr(self.local, "spare", None)
-        proc = spare if spare is not None and spare.poll() is None else self.start()
-        self.local.spare = self.start() if warm_next else None
+        proc, served = getattr(self.local, "agent", None), getattr(self.local, "served", 0)
+        if proc is None or proc.poll() is not None or served >= RECYCLE:
+            if proc is not None:
+                close(proc)
+            proc, served = self.start(), 0
+        self.local.agent, self.local.served = proc, served + 1
         try:
             return run_isolated(task, flags, namespace, proc)
         finally:
@@ -128,7 +132,7 @@ class Children:
         return proc
 
     def stop(self) -> None:
-        """Close every agent's stdin: running ones interrupt themselves, spares just exit."""
+        """Close every agent's stdin: a busy one interrupts its task, an idle one just ends."""
         self.stopping.set()
         with self.lock:
             for proc in self.procs:
@@ -150,7 +154,7 @@ def run_threads(count: int, work: Callable[[], None], children: Children) -> Non
         for t in threads:
             while t.is_alive():
                 t.join(0.2)  # short waits, so Ctrl+C is seen at once
-        children.stop()  # the spares
+        children.stop()  # the idle agents end
     except KeyboardInterrupt:
         children.stop()
         deadline = time.monotonic() + GRACE + 5
@@ -164,24 +168,31 @@ def run_threads(count: int, work: Callable[[], None], children: Children) -> Non
 def main() -> int:
     signal.signal(signal.SIGINT, signal.default_int_handler)  # even when started with it ignored
     preload()
-    line = read_line(0)
-    if not line.strip():
-        return 0  # a spare that was not needed
-    request = json.loads(line)
+    origin, quiet = os.getcwd(), os.dup(2)
+    requests = read_requests()
+    while True:
+        record = serve(json.loads(requests.get()), origin, quiet)
+        sys.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")
+        sys.stdout.flush()
+
+
+def serve(request: dict[str, Any], origin: str, quiet: int) -> dict[str, Any]:
+    """One task, from where the process started, its traces in its own log."""
+    os.chdir(origin)
     log = os.open(request["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-    os.dup2(log, 2)  # this task's traces go to its own log
+    os.dup2(log, 2)
     os.close(log)
-    watch_parent()
-    task, tid = parse_task(request["task"], "", "task"), request["thread"]
-    with locked(thread_file(tid, ".lock")):  # a leftover child of a killed run finishes first
-        record = saved_result(tid) or run_task(task, request["flags"], tid)
-    sys.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")
-    sys.stdout.flush()
-    return 0
+    try:
+        task, tid = parse_task(request["task"], "", "task"), request["thread"]
+        with locked(thread_file(tid, ".lock")):  # a leftover agent of a killed run finishes first
+            return saved_result(tid) or run_task(task, request["flags"], tid)
+    finally:
+        sys.stderr.flush()
+        os.dup2(quiet, 2)
 
 
 def preload() -> None:
-    """Load what a run needs while no task waits (this process may be a spare)."""
+    """Load what a run needs before the first request comes."""
     import importlib
 
     from ..providers.http import load_httpx
@@ -190,27 +201,23 @@ def preload() -> None:
     load_httpx()  # imported by the first request otherwise
 
 
-def read_line(fd: int) -> bytes:
-    """One line from a file descriptor, unbuffered (so nothing past it is taken from the pipe)."""
-    data = b""
-    while not data.endswith(b"\n"):
-        piece = os.read(fd, 1 << 16)
-        if not piece:
-            break
-        data += piece
-    return data
+def read_requests() -> "queue.Queue[bytes]":
+    """Request lines from stdin, read by a thread that interrupts this process when stdin closes:
+    the batch or worker that started it is gone, or stops it. (The raw descriptor, not
+    sys.stdin: a buffered reader blocked in a thread breaks shutdown.)"""
+    lines: queue.Queue[bytes] = queue.Queue()
 
-
-def watch_parent() -> None:
-    """Interrupt this process when stdin closes: the batch or worker that started it is gone.
-    (The raw descriptor, not sys.stdin: a buffered reader blocked in a thread breaks shutdown.)"""
-    def wait() -> None:
-        while os.read(0, 1 << 12):
-            pass
+    def read() -> None:
+        pending = b""
+        while piece := os.read(0, 1 << 16):
+            *complete, pending = (pending + piece).split(b"\n")
+            for line in complete:
+                lines.put(line)
         os.kill(os.getpid(), signal.SIGINT)
         time.sleep(GRACE)
         os._exit(130)
-    threading.Thread(target=wait, daemon=True).start()
+    threading.Thread(target=read, daemon=True).start()
+    return lines
 
 
 @contextmanager
