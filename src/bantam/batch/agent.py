@@ -29,6 +29,7 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -138,6 +139,17 @@ class Children:
             for proc in self.procs:
                 close(proc)
 
+    def wait(self) -> None:
+        """Wait for every agent to end (they end by themselves once stopped)."""
+        deadline = time.monotonic() + GRACE + 5
+        with self.lock:
+            procs = list(self.procs)
+        for proc in procs:
+            try:
+                proc.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
 
 def interrupt(signum: int, frame: object) -> None:
     """A SIGTERM handler: stop as cleanly as on Ctrl+C."""
@@ -155,11 +167,13 @@ def run_threads(count: int, work: Callable[[], None], children: Children) -> Non
             while t.is_alive():
                 t.join(0.2)  # short waits, so Ctrl+C is seen at once
         children.stop()  # the idle agents end
+        children.wait()
     except KeyboardInterrupt:
         children.stop()
         deadline = time.monotonic() + GRACE + 5
         for t in threads:
             t.join(max(0.0, deadline - time.monotonic()))
+        children.wait()
         raise
 
 
@@ -182,10 +196,13 @@ def serve(request: dict[str, Any], origin: str, quiet: int) -> dict[str, Any]:
     log = os.open(request["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     os.dup2(log, 2)
     os.close(log)
+    task, tid = parse_task(request["task"], "", "task"), request["thread"]
     try:
-        task, tid = parse_task(request["task"], "", "task"), request["thread"]
         with locked(thread_file(tid, ".lock")):  # a leftover agent of a killed run finishes first
             return saved_result(tid) or run_task(task, request["flags"], tid)
+    except Exception as e:  # a bug costs this task, not the next ones; the log has the traceback
+        traceback.print_exc()
+        return failed(task, f"{type(e).__name__}: {e}; see {request['log']}", thread=tid)
     finally:
         sys.stderr.flush()
         os.dup2(quiet, 2)
