@@ -157,7 +157,9 @@ def test_ctrl_c_stops_cleanly_and_says_how_to_resume(home, tasks_server, signum)
 
 @pytest.mark.slow
 def test_fifty_tasks_killed_at_random_moments_get_exactly_one_result_each(home, tasks_server):
-    tasks_server.latency = 0.2
+    # 100 replies of 0.3 s over 4 workers: at least 7.5 s of work, so the first three kills (each
+    # within 1.2 s of its start) always land before the end
+    tasks_server.latency = 0.3
     write_cfg(home, **base_cfg(tasks_server))
     write_tasks(home / "tasks.jsonl", [{"id": i, "task": f"t{i} go"} for i in range(50)])
     rng = random.Random(22)
@@ -165,7 +167,7 @@ def test_fifty_tasks_killed_at_random_moments_get_exactly_one_result_each(home, 
     while code is None and kills < 40:
         proc = start_batch(home, "tasks.jsonl", "-o", "results.jsonl", "--workers", "4")
         try:
-            code = proc.wait(timeout=rng.uniform(0.5, 3.0))  # a random moment, not a wait for an event
+            code = proc.wait(timeout=rng.uniform(0.3, 1.2))  # a random moment, not a wait for an event
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
