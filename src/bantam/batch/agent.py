@@ -183,17 +183,22 @@ def main() -> int:
     signal.signal(signal.SIGINT, signal.default_int_handler)  # even when started with it ignored
     preload()
     origin, quiet = os.getcwd(), os.dup(2)
+    # results go out on a descriptor of their own: whatever else writes to stdout (a library, C
+    # code) lands in the task's log instead of the middle of a result line
+    results = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    os.dup2(quiet, 1)
     requests = read_requests()
     while True:
         record = serve(json.loads(requests.get()), origin, quiet)
-        sys.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")
-        sys.stdout.flush()
+        results.write(json.dumps(record, ensure_ascii=False) + "\n")
+        results.flush()
 
 
 def serve(request: dict[str, Any], origin: str, quiet: int) -> dict[str, Any]:
-    """One task, from where the process started, its traces in its own log."""
+    """One task, from where the process started, its traces (and any stray output) in its own log."""
     os.chdir(origin)
     log = os.open(request["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    os.dup2(log, 1)
     os.dup2(log, 2)
     os.close(log)
     task, tid = parse_task(request["task"], "", "task"), request["thread"]
@@ -204,7 +209,9 @@ def serve(request: dict[str, Any], origin: str, quiet: int) -> dict[str, Any]:
         traceback.print_exc()
         return failed(task, f"{type(e).__name__}: {e}; see {request['log']}", thread=tid)
     finally:
+        sys.stdout.flush()
         sys.stderr.flush()
+        os.dup2(quiet, 1)
         os.dup2(quiet, 2)
 
 
