@@ -28,7 +28,9 @@ bantam web                     the browser view (bantam web --help)
 bantam config                  every configuration key, its value and where it came from
 bantam sessions [show|export|delete ID]   saved sessions
 bantam completion bash|zsh|fish           a shell completion script
-bantam mcp [list|trust]        serve bantam as an MCP server on stdio; list or trust MCP servers"""
+bantam mcp [list|trust]        serve bantam as an MCP server on stdio; list or trust MCP servers
+bantam batch TASKS -o RESULTS  many tasks, N agents at a time (--workers N, --queue redis://...)
+bantam worker redis://...      run tasks from a Redis queue (for batch --queue, or any service)"""
 WORD_HELP = {  # the modes that take the common options only
     "models": "usage: bantam models [--model M] [--endpoint URL] [--provider P] [--set KEY=VALUE]\n\n"
               "List the endpoint's models; the configured one is marked with *.",
@@ -48,6 +50,8 @@ SUBCOMMANDS = {
     "sessions": "bantam.commands:sessions_main",
     "completion": "bantam.commands:completion_main",
     "mcp": "bantam.mcp.cli:main",
+    "batch": "bantam.batch:main",
+    "worker": "bantam.batch.redisq:worker_main",
 }
 
 

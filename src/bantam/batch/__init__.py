@@ -1,0 +1,98 @@
+"""`bantam batch TASKS.jsonl -o RESULTS.jsonl --workers N`: many tasks, each an isolated agent.
+
+    bantam batch tasks.jsonl -o results.jsonl --workers 8
+    bantam batch tasks.jsonl -o results.jsonl --queue redis://127.0.0.1:6379/0   # with `bantam worker`s
+
+Each task runs in its own process (agent.py) through the one core loop, N at a time; its result
+is appended to RESULTS.jsonl (fsynced) as soon as it finishes. A rerun of the same command skips
+the tasks that have a result and resumes the ones cut off from their threads, so a batch killed
+at any moment loses at most the steps in flight. With `--queue` the tasks go to a Redis stream
+and `bantam worker` processes, on any machines, run them (redisq.py); this process collects.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import queue
+import shlex
+import signal
+import sys
+import threading
+import time
+
+from .agent import Children, forget, interrupt, run_threads
+from .progress import Progress, summary
+from .tasks import ResultsFile, Task, read_tasks
+
+DEFAULT_WORKERS = 4
+
+
+def parser() -> argparse.ArgumentParser:
+    from ..cli import common_options
+    p = argparse.ArgumentParser(prog="bantam batch", description="Run many tasks, each as an isolated "
+                                "agent; results are appended as they finish, one per task.")
+    p.add_argument("tasks", help="JSON Lines: {\"id\", \"task\", \"checks\", \"cwd\", \"model\"} or a string")
+    p.add_argument("-o", "--output", required=True, metavar="RESULTS", help="results file (JSON Lines)")
+    p.add_argument("--workers", type=int, default=DEFAULT_WORKERS, metavar="N",
+                   help=f"tasks run at the same time (default {DEFAULT_WORKERS})")
+    p.add_argument("--queue", metavar="redis://HOST:PORT/DB",
+                   help="enqueue on Redis for `bantam worker`s and collect their results")
+    return common_options(p)
+
+
+def main(argv: list[str]) -> int:
+    from ..cli import flags, load_config
+    from ..errors import ConfigError
+    args = parser().parse_args(argv)
+    if args.workers < 1:
+        raise ConfigError(f"--workers must be at least 1, got {args.workers}")
+    load_config(args)  # bad configuration stops the batch here, not in every task
+    if os.path.realpath(args.tasks) == os.path.realpath(args.output):
+        raise ConfigError(f"-o {args.output}: the results file cannot be the tasks file")
+    tasks = read_tasks(args.tasks)
+    results = ResultsFile(args.output)
+    signal.signal(signal.SIGTERM, interrupt)  # a stop as clean as Ctrl+C
+    started = time.monotonic()
+    try:
+        if args.queue:
+            from .redisq import run_queued
+            run_queued(args.queue, tasks, results)
+        else:
+            run_local(tasks, results, flags(args), args.workers)
+    except KeyboardInterrupt:
+        summary(tasks, results.done, time.monotonic() - started)
+        print(resume_hint(argv, tasks, results, bool(args.queue)), file=sys.stderr)
+        return 130
+    summary(tasks, results.done, time.monotonic() - started)
+    # an agent killed from outside (not by us) leaves its task without a result: a rerun finishes it
+    return 1 if any(results.done.get(t.key, {"error": "no result"}).get("error") for t in tasks) else 0
+
+
+def resume_hint(argv: list[str], tasks: list[Task], results: ResultsFile, queued: bool) -> str:
+    elsewhere = " (the workers go on with the queued ones)" if queued else ""
+    return (f"bantam: interrupted; {sum(t.key in results.done for t in tasks)} of {len(tasks)} tasks "
+            f"have a result in {results.path}{elsewhere}. To finish the rest, run the same command "
+            f"again:\n  bantam batch {shlex.join(argv)}")
+
+
+def run_local(tasks: list[Task], results: ResultsFile, flags: dict[str, str], workers: int) -> None:
+    """Run every task without a result, `workers` at a time, appending each result as it comes."""
+    todo: queue.SimpleQueue[Task] = queue.SimpleQueue()
+    pending = [t for t in tasks if t.key not in results.done]
+    for task in pending:
+        todo.put(task)
+    children, lock = Children(), threading.Lock()
+    with Progress(len(tasks), len(tasks) - len(pending)) as progress:
+        def work() -> None:
+            while not children.stopping.is_set():
+                try:
+                    task = todo.get_nowait()
+                except queue.Empty:
+                    return
+                record = children.run(task, flags, results.batch)
+                if record is not None:
+                    with lock:
+                        if results.add(record):
+                            progress.finished(record)
+                    forget(record)
+        run_threads(min(workers, len(pending)) or 1, work, children)

@@ -1,0 +1,332 @@
+"""One batch task as an isolated agent: its own process, working directory, thread and tool budget.
+
+    record = Children().run(task, flags, namespace)   # in the batch or a worker
+
+An agent process (`python -m bantam.batch`) loads bantam once and then answers request lines
+from stdin, one task at a time, each on a result line on stdout; each worker thread of a batch
+keeps its agent for the next task (and replaces it every RECYCLE tasks). For every task it
+starts from the directory it was started in, loads the configuration as the caller did (the
+same flags, the same config file), moves to the task's `cwd`, and answers the task through
+`oneshot.answer`, the one core loop, in the thread `batch-<hash>`. Every complete step is on disk,
+so a task cut off by a kill resumes where it stopped; the finished result is saved beside the
+thread before it is reported, so a result lost between the agent and RESULTS.jsonl is reported
+again without running the task again. The task's traces go to `<thread>.log`.
+
+The agent watches its stdin: when the caller dies (even by SIGKILL) or stops it, the pipe
+closes and the agent interrupts itself, which stops its shell commands and leaves its thread as
+it was after the last complete step.
+"""
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import io
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from ..errors import BantamError
+from ..fsutil import atomic_write, private_dir
+from .tasks import Result, Task, failed, parse_task
+
+GRACE = 10.0   # seconds an orphaned child has to stop by itself before it exits hard
+RECYCLE = 100  # tasks one agent process serves before a fresh one takes over (bounds any leak)
+
+
+def thread_id(namespace: str, key: str) -> str:
+    """The task's thread: the same task of the same batch always finds the same one."""
+    return "batch-" + hashlib.md5(f"{namespace}\0{key}".encode()).hexdigest()[:20]
+
+
+def thread_file(tid: str, suffix: str) -> Path:
+    from ..sessions import threads_dir
+    return threads_dir() / f"{tid}{suffix}"
+
+
+def forget(record: dict[str, Any]) -> None:
+    """The result is on record (RESULTS.jsonl, or the reply stream): drop the copy kept for a
+    crash and the lock; the thread and its log stay, to read or continue."""
+    tid = str(record.get("thread") or "")
+    if tid:
+        for suffix in (".result.json", ".lock"):
+            thread_file(tid, suffix).unlink(missing_ok=True)
+
+
+def start_agent() -> subprocess.Popen:
+    """A fresh agent process: it loads bantam, then answers one request line after another."""
+    return subprocess.Popen([sys.executable, "-m", "bantam.batch"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+
+
+def run_isolated(task: Task, flags: dict[str, str], namespace: str,
+                 proc: subprocess.Popen) -> dict[str, Any] | None:
+    """Run one task in an agent process (from start_agent); its result record, or None when the
+    agent was interrupted (the task must run again). An agent that ended is not used again."""
+    tid = thread_id(namespace, task.key)
+    private_dir(thread_file(tid, "").parent)
+    started = time.monotonic()
+    request = {"task": task.to_json(), "flags": flags, "thread": tid, "log": str(thread_file(tid, ".log"))}
+    try:
+        proc.stdin.write(json.dumps(request).encode() + b"\n")
+        proc.stdin.flush()  # stdin stays open: its end is the signal to stop
+    except (BrokenPipeError, ValueError):  # the caller closed it already, or the agent died
+        pass
+    line = proc.stdout.readline()
+    try:
+        return json.loads(line)
+    except ValueError:
+        code = proc.wait()
+        if code in (130, -signal.SIGINT, -signal.SIGKILL, -signal.SIGTERM):
+            return None
+        return failed(task, f"the agent process exited with code {code} without a result; "
+                            f"see {request['log']}", time.monotonic() - started, tid)
+
+
+def close(proc: subprocess.Popen) -> None:
+    """Tell an agent to stop: close its stdin."""
+    try:
+        proc.stdin.close()
+    except (OSError, ValueError):
+        pass
+
+
+class Children:
+    """The agent processes of a batch or worker, so that one stop reaches all of them. Each
+    thread keeps its agent process for the next task (Python and bantam load once, not per
+    task), and replaces it after RECYCLE tasks or when it ended."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.procs: set[subprocess.Popen] = set()
+        self.stopping = threading.Event()
+        self.local = threading.local()
+
+    def run(self, task: Task, flags: dict[str, str], namespace: str) -> dict[str, Any] | None:
+        """run_isolated, stoppable by `stop`; None when the task was stopped before its end."""
+        proc, served = getattr(self.local, "agent", None), getattr(self.local, "served", 0)
+        if proc is None or proc.poll() is not None or served >= RECYCLE:
+            if proc is not None:
+                close(proc)
+            proc, served = self.start(), 0
+        self.local.agent, self.local.served = proc, served + 1
+        try:
+            return run_isolated(task, flags, namespace, proc)
+        finally:
+            with self.lock:
+                self.procs = {p for p in self.procs if p.poll() is None}
+
+    def start(self) -> subprocess.Popen:
+        proc = start_agent()
+        with self.lock:
+            self.procs.add(proc)
+        if self.stopping.is_set():
+            close(proc)
+        return proc
+
+    def stop(self) -> None:
+        """Close every agent's stdin: a busy one interrupts its task, an idle one just ends."""
+        self.stopping.set()
+        with self.lock:
+            for proc in self.procs:
+                close(proc)
+
+    def wait(self) -> None:
+        """Wait for every agent to end (they end by themselves once stopped)."""
+        deadline = time.monotonic() + GRACE + 5
+        with self.lock:
+            procs = list(self.procs)
+        for proc in procs:
+            try:
+                proc.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def interrupt(signum: int, frame: object) -> None:
+    """A SIGTERM handler: stop as cleanly as on Ctrl+C."""
+    raise KeyboardInterrupt
+
+
+def run_threads(count: int, work: Callable[[], None], children: Children) -> None:
+    """Run `work` in `count` threads until all return. On Ctrl+C (or SIGTERM made one), stop the
+    children, let the threads see it, and raise KeyboardInterrupt."""
+    threads = [threading.Thread(target=work, daemon=True) for _ in range(count)]
+    for t in threads:
+        t.start()
+    try:
+        for t in threads:
+            while t.is_alive():
+                t.join(0.2)  # short waits, so Ctrl+C is seen at once
+        children.stop()  # the idle agents end
+        children.wait()
+    except KeyboardInterrupt:
+        children.stop()
+        deadline = time.monotonic() + GRACE + 5
+        for t in threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+        children.wait()
+        raise
+
+
+# --- the child -------------------------------------------------------------------------------------
+
+def main() -> int:
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # even when started with it ignored
+    preload()
+    origin, quiet = os.getcwd(), os.dup(2)
+    # results go out on a descriptor of their own: whatever else writes to stdout (a library, C
+    # code) lands in the task's log instead of the middle of a result line
+    results = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    os.dup2(quiet, 1)
+    requests = read_requests()
+    while True:
+        record = serve(json.loads(requests.get()), origin, quiet)
+        results.write(json.dumps(record, ensure_ascii=False) + "\n")
+        results.flush()
+
+
+def serve(request: dict[str, Any], origin: str, quiet: int) -> dict[str, Any]:
+    """One task, from where the process started, its traces (and any stray output) in its own log."""
+    os.chdir(origin)
+    log = os.open(request["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(log)
+    task, tid = parse_task(request["task"], "", "task"), request["thread"]
+    try:
+        with locked(thread_file(tid, ".lock")):  # a leftover agent of a killed run finishes first
+            return saved_result(tid) or run_task(task, request["flags"], tid)
+    except Exception as e:  # a bug costs this task, not the next ones; the log has the traceback
+        traceback.print_exc()
+        return failed(task, f"{type(e).__name__}: {e}; see {request['log']}", thread=tid)
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(quiet, 1)
+        os.dup2(quiet, 2)
+
+
+def preload() -> None:
+    """Load what a run needs before the first request comes."""
+    import importlib
+
+    from ..providers.http import load_httpx
+    for name in ("oneshot", "providers.openai", "render.text", "tools.shell", "tools.files", "tools.spawn"):
+        importlib.import_module(f"bantam.{name}")
+    load_httpx()  # imported by the first request otherwise
+
+
+def read_requests() -> "queue.Queue[bytes]":
+    """Request lines from stdin, read by a thread that interrupts this process when stdin closes:
+    the batch or worker that started it is gone, or stops it. (The raw descriptor, not
+    sys.stdin: a buffered reader blocked in a thread breaks shutdown.)"""
+    lines: queue.Queue[bytes] = queue.Queue()
+
+    def read() -> None:
+        pending = b""
+        while piece := os.read(0, 1 << 16):
+            *complete, pending = (pending + piece).split(b"\n")
+            for line in complete:
+                lines.put(line)
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(GRACE)
+        os._exit(130)
+    threading.Thread(target=read, daemon=True).start()
+    return lines
+
+
+@contextmanager
+def locked(path: Path) -> Iterator[None]:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def saved_result(tid: str) -> dict[str, Any] | None:
+    try:
+        record = json.loads(thread_file(tid, ".result.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def run_task(task: Task, flags: dict[str, str], tid: str) -> dict[str, Any]:
+    """Answer the task in its thread; the result is saved beside the thread before it is returned."""
+    started = time.monotonic()
+    try:
+        record = answer_task(task, flags, tid, started)
+    except (BantamError, OSError) as e:  # bad configuration, a missing cwd: this task fails alone
+        why = f"{e.strerror}: {e.filename}" if isinstance(e, OSError) and e.filename else str(e)
+        record = failed(task, why, time.monotonic() - started, tid)
+    atomic_write(thread_file(tid, ".result.json"), json.dumps(record).encode(), mode=0o600)
+    return record
+
+
+def answer_task(task: Task, flags: dict[str, str], tid: str, started: float) -> dict[str, Any]:
+    from .. import config
+    from ..sessions import Thread
+    from ..tools.spawn import read_report
+    cfg = config.load({**flags, **({"model": task.model} if task.model else {})})
+    if task.cwd:
+        os.chdir(task.cwd)
+    tally = Tally()
+    text = final_text(cfg, task, tid, tally)
+    steps = sum(m["role"] == "assistant" for m in Thread(tid).history())
+    seconds = round(time.monotonic() - started, 3)
+    if tally.errors:
+        return {**failed(task, tally.errors[-1], seconds, tid), "output": text, "steps": steps,
+                "usage": tally.spent()}
+    status, output, unmet = read_report(text, list(task.checks))
+    return Result(task.id, status, output, steps, tally.spent(), seconds, None, unmet, tid).to_json()
+
+
+def final_text(cfg: Any, task: Task, tid: str, tally: "Tally") -> str:
+    """Run the task in its thread through the one loop (or resume it); the final answer."""
+    from ..config import FALLBACK_CONTEXT_WINDOW
+    from ..oneshot import answer
+    from ..providers import make_provider
+    from ..render import make_renderer
+    from ..sessions import Thread
+    from ..tools.spawn import instructions
+    history = Thread(tid).history()
+    if history and history[-1]["role"] == "assistant":  # answered, but killed before the result was saved
+        return history[-1].get("content") or ""
+    provider = make_provider(cfg)
+    # the window only fills in the log's usage line: not worth a request to the endpoint per task
+    window = cfg.context_window or FALLBACK_CONTEXT_WINDOW
+    tally.render = make_renderer(cfg, False, io.StringIO(), sys.stderr, lambda: window)
+    resume = bool(history) and history[-1]["role"] in ("user", "tool")
+    turn = answer(cfg, provider, None if resume else task.task + instructions(list(task.checks)), tally, tid)
+    return turn.text if turn else ""
+
+
+class Tally:
+    """Passes the loop's events on to the renderer, counting the tokens and keeping the errors."""
+
+    def __init__(self) -> None:
+        from ..events import Usage, ignore
+        self.render: Any = ignore
+        self.usage, self.errors = Usage(), []
+
+    def __call__(self, event: Any) -> None:
+        from ..events import Error, UsageReport
+        if isinstance(event, UsageReport):
+            self.usage.add(event.usage)
+        elif isinstance(event, Error):
+            self.errors.append(event.message)
+        self.render(event)
+
+    def spent(self) -> dict[str, int]:
+        return {"prompt_tokens": self.usage.prompt_tokens, "completion_tokens": self.usage.completion_tokens}

@@ -1,0 +1,288 @@
+"""Tasks over Redis: `bantam batch --queue redis://...` enqueues and collects, `bantam worker` runs.
+
+    bantam worker redis://10.0.0.5:6379/0 --workers 4      # on each machine, as many as you like
+    bantam batch tasks.jsonl -o results.jsonl --queue redis://10.0.0.5:6379/0
+
+Redis holds everything (no broker of bantam's own): the stream `bantam:tasks` read through the
+consumer group `bantam-workers`. A task message has the fields `task` (a task object as in
+TASKS.jsonl, or plain text) and `reply_to` (a stream; default `bantam:results`); its result goes
+to `reply_to` as a message with the fields `id` and `result` (the result object as JSON). So any
+service can use a pool of workers: XADD a task, XREAD its reply stream.
+
+Reliable delivery: a worker acknowledges a task only in the same atomic script that writes its
+result; while it runs one it renews its claim every third of `--idle-timeout`, and a worker that
+died (SIGKILL, a lost machine) stops renewing, so after the idle timeout another worker takes the
+task over with XAUTOCLAIM. A result is recorded once per task id and reply stream (a set of done
+ids beside it), even when two workers ran the same task.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import sys
+import threading
+from typing import Any
+
+from ..errors import BantamError, ConfigError
+from .agent import Children, forget, interrupt, run_threads
+from .progress import Progress, describe
+from .tasks import Result, ResultsFile, Task, failed, parse_task
+
+TASKS = "bantam:tasks"            # the stream every worker reads
+GROUP = "bantam-workers"          # its consumer group
+DEFAULT_REPLY = "bantam:results"  # where a task message without reply_to gets its result
+IDLE_TIMEOUT = 60.0               # seconds without a renewed claim before another worker takes a task
+MAX_DELIVERIES = 5                # a task that killed this many workers is failed, not retried
+DONE_TTL = 7 * 86400              # seconds a finished batch's done-set lingers, to drop late duplicates
+RECONNECT_DELAYS = (1, 1, 2, 3, 5, 8)
+
+# Both scripts run atomically inside Redis: a kill between two commands cannot split them.
+ENQUEUE = """
+if redis.call('SADD', KEYS[1], ARGV[1]) == 1 then
+  redis.call('XADD', KEYS[2], '*', 'task', ARGV[2], 'reply_to', ARGV[3])
+  return 1
+end
+return 0
+"""
+FINISH = """
+local new = redis.call('SADD', KEYS[1], ARGV[1])
+if new == 1 then redis.call('XADD', KEYS[2], '*', 'id', ARGV[1], 'result', ARGV[2]) end
+redis.call('XACK', KEYS[3], ARGV[3], ARGV[4])
+redis.call('XDEL', KEYS[3], ARGV[4])
+return new
+"""
+
+
+class QueueError(BantamError):
+    """Redis could not be reached or refused a command."""
+
+
+def connect(url: str) -> Any:
+    """A client for `url` that answers PING, with the consumer group in place."""
+    try:
+        import redis
+    except ModuleNotFoundError:
+        raise ConfigError("--queue and `bantam worker` need the redis client: "
+                          "pip install 'bantam[redis]'") from None
+    try:
+        client = redis.Redis.from_url(url, decode_responses=True, socket_connect_timeout=10,
+                                      health_check_interval=30)
+    except ValueError as e:
+        raise ConfigError(f"queue URL {url!r}: {e}") from None
+    try:
+        client.ping()
+        ensure_group(client)
+    except redis.RedisError as e:
+        raise QueueError(f"cannot use Redis at {url}: {e}") from None
+    return client
+
+
+def ensure_group(client: Any) -> None:
+    """Create the stream and its group (from the start, so tasks enqueued earlier are seen)."""
+    import redis
+    try:
+        client.xgroup_create(TASKS, GROUP, id="0", mkstream=True)
+    except redis.ResponseError as e:
+        if "BUSYGROUP" not in str(e):
+            raise
+
+
+# --- the batch side --------------------------------------------------------------------------------
+
+def run_queued(url: str, tasks: list[Task], results: ResultsFile) -> None:
+    """Enqueue the tasks without a result (once, however often this is rerun) and append the
+    results the workers send, until every task has one."""
+    import redis
+    client = connect(url)
+    reply = f"bantam:results:{results.batch}"  # this batch's own stream; a rerun finds it again
+    missing = {t.key for t in tasks if t.key not in results.done}
+    try:
+        enqueue_all(client, [t for t in tasks if t.key in missing], reply)
+        with Progress(len(tasks), len(tasks) - len(missing)) as progress:
+            collect(client, reply, missing, results, progress)
+        client.delete(reply, f"{reply}:enqueued")  # all on disk now
+        client.expire(f"{reply}:done", DONE_TTL)
+    except redis.RedisError as e:
+        raise QueueError(f"Redis at {url}: {e}; the results so far are in {results.path}, and the "
+                         "same command collects the rest once Redis is back") from None
+
+
+def enqueue_all(client: Any, tasks: list[Task], reply: str) -> None:
+    enqueue = client.register_script(ENQUEUE)
+    with client.pipeline(transaction=False) as pipe:
+        for task in tasks:
+            enqueue(keys=[f"{reply}:enqueued", TASKS], args=[task.key, json.dumps(task.to_json()), reply],
+                    client=pipe)
+        pipe.execute()
+
+
+def collect(client: Any, reply: str, missing: set[str], results: ResultsFile, progress: Progress) -> None:
+    """Append each result from the reply stream that a task of this batch still lacks."""
+    last = "0"  # from the start: results that came while no batch was collecting count too
+    while missing:
+        for _, entries in client.xread({reply: last}, count=500, block=1000) or []:
+            for last, fields in entries:
+                try:
+                    record = json.loads(fields.get("result") or "")
+                except ValueError:
+                    continue  # not a worker's message
+                key = str(record.get("id")) if isinstance(record, dict) else None
+                if key in missing and results.add(record):
+                    missing.discard(key)
+                    progress.finished(record)
+
+
+# --- the worker ------------------------------------------------------------------------------------
+
+def worker_parser() -> argparse.ArgumentParser:
+    from ..cli import common_options
+    p = argparse.ArgumentParser(prog="bantam worker", description="Run bantam tasks from a Redis "
+                                f"stream ({TASKS}, group {GROUP}) and send each result to its reply stream.")
+    p.add_argument("url", metavar="redis://HOST:PORT/DB")
+    p.add_argument("--workers", type=int, default=1, metavar="N", help="tasks run at the same time (default 1)")
+    p.add_argument("--idle-timeout", type=float, default=IDLE_TIMEOUT, metavar="S",
+                   help=f"seconds before a dead worker's task goes to another (default {IDLE_TIMEOUT:g})")
+    return common_options(p)
+
+
+def worker_main(argv: list[str]) -> int:
+    from ..cli import flags, load_config
+    args = worker_parser().parse_args(argv)
+    if args.workers < 1 or args.idle_timeout <= 0:
+        raise ConfigError("--workers must be at least 1 and --idle-timeout above 0")
+    load_config(args)
+    client = connect(args.url)
+    name = f"{socket.gethostname()}-{os.getpid()}"
+    numbers = iter(range(args.workers))
+    children = Children()
+    signal.signal(signal.SIGTERM, interrupt)
+    print(f"bantam worker {name}: {args.workers} at a time from {TASKS} on {args.url}", file=sys.stderr)
+
+    def work() -> None:
+        Consumer(client, f"{name}-{next(numbers)}", flags(args), int(args.idle_timeout * 1000),
+                 children).serve()
+    try:
+        run_threads(args.workers, work, children)
+    except KeyboardInterrupt:
+        print(f"bantam worker {name}: stopped; its unfinished tasks go to another worker after "
+              f"{args.idle_timeout:g} s", file=sys.stderr)
+        return 130
+    return 0
+
+
+class Consumer:
+    """One member of the consumer group: takes a task, runs it as an isolated agent, answers."""
+
+    def __init__(self, client: Any, name: str, flags: dict[str, str], idle_ms: int, children: Children):
+        self.client, self.name, self.flags, self.idle_ms, self.children = client, name, flags, idle_ms, children
+        self.finish = client.register_script(FINISH)
+        self.cursor = "0-0"
+
+    def serve(self) -> None:
+        import redis
+        failures = 0
+        while not self.children.stopping.is_set():
+            try:
+                message = self.next_message()
+                if message is not None:
+                    self.handle(*message)
+                failures = 0
+            except redis.RedisError as e:  # Redis restarted or unreachable: wait and try again
+                delay = RECONNECT_DELAYS[min(failures, len(RECONNECT_DELAYS) - 1)]
+                failures += 1
+                print(f"bantam worker {self.name}: Redis: {e}; again in {delay} s", file=sys.stderr)
+                self.children.stopping.wait(delay)
+                try:
+                    ensure_group(self.client)  # a Redis restarted without its data has no group
+                except redis.RedisError:
+                    pass
+
+    def next_message(self) -> tuple[str, dict[str, str]] | None:
+        """A task whose worker stopped renewing its claim, else a new one (waiting up to 1 s)."""
+        # the cursor walks the whole pending list over successive calls (each call looks at a few)
+        self.cursor, claimed = self.client.xautoclaim(TASKS, GROUP, self.name, self.idle_ms, self.cursor,
+                                                      count=1)[:2]
+        if claimed:
+            return claimed[0]
+        got = self.client.xreadgroup(GROUP, self.name, {TASKS: ">"}, count=1, block=1000)
+        return got[0][1][0] if got and got[0][1] else None
+
+    def handle(self, message_id: str, fields: dict[str, str]) -> None:
+        reply = fields.get("reply_to") or DEFAULT_REPLY
+        try:
+            task = read_message(fields, message_id)
+        except ConfigError as e:  # answered, so the sender hears why, and never retried
+            self.answer(message_id, reply, Result(claimed_id(fields, message_id), "failure",
+                                                  error=str(e)).to_json())
+            return
+        deliveries = self.deliveries(message_id)
+        if deliveries > MAX_DELIVERIES:
+            record = failed(task, f"given up after {deliveries - 1} deliveries: every worker that "
+                                  "took this task stopped before it finished")
+        else:
+            with Lease(self.client, message_id, self.name, self.idle_ms / 3000):
+                record = self.children.run(task, self.flags, reply)
+            if record is None:
+                return  # stopped: not acknowledged, so another worker takes it over
+        record["worker"] = self.name
+        self.answer(message_id, reply, record)
+        forget(record)
+        print(f"bantam worker {self.name}: {describe(record)}", file=sys.stderr)
+
+    def answer(self, message_id: str, reply: str, record: dict[str, Any]) -> None:
+        self.finish(keys=[f"{reply}:done", reply, TASKS],
+                    args=[str(record.get("id")), json.dumps(record, ensure_ascii=False), GROUP, message_id])
+
+    def deliveries(self, message_id: str) -> int:
+        pending = self.client.xpending_range(TASKS, GROUP, min=message_id, max=message_id, count=1)
+        return int(pending[0]["times_delivered"]) if pending else 1
+
+
+def read_message(fields: dict[str, str], message_id: str) -> Task:
+    """The task in a message: a JSON task object or string, or plain text; its id defaults to the
+    message id."""
+    text = fields.get("task")
+    if text is None:
+        raise ConfigError(f"message {message_id}: no 'task' field")
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = text
+    return parse_task(value, message_id, f"message {message_id}")
+
+
+def claimed_id(fields: dict[str, str], message_id: str) -> str | int:
+    """The id a bad task message gives itself, so its sender can match the failure to it."""
+    try:
+        value = json.loads(fields.get("task") or "")
+    except ValueError:
+        return message_id
+    task_id = value.get("id") if isinstance(value, dict) else None
+    return task_id if isinstance(task_id, (str, int)) and not isinstance(task_id, bool) else message_id
+
+
+class Lease:
+    """While a task runs, claim it again every `every` seconds, so its idle time stays low and no
+    other worker takes it over; when this worker dies, the renewals stop."""
+
+    def __init__(self, client: Any, message_id: str, consumer: str, every: float):
+        self.client, self.message_id, self.consumer, self.every = client, message_id, consumer, every
+        self.done = threading.Event()
+
+    def renew(self) -> None:
+        import redis
+        while not self.done.wait(self.every):
+            try:
+                self.client.xclaim(TASKS, GROUP, self.consumer, 0, [self.message_id], justid=True)
+            except redis.RedisError:
+                pass  # Redis is away; the task may go to another worker, whose result counts once
+
+    def __enter__(self) -> "Lease":
+        threading.Thread(target=self.renew, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.done.set()

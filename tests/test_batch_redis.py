@@ -1,0 +1,240 @@
+"""`bantam batch --queue` and `bantam worker` over a real redis-server (Debian's), with real worker
+processes, one of them SIGKILLed mid-task."""
+import json
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import base_cfg, run_bantam, write_cfg
+from tests.fakes.task_server import TaskServer
+from tests.test_batch import read_results, start_batch, wait_for, write_tasks
+
+redis = pytest.importorskip("redis")
+TASKS, GROUP = "bantam:tasks", "bantam-workers"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class RedisServer:
+    """Debian's redis-server on a free port in a temp dir, without persistence; restartable."""
+
+    def __init__(self, folder: Path):
+        self.folder, self.proc, self.port = folder, None, 0
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self, port: int = 0) -> None:
+        for _ in range(5):  # another process may take a free port between the probe and the start
+            self.port = port or free_port()
+            self.proc = subprocess.Popen([shutil.which("redis-server"), "--port", str(self.port), "--bind",
+                                          "127.0.0.1", "--dir", str(self.folder), "--save", "",
+                                          "--appendonly", "no"], stdout=subprocess.DEVNULL,
+                                         stderr=subprocess.DEVNULL)
+            client = redis.Redis(port=self.port, socket_connect_timeout=1)
+            deadline = time.monotonic() + 30
+            while self.proc.poll() is None and time.monotonic() < deadline:
+                try:
+                    client.ping()
+                    return
+                except redis.ConnectionError:
+                    time.sleep(0.05)
+            self.stop()
+        raise AssertionError("redis-server did not start")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=30)
+
+
+@pytest.fixture
+def redis_server(tmp_path):
+    if shutil.which("redis-server") is None:
+        pytest.skip("redis-server is not installed (apt-get install -y redis-server)")
+    (tmp_path / "redis").mkdir()
+    server = RedisServer(tmp_path / "redis")
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def redis_url(redis_server):
+    return redis_server.url
+
+
+def children_of(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        if entry.name.isdigit() and int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+            found.append(int(entry.name))
+    return found
+
+
+def start_worker(home: Path, url: str, *options: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "bantam", "worker", url, *options], cwd=home,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True)
+
+
+def stop(procs) -> list[str]:
+    """Terminate the processes; their stderr."""
+    for p in procs:
+        if p.poll() is None:
+            p.terminate()
+    return [p.communicate(timeout=60)[1] for p in procs]
+
+
+def test_three_workers_one_killed_mid_task_every_task_one_result(home, redis_url):
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    with TaskServer(latency=0.5) as server:
+        write_cfg(home, **base_cfg(server))
+        write_tasks(home / "tasks.jsonl", [{"id": i, "task": f"t{i} go"} for i in range(12)])
+        server.stall(answers_only=True)  # every task waits at its last step until the kill
+        workers = [start_worker(home, redis_url, "--idle-timeout", "3") for _ in range(3)]
+        batch = start_batch(home, "tasks.jsonl", "-o", "results.jsonl", "--queue", redis_url)
+        try:
+            victim = workers[0]
+            name = f"{socket.gethostname()}-{victim.pid}-0"
+
+            def victim_busy():
+                try:
+                    pending = client.xpending_range(TASKS, GROUP, "-", "+", 100)
+                except redis.ResponseError:  # no group yet: nobody has started
+                    return None
+                for entry in pending:
+                    if entry["consumer"] == name:
+                        return entry["message_id"]
+            message_id = wait_for(victim_busy, what="the first worker to take a task")
+            [(_, fields)] = client.xrange(TASKS, message_id, message_id)
+            lost = json.loads(fields["task"])["id"]
+            agents = wait_for(lambda: children_of(victim.pid), what="the worker's agent process")
+            victim.kill()
+            wait_for(lambda: not any(Path(f"/proc/{pid}").exists() for pid in agents),
+                     what="the dead worker's agents to stop")  # they die with it
+            server.release()
+            out, err = batch.communicate(timeout=240)
+            assert batch.returncode == 0, err
+        finally:
+            stop([w for w in workers if w is not victim] + [victim])
+            if batch.poll() is None:
+                batch.kill()
+    results = read_results(home / "results.jsonl")
+    assert sorted(r["id"] for r in results) == list(range(12))  # exactly one each
+    assert all(r["status"] == "success" for r in results)
+    [rerun] = [r for r in results if r["id"] == lost]
+    assert rerun["worker"].startswith(socket.gethostname()) and rerun["worker"] != name  # taken over
+    assert (home / "ran.txt").read_text().split().count(f"t{lost}") == 1  # resumed from its thread
+    assert not client.exists(TASKS) or client.xlen(TASKS) == 0  # acknowledged and deleted
+    assert not [k for k in client.keys("bantam:results:*") if not k.endswith(":done")]
+
+
+def test_a_worker_serves_single_requests_and_records_a_task_once(home, redis_url):
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    with TaskServer() as server:
+        write_cfg(home, **base_cfg(server))
+        worker = start_worker(home, redis_url, "--workers", "2")
+        try:
+            client.xadd(TASKS, {"task": "hello from a service", "reply_to": "svc:replies"})
+            # the same task id sent twice (a retried send): both deliveries finish, one reply counts
+            for _ in range(2):
+                client.xadd(TASKS, {"task": json.dumps({"id": "x1", "task": "twice please"}),
+                                    "reply_to": "svc:replies"})
+            client.xadd(TASKS, {"task": json.dumps({"id": "bad", "task": 5}), "reply_to": "svc:replies"})
+            wait_for(lambda: client.xlen(TASKS) == 0, timeout=120, what="every task acknowledged")
+        finally:
+            stop([worker])
+    replies = [json.loads(f["result"]) for _, f in client.xrange("svc:replies")]
+    by_id = {}
+    for r in replies:
+        by_id.setdefault(str(r["id"]), []).append(r)
+    assert len(by_id["x1"]) == 1 and by_id["x1"][0]["output"] == "done twice"
+    assert by_id["bad"][0]["status"] == "failure" and "'task' must be a non-empty string" in by_id["bad"][0]["error"]
+    [single] = [r for r in replies if r["output"] == "done hello"]
+    assert single["status"] == "success"
+    assert len(replies) == 3
+
+
+def test_bad_queue_url_and_unreachable_redis_are_one_line(home):
+    r = run_bantam("worker", "http://127.0.0.1:1/0", cwd=home)
+    assert r.returncode == 2 and r.stderr.startswith("bantam: queue URL") and "Traceback" not in r.stderr
+    r = run_bantam("worker", f"redis://127.0.0.1:{free_port()}/0", cwd=home)
+    assert r.returncode == 1 and r.stderr.startswith("bantam: cannot use Redis at") and "Traceback" not in r.stderr
+
+
+def test_a_worker_outlives_a_redis_restart(home, redis_server):
+    with TaskServer() as server:
+        write_cfg(home, **base_cfg(server))
+        worker = start_worker(home, redis_server.url)
+        log = ""
+        try:
+            client = redis.Redis.from_url(redis_server.url, decode_responses=True)
+            wait_for(lambda: client.exists(TASKS), what="the worker's group")
+            redis_server.stop()  # no persistence: the stream and the group are gone
+            redis_server.start(redis_server.port)
+            wait_for(lambda: client.exists(TASKS), timeout=60, what="the worker to recreate its group")
+            client.xadd(TASKS, {"task": "after the restart", "reply_to": "svc:replies"})
+            wait_for(lambda: client.exists("svc:replies"), timeout=60, what="the reply")
+        finally:
+            [log] = stop([worker])
+    [(_, fields)] = client.xrange("svc:replies")
+    assert json.loads(fields["result"])["output"] == "done after"
+    assert "Redis: " in log and "; again in 1 s" in log  # it said so, and waited
+
+
+def test_a_task_that_keeps_killing_workers_is_failed_not_retried(home, redis_url):
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    client.xgroup_create(TASKS, GROUP, id="0", mkstream=True)
+    message_id = client.xadd(TASKS, {"task": json.dumps({"id": "poison", "task": "never runs"}),
+                                     "reply_to": "svc:replies"})
+    client.xreadgroup(GROUP, "ghost", {TASKS: ">"})  # taken by a worker that then died ...
+    client.xclaim(TASKS, GROUP, "ghost", 0, [message_id], retrycount=5, justid=True)  # ... five times
+    with TaskServer() as server:
+        write_cfg(home, **base_cfg(server))
+        worker = start_worker(home, redis_url, "--idle-timeout", "1")
+        try:
+            wait_for(lambda: client.exists("svc:replies"), timeout=60, what="the reply")
+        finally:
+            stop([worker])
+        assert not server.chat_requests()
+    [(_, fields)] = client.xrange("svc:replies")
+    result = json.loads(fields["result"])
+    assert result["id"] == "poison" and result["status"] == "failure"
+    assert result["error"].startswith("given up after 5 deliveries")
+    assert client.xpending(TASKS, GROUP)["pending"] == 0
+
+
+def test_losing_redis_while_collecting_is_one_line_and_a_rerun_goes_on(home, redis_server):
+    client = redis.Redis.from_url(redis_server.url, decode_responses=True)
+    with TaskServer() as server:
+        write_cfg(home, **base_cfg(server))
+        write_tasks(home / "tasks.jsonl", ["one go", "two go"])
+        batch = start_batch(home, "tasks.jsonl", "-o", "results.jsonl", "--queue", redis_server.url)
+        wait_for(lambda: client.exists(TASKS) and client.xlen(TASKS) == 2, what="the tasks enqueued")
+        redis_server.stop()  # no worker yet: the batch is waiting for results
+        out, err = batch.communicate(timeout=60)
+        assert batch.returncode == 1 and "Traceback" not in err
+        assert err.startswith(f"bantam: Redis at {redis_server.url}:") and "collects the rest" in err
+        redis_server.start(redis_server.port)  # empty: the queue is gone, so the rerun enqueues again
+        worker = start_worker(home, redis_server.url)
+        try:
+            r = run_bantam("batch", "tasks.jsonl", "-o", "results.jsonl", "--queue", redis_server.url,
+                           cwd=home, timeout=120)
+        finally:
+            stop([worker])
+    assert r.returncode == 0, r.stderr
+    assert sorted(x["id"] for x in read_results(home / "results.jsonl")) == [1, 2]
