@@ -167,6 +167,25 @@ def test_gate_rejections_go_back_to_the_model(home, capsys):
     assert state_of(run)["counters"]["gate_rejections"] == 3
 
 
+def test_json_shows_the_runs_tool_calls_results_and_refusals(home, capsys):
+    ws = workspace(home, **{"a.txt": "alpha\n"})
+    answers = script(home, PLAN_READ, "not json", '{"tool": "shell", "arguments": {"command": "ls"}}', READ_A, FINAL)
+    code, out, err = bantam(capsys, "run", "read a", "--workspace", ws, "--scripted", answers, "--json")
+    assert code == 0, err
+    lines = [json.loads(line) for line in out.splitlines()]
+    calls = [(e["name"], json.loads(e["arguments"])) for e in lines if e["type"] == "tool_call"]
+    results = [(e["name"], e["is_error"], e["content"]) for e in lines if e["type"] == "tool_result"]
+    assert [name for name, _ in calls] == ["plan", "unusable_answer", "shell", "read_file", "final"]
+    assert calls[3][1] == {"path": "a.txt"} and calls[4][1] == {"answer": "done"}
+    assert results[0] == ("plan", False, "plan accepted: 1 steps")
+    assert results[1][:2] == ("unusable_answer", True) and "not valid JSON" in results[1][2]
+    assert results[2][:2] == ("shell", True) and "the tools gate refused it" in results[2][2]
+    assert results[3] == ("read_file", False, "alpha\n")
+    assert lines[-1]["type"] == "done" and lines[-1]["text"] == "done"
+    assert lines[-1]["usage"]["prompt_tokens"] == state_of(only_run(home))["counters"]["prompt_tokens"] > 0
+    assert "run completed" in err  # progress stays on stderr
+
+
 def test_plan_named_calls_are_recovered_in_a_whole_run(home, capsys):
     ws = workspace(home, **{"a.txt": "alpha\n"})
     plan_call = json.dumps({"tool": "plan", "arguments": {"steps": json.loads(PLAN_READ)["plan"]}})

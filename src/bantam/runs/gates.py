@@ -14,24 +14,14 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any, Protocol
 
+from ..errors import Blocked as Blocked  # re-exported: the gates raise these
+from ..errors import Rejected as Rejected
 from .planning import matching_step
 from .settings import RunConfig
 from .state import Call, RunState
 from .tools import TOOLS, Refused, Workspace
 
 READ_TOOLS = ("read_file", "list_files")
-
-
-class Rejected(Exception):
-    def __init__(self, gate: str, reason: str):
-        super().__init__(f"{gate}: {reason}")
-        self.gate, self.reason = gate, reason
-
-
-class Blocked(Exception):
-    def __init__(self, gate: str, reason: str):
-        super().__init__(f"{gate}: {reason}")
-        self.gate, self.reason = gate, reason
 
 
 @dataclass

@@ -14,6 +14,8 @@ from typing import Any, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from ..errors import SchemaError as SchemaError  # re-exported: validate raises it
+
 MAX_STEPS = 20  # a plan longer than this is a sign the model lost the thread
 
 
@@ -50,10 +52,6 @@ KINDS: dict[str, type[BaseModel]] = {"plan": Plan, "tool": Action, "final": Fina
 SHAPES = {"plan": '{"plan": [{"description": ..., "tool": ..., "arguments": {...}}]}',
           "tool": '{"tool": ..., "arguments": {...}}', "final": '{"final": ...}',
           "content": '{"content": ...}'}
-
-
-class SchemaError(ValueError):
-    """The JSON is fine but not a proposal of an expected kind; the message names the field."""
 
 
 def validate(obj: Any, kinds: tuple[str, ...]) -> Proposal:

@@ -10,6 +10,7 @@
 
 This is not an OS sandbox: a check command runs generated code with the user's rights.
 Each tool re-checks its path even after the gates did: a tool must be safe on its own.
+A tool returns the core tool layer's `Outcome`; `as_core_tools` puts them in a core Toolbox.
 """
 from __future__ import annotations
 
@@ -19,27 +20,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 
+from ..errors import Refused as Refused  # re-exported: the tools raise it
 from ..errors import ToolError
 from ..fsutil import atomic_write
 from ..sandbox import Sandbox
 from ..sanitize import sanitize
 from ..envpolicy import redact, tool_env
+from ..tools import Outcome, ToolContext
 from ..tools.shell import run_process
 
 LIST_LIMIT = 500  # files listed by one list_files call
-
-
-class Refused(Exception):
-    """A call the tool will not make (bad path, unknown command); the reason goes to the model."""
-
-
-@dataclass
-class ToolResult:
-    ok: bool
-    output: str                     # what the model may see: at most output_limit bytes
-    clipped: bool = False           # output was cut: the call does not count as complete
-    exit_code: int | None = None    # shell only
-    facts: dict[str, Any] = field(default_factory=dict)  # sha256, bytes, full_read, report ...
 
 
 class Tool(Protocol):
@@ -49,7 +39,7 @@ class Tool(Protocol):
     required: tuple[str, ...]
     mutates: bool                   # an interrupted call of it blocks the run (never rerun blindly)
 
-    def run(self, args: dict[str, Any], ws: "Workspace") -> ToolResult: ...
+    def run(self, args: dict[str, Any], ws: "Workspace") -> Outcome: ...
 
 
 @dataclass
@@ -116,13 +106,13 @@ class ReadFile:
     summary = 'read_file {"path": FILE}: the text of FILE'
     arguments, required = {"path": str}, ("path",)
 
-    def run(self, args: dict[str, Any], ws: Workspace) -> ToolResult:
+    def run(self, args: dict[str, Any], ws: Workspace) -> Outcome:
         data = ws.regular_file(args["path"]).read_bytes()
         if b"\0" in data[:8192]:
             raise Refused(f"{args['path']}: not a text file")
         text, clipped = clip(data, ws.output_limit)
-        return ToolResult(True, text, clipped, facts={"sha256": sha256(data), "bytes": len(data),
-                                                      "full_read": not clipped})
+        return Outcome(text, clipped=clipped, facts={"sha256": sha256(data), "bytes": len(data),
+                                                     "full_read": not clipped})
 
 
 class ListFiles:
@@ -130,12 +120,12 @@ class ListFiles:
     summary = 'list_files {"path": DIR}: the files under DIR ("." is the whole workspace)'
     arguments, required = {"path": str}, ()
 
-    def run(self, args: dict[str, Any], ws: Workspace) -> ToolResult:
+    def run(self, args: dict[str, Any], ws: Workspace) -> Outcome:
         base = ws.locate(args.get("path", "."), existing=True)
         root = ws.root.resolve()
         if base.is_file():  # like `ls FILE`: the file itself
-            return ToolResult(True, f"{base.relative_to(root).as_posix()} ({base.stat().st_size} bytes)",
-                              facts={"files": 1})
+            return Outcome(f"{base.relative_to(root).as_posix()} ({base.stat().st_size} bytes)",
+                           facts={"files": 1})
         lines = []
         for folder, dirs, files in os.walk(base):
             dirs[:] = sorted(d for d in dirs if d != "__pycache__")
@@ -144,7 +134,7 @@ class ListFiles:
                 rel = full.relative_to(root).as_posix()
                 lines.append(f"{rel} -> (symlink)" if full.is_symlink() else f"{rel} ({full.stat().st_size} bytes)")
         text, clipped = clip("\n".join(lines[:LIST_LIMIT]).encode() or b"(no files)", ws.output_limit)
-        return ToolResult(True, text, clipped or len(lines) > LIST_LIMIT, facts={"files": len(lines)})
+        return Outcome(text, clipped=clipped or len(lines) > LIST_LIMIT, facts={"files": len(lines)})
 
 
 class WriteFile:
@@ -152,7 +142,7 @@ class WriteFile:
     summary = 'write_file {"path": FILE}: write FILE; you give its content when the step is due'
     arguments, required = {"path": str, "content": str}, ("path",)
 
-    def run(self, args: dict[str, Any], ws: Workspace) -> ToolResult:
+    def run(self, args: dict[str, Any], ws: Workspace) -> Outcome:
         path = str(PurePosixPath(args["path"]))
         if path not in ws.write_paths:
             raise Refused(f"{path}: not in write_paths ({', '.join(ws.write_paths) or 'none'})")
@@ -166,8 +156,7 @@ class WriteFile:
         data = args.get("content", "").encode("utf-8")
         real.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(real, data)
-        return ToolResult(True, f"wrote {len(data)} bytes to {path}",
-                          facts={"sha256": sha256(data), "bytes": len(data)})
+        return Outcome(f"wrote {len(data)} bytes to {path}", facts={"sha256": sha256(data), "bytes": len(data)})
 
 
 def through_link(root: Path, rel: str) -> bool:
@@ -185,14 +174,14 @@ class Shell:
     summary = 'shell {"command": NAME}: run the named check command NAME'
     arguments, required = {"command": str}, ("command",)
 
-    def run(self, args: dict[str, Any], ws: Workspace) -> ToolResult:
+    def run(self, args: dict[str, Any], ws: Workspace) -> Outcome:
         argv = ws.commands.get(args["command"])
         if argv is None:
             raise Refused(f"{args['command']!r} is not a named command "
                           f"(named: {', '.join(ws.commands) or 'none'})")
         output, code = run_argv(argv, ws.root, ws.timeout, ws.sandbox)
         text, clipped = clip(output, ws.output_limit)
-        return ToolResult(code == 0, text, clipped, code, facts={"report": test_report(output)})
+        return Outcome(text, code != 0, clipped=clipped, exit_code=code, facts={"report": test_report(output)})
 
 
 def clean_env() -> dict[str, str]:
@@ -220,3 +209,33 @@ def test_report(output: bytes) -> dict | None:
 
 
 TOOLS: dict[str, Tool] = {t.name: t for t in (ReadFile(), ListFiles(), WriteFile(), Shell())}
+
+
+def invoke(tool: Tool, args: dict[str, Any], ws: Workspace) -> Outcome:
+    """Run one tool; a refusal or an OS error is an error outcome the model reads."""
+    try:
+        return tool.run(args, ws)
+    except Refused as e:
+        return Outcome(f"refused: {e}", True, e)
+    except OSError as e:
+        return Outcome(f"error: {e.strerror or e}", True, e)
+
+
+JSON_TYPES = {str: "string", int: "integer", bool: "boolean", list: "array", dict: "object"}
+
+
+class CoreTool:
+    """A run tool in the core tool layer's shape, bound to its workspace."""
+
+    def __init__(self, tool: Tool, ws: Workspace):
+        self.tool, self.ws = tool, ws
+        self.name, self.description = tool.name, tool.summary
+        self.parameters = {"type": "object", "required": list(tool.required),
+                           "properties": {k: {"type": JSON_TYPES[t]} for k, t in tool.arguments.items()}}
+
+    def run(self, args: dict[str, Any], ctx: ToolContext) -> Outcome:
+        return invoke(self.tool, args, self.ws)
+
+
+def as_core_tools(ws: Workspace) -> dict[str, CoreTool]:
+    return {name: CoreTool(tool, ws) for name, tool in TOOLS.items()}

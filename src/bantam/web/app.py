@@ -32,7 +32,7 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from starlette.routing import Route
 
 from .. import sessions
-from ..errors import ConfigError
+from ..errors import ConfigError, NotJson
 from .files import Refused, Workspace
 from .session import WebSession
 
@@ -279,10 +279,6 @@ class Routes:
         # The sandbox holds even when this URL is opened on its own, outside the viewer's frame.
         return Response(data, media_type=kind,
                         headers={"Content-Security-Policy": f"{SANDBOX}; frame-ancestors 'self'"})
-
-
-class NotJson(Exception):
-    """A POST whose body is not JSON: answered 415."""
 
 
 async def not_json(request: Request, exc: Exception) -> Response:

@@ -16,6 +16,7 @@ from typing import Callable
 
 from ..config import CONFIG_FILES
 from ..envpolicy import redact
+from ..errors import Refused
 
 MAX_FILES = 2000              # entries listed; a huge tree is cut, not walked forever
 MAX_TEXT = 512 * 1024         # bytes of a text file highlighted in the viewer
@@ -24,14 +25,6 @@ POLL_SECONDS = 0.5            # how often the workspace is scanned for changes
 SKIP_DIRS = {"node_modules", "__pycache__", "venv", "site-packages"}  # and every hidden folder
 IMAGE_TYPES = {".png", ".jpg", ".jpeg", ".gif", ".webp", ".svg", ".bmp", ".ico", ".avif"}
 HTML_TYPES = {".html", ".htm", ".xhtml"}
-
-
-class Refused(Exception):
-    """A path the page may not see: `status` is 403 (outside, hidden) or 404 (not a file)."""
-
-    def __init__(self, status: int, message: str):
-        super().__init__(message)
-        self.status = status
 
 
 @dataclass(frozen=True)
@@ -55,17 +48,17 @@ class Workspace:
     def check(self, rel: str) -> Path:
         """The real path of `rel` inside the workspace, or Refused."""
         if not rel or "\x00" in rel:
-            raise Refused(404, "no such file")
+            raise Refused("no such file", 404)
         parts = PurePosixPath(rel).parts
         if rel.startswith(("/", "\\")) or any(p.startswith(".") or "\\" in p for p in parts):
-            raise Refused(403, f"{rel}: outside the workspace, or hidden")
+            raise Refused(f"{rel}: outside the workspace, or hidden", 403)
         path = Path(os.path.realpath(self.root / rel))  # follows every symlink on the way
         if not path.is_relative_to(self.root):
-            raise Refused(403, f"{rel}: leads outside the workspace")
+            raise Refused(f"{rel}: leads outside the workspace", 403)
         if any(p.startswith(".") for p in path.relative_to(self.root).parts):  # `g` -> .git
-            raise Refused(403, f"{rel}: leads to a hidden file")
+            raise Refused(f"{rel}: leads to a hidden file", 403)
         if not path.is_file():
-            raise Refused(404, f"{rel}: no such file")
+            raise Refused(f"{rel}: no such file", 404)
         return path
 
     def read(self, rel: str, limit: int) -> tuple[bytes, os.stat_result]:
@@ -74,11 +67,11 @@ class Workspace:
         try:
             fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
         except OSError as e:
-            raise Refused(404, f"{rel}: {e.strerror}") from None
+            raise Refused(f"{rel}: {e.strerror}", 404) from None
         with os.fdopen(fd, "rb") as f:
             real = f"/proc/self/fd/{fd}"
             if os.path.exists(real) and not Path(os.readlink(real)).is_relative_to(self.root):
-                raise Refused(403, f"{rel}: leads outside the workspace")
+                raise Refused(f"{rel}: leads outside the workspace", 403)
             return f.read(limit + 1), os.fstat(fd)
 
     # --- what the page shows ------------------------------------------------------------------
@@ -135,10 +128,10 @@ class Workspace:
     def raw(self, rel: str) -> tuple[bytes, str]:
         """The bytes and content type for the sandboxed frame or an <img>."""
         if not self.servable(rel):
-            raise Refused(403, f"{rel}: configuration files are not served to the viewer")
+            raise Refused(f"{rel}: configuration files are not served to the viewer", 403)
         data, _ = self.read(rel, MAX_RAW)
         if len(data) > MAX_RAW:
-            raise Refused(403, f"{rel}: larger than {MAX_RAW} bytes")
+            raise Refused(f"{rel}: larger than {MAX_RAW} bytes", 403)
         kind = mimetypes.guess_type(rel)[0] or "application/octet-stream"
         if kind.startswith("text/") or kind in ("application/javascript", "application/json"):
             kind += "; charset=utf-8"
