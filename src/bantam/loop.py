@@ -95,7 +95,7 @@ def run(provider: Provider, messages: list[dict], toolbox: Toolbox, limits: Limi
                 messages.append(reply.message)
                 outcomes = run_calls(calls, toolbox, policy, on_event)
                 messages.extend({"role": "tool", "tool_call_id": call.get("id", ""), "content": o.content}
-                                for call, o in zip(calls, outcomes))
+                                for call, o in zip(calls, outcomes, strict=True))
             except BaseException:  # interrupted, or a guard stopped the turn: the step never happened
                 del messages[step_start:]
                 raise

@@ -222,8 +222,9 @@ def load_tool_files(folder: Path, log: Callable[[str, str], None]) -> list[tuple
     for path in sorted(folder.glob("*.py")):
         try:
             spec = importlib.util.spec_from_file_location(f"bantam_agent_tools.{path.stem}", path)
+            assert spec is not None and spec.loader is not None  # a .py file always has both
             module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)  # type: ignore[union-attr]
+            spec.loader.exec_module(module)
             found = list(getattr(module, "TOOLS", []))
             if not all(isinstance(t, tuple) and len(t) == 4 and callable(t[1]) for t in found):
                 raise TypeError("TOOLS must hold (NAME, fn, description, parameters) tuples")

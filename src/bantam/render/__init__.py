@@ -3,10 +3,18 @@ from __future__ import annotations
 
 import os
 from dataclasses import fields, replace
-from typing import IO, Callable
+from typing import IO, Callable, Protocol
 
 from ..config import Config
 from ..events import Event, OnEvent, Usage
+
+
+class Renderer(Protocol):
+    """An on_event that a front end can also reset after an interrupt (half-drawn state gone)."""
+
+    def __call__(self, event: Event) -> None: ...
+
+    def reset(self) -> None: ...
 
 
 def usage_line(model: str, usage: Usage, window: int, cost: float | None = None,
@@ -36,7 +44,7 @@ def use_color(cfg: Config, stream: IO[str]) -> bool:
 
 
 def make_renderer(cfg: Config, json_lines: bool, out: IO[str], err: IO[str],
-                  context_window: Callable[[], int]) -> OnEvent:
+                  context_window: Callable[[], int]) -> Renderer:
     if json_lines:
         from .jsonl import JsonRenderer
         return redacting(JsonRenderer(out, err, context_window))

@@ -51,7 +51,7 @@ def build(state: RunState, config: RunConfig, ws: Workspace, run_path: Path) -> 
     """The request for whatever the state needs next."""
     index = state.current()
     purpose, kinds = what_is_due(state, config, ws)
-    path = state.plan[index].arguments.get("path", "") if purpose == "write" else ""
+    path = state.plan[index].arguments.get("path", "") if purpose == "write" and index is not None else ""
     planning = purpose in ("plan", "repair")
     tools = allowed_tools(config, planning) if planning or "tool" in kinds else []
     user = "\n\n".join(part for part in (
@@ -194,10 +194,12 @@ def instruction(purpose: str, state: RunState, index: int | None, config: RunCon
     if purpose == "write":
         if config.runtime.file_output_format == "json":
             return f'Write the complete content of {path}. Reply with {{"content": "THE WHOLE FILE"}}.'
+        assert step is not None and index is not None  # a write is always a plan step
         return (f"Step {index + 1}: {step.description}. Reply with the complete content of {path} in one "
                 "code fence (a line ``` before it and a line ``` after it) and nothing else; no JSON, no "
                 "escaping. If the file itself contains ``` lines, use ```` for the outer fence.")
     if purpose == "act":
+        assert step is not None and index is not None  # so is an act
         call = json.dumps({"tool": step.tool, "arguments": step.arguments})
         return f"Do step {index + 1}: {step.description}. Reply with the tool call, for example {call}."
     answer = ('Reply with {"final": "YOUR ANSWER"}: the answer to the goal, based on the results above.')

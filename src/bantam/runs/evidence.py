@@ -20,7 +20,7 @@ INPUTS_KEPT = 4  # required inputs whose excerpts stay in the state
 
 def record_evidence(run: Run, obs: Observation) -> None:
     st, tools = run.state, run.config.tools
-    path, facts = obs.arguments.get("path"), obs.facts
+    path, facts = str(obs.arguments.get("path", "")), obs.facts
     if obs.tool == "read_file" and obs.ok and facts.get("full_read"):
         st.reads[path] = facts["sha256"]
         if path in st.require_read[:INPUTS_KEPT]:

@@ -35,7 +35,7 @@ from .gates import Blocked, Budgets, CallGate, GateContext, Rejected, call_key, 
 from .model import RunModel
 from .parser import Answer, ParseError, parse_file, parse_json
 from .planning import describe_call, direct, matching_step, plan_md, replace_plan, rewrite_plan
-from .schema import Action, Final, Plan, SchemaError, validate
+from .schema import Action, FileContent, Final, Plan, SchemaError, validate
 from .settings import RunConfig
 from .state import Call, Inference, Observation, PendingAnswer, PlanStep, RunState
 from .store import RunDir
@@ -233,6 +233,7 @@ def read_answer(answer: PendingAnswer, file_format: str) -> tuple[Any, str | Non
         if proposal.tool != "write_file" or args.get("path") != answer.path or not isinstance(args.get("content"), str):
             raise SchemaError(f'expected {{"content": ...}} with the whole of {answer.path}')
         return args["content"], parsed.recovered_by
+    assert isinstance(proposal, FileContent)
     return proposal.content, parsed.recovered_by
 
 

@@ -21,6 +21,7 @@ import secrets
 import shutil
 import time
 from pathlib import Path
+from typing import IO
 
 from pydantic import ValidationError
 
@@ -36,7 +37,7 @@ class RunDir:
     def __init__(self, path: Path):
         self.path = path
         self.workspace = path / "workspace"
-        self._lock = None
+        self._lock: IO[str] | None = None
 
     # --- creating, finding, locking -------------------------------------------------------
 

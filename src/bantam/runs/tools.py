@@ -18,7 +18,7 @@ import hashlib
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
-from typing import Any, Protocol
+from typing import Any, Mapping, Protocol
 
 from ..errors import Refused as Refused  # re-exported: the tools raise it
 from ..errors import ToolError
@@ -32,12 +32,19 @@ from ..tools.shell import run_process
 LIST_LIMIT = 500  # files listed by one list_files call
 
 
-class Tool(Protocol):
-    name: str
-    summary: str                    # one line for the prompt
-    arguments: dict[str, type]      # the allowed argument names and their types
-    required: tuple[str, ...]
-    mutates: bool                   # an interrupted call of it blocks the run (never rerun blindly)
+class WorkspaceTool(Protocol):
+    """A run tool: confined to the workspace, described for a prompt rather than a schema."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def summary(self) -> str: ...                     # one line for the prompt
+    @property
+    def arguments(self) -> Mapping[str, type]: ...    # the allowed argument names and their types
+    @property
+    def required(self) -> tuple[str, ...]: ...
+    @property
+    def mutates(self) -> bool: ...                    # an interrupted call blocks the run (never rerun blindly)
 
     def run(self, args: dict[str, Any], ws: "Workspace") -> Outcome: ...
 
@@ -208,10 +215,10 @@ def test_report(output: bytes) -> dict | None:
     return find_report(output.decode("utf-8", "replace"))
 
 
-TOOLS: dict[str, Tool] = {t.name: t for t in (ReadFile(), ListFiles(), WriteFile(), Shell())}
+TOOLS: dict[str, WorkspaceTool] = {t.name: t for t in (ReadFile(), ListFiles(), WriteFile(), Shell())}
 
 
-def invoke(tool: Tool, args: dict[str, Any], ws: Workspace) -> Outcome:
+def invoke(tool: WorkspaceTool, args: dict[str, Any], ws: Workspace) -> Outcome:
     """Run one tool; a refusal or an OS error is an error outcome the model reads."""
     try:
         return tool.run(args, ws)
@@ -227,7 +234,7 @@ JSON_TYPES = {str: "string", int: "integer", bool: "boolean", list: "array", dic
 class CoreTool:
     """A run tool in the core tool layer's shape, bound to its workspace."""
 
-    def __init__(self, tool: Tool, ws: Workspace):
+    def __init__(self, tool: WorkspaceTool, ws: Workspace):
         self.tool, self.ws = tool, ws
         self.name, self.description = tool.name, tool.summary
         self.parameters = {"type": "object", "required": list(tool.required),

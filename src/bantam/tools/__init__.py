@@ -177,7 +177,7 @@ def sanitize_value(value: Any) -> Any:
     return value
 
 
-_TYPES = {"string": str, "integer": int, "number": (int, float), "boolean": bool,
+_TYPES: dict[str, type | tuple[type, ...]] = {"string": str, "integer": int, "number": (int, float), "boolean": bool,
           "array": list, "object": dict}
 
 

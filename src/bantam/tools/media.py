@@ -47,7 +47,7 @@ class ReadImage:
         path = args["path"]
         data = read_bytes(path, IMAGE_LIMIT)
         url = f"data:{image_type(data, path)};base64,{base64.b64encode(data).decode('ascii')}"
-        parts = [{"type": "text", "text": _question(args, IMAGE_QUESTION)},
+        parts: list[dict[str, Any]] = [{"type": "text", "text": _question(args, IMAGE_QUESTION)},
                  {"type": "image_url", "image_url": {"url": url}}]
         return ask_model(ctx, parts, path)
 

@@ -83,6 +83,7 @@ def spawn(ctx: ToolContext, task: str, checks: list[str], persistence: str, max_
     limits = Limits(max_iter, ctx.cfg.tool_budget, ctx.cfg.retry_delays)
     resumed = len(messages) > 2
     try:
+        assert ctx.provider is not None  # a toolbox with delegating tools always has one
         turn = run(ctx.provider, messages, box, limits, child.on_event, progress.sync if progress else None)
         status, output, unmet = read_report(turn.text, checks)
         steps = turn.steps

@@ -19,6 +19,7 @@ import secrets
 import socket
 import sys
 from pathlib import Path
+from types import FrameType
 
 from ..errors import ConfigError
 
@@ -97,7 +98,7 @@ def serve(flags: dict[str, str], host: str, port: int, allowed: tuple[str, ...] 
         print("bantam web: warning: listening beyond this machine over plain HTTP; the token can be "
               "read on the way (put it behind HTTPS)", file=sys.stderr, flush=True)
     class Server(uvicorn.Server):
-        def handle_exit(self, sig: int, frame: object) -> None:
+        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
             session.hub.close()  # open pages' event streams would hold the shutdown up
             super().handle_exit(sig, frame)
 
