@@ -30,6 +30,9 @@ if TYPE_CHECKING:
 REGISTRY = {
     "shell_exec": "bantam.tools.shell:ShellExec",
     "write_file": "bantam.tools.files:WriteFile",
+    "read_file": "bantam.tools.files:ReadFile",
+    "edit_file": "bantam.tools.files:EditFile",
+    "list_files": "bantam.tools.files:ListFiles",
     "run_subagent": "bantam.tools.subagent:RunSubagent",
     "spawn_agent": "bantam.tools.spawn:SpawnAgent",
     "read_image": "bantam.tools.media:ReadImage",
