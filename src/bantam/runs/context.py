@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..clip import clip_middle
 from .gates import GateContext, allowed_tools, unmet
 from .planning import describe_call
 from .settings import RunConfig
@@ -41,10 +42,7 @@ def estimate(chars: int) -> int:
 
 
 def excerpt(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    half = limit // 2
-    return f"{text[:half]}\n[... {len(text) - 2 * half} characters not shown ...]\n{text[-half:]}"
+    return clip_middle(text, limit)[0]
 
 
 def build(state: RunState, config: RunConfig, ws: Workspace, run_path: Path) -> Request:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import Any, Mapping, Protocol
 
+from ..clip import clip_middle
 from ..errors import Refused as Refused  # re-exported: the tools raise it
 from ..errors import ToolError
 from ..fsutil import atomic_write
@@ -92,16 +93,10 @@ class Workspace:
 
 
 def clip(data: bytes, limit: int) -> tuple[str, bool]:
-    """Head and tail of `data` within `limit` bytes, as text; True when something was cut.
+    """Head and tail of `data` within `limit` bytes, as sanitised text; True when something was cut.
     Known secrets are *** before the cut, so none is left half-shown at a seam."""
-    data = redact(data.decode("utf-8", "replace")).encode("utf-8")
-    if len(data) <= limit:
-        return sanitize(data.decode("utf-8", "replace")), False
-    half = limit // 2
-    cut = len(data) - 2 * half
-    text = (data[:half].decode("utf-8", "ignore") + f"\n[... {cut} bytes clipped of {len(data)} ...]\n"
-            + data[-half:].decode("utf-8", "ignore"))
-    return sanitize(text), True
+    text, clipped = clip_middle(redact(data.decode("utf-8", "replace")).encode("utf-8"), limit)
+    return sanitize(text), clipped
 
 
 def sha256(data: bytes) -> str:
