@@ -23,7 +23,7 @@ from typing import Any, Mapping, Protocol
 from ..clip import clip_middle
 from ..errors import Refused as Refused  # re-exported: the tools raise it
 from ..errors import ToolError
-from ..fsutil import atomic_write
+from ..fsutil import atomic_write, confine, open_confined
 from ..sandbox import Sandbox
 from ..sanitize import sanitize
 from ..envpolicy import redact, tool_env
@@ -61,17 +61,7 @@ class Workspace:
 
     def locate(self, path: Any, *, existing: bool) -> Path:
         """The real path of a workspace-relative `path`; Refused when it could leave the workspace."""
-        if not isinstance(path, str) or not path.strip() or "\0" in path:
-            raise Refused("path must be a non-empty relative path")
-        pure = PurePosixPath(path)
-        if pure.is_absolute():
-            raise Refused(f"{path}: absolute paths are not allowed; use a path relative to the workspace")
-        if ".." in pure.parts:
-            raise Refused(f"{path}: '..' is not allowed; paths stay inside the workspace")
-        root = self.root.resolve()
-        real = (root / pure).resolve()  # follows every symlink on the way
-        if real != root and root not in real.parents:
-            raise Refused(f"{path}: resolves outside the workspace (a symlink); not allowed")
+        real = confine(self.root.resolve(), path)
         if existing and not real.exists():
             raise Refused(f"{path}: no such file in the workspace")
         return real
@@ -109,7 +99,9 @@ class ReadFile:
     arguments, required = {"path": str}, ("path",)
 
     def run(self, args: dict[str, Any], ws: Workspace) -> Outcome:
-        data = ws.regular_file(args["path"]).read_bytes()
+        ws.regular_file(args["path"])
+        with os.fdopen(open_confined(ws.root.resolve(), args["path"]), "rb") as f:
+            data = f.read()
         if b"\0" in data[:8192]:
             raise Refused(f"{args['path']}: not a text file")
         text, clipped = clip(data, ws.output_limit)

@@ -17,6 +17,7 @@ from typing import Callable
 from ..config import CONFIG_FILES
 from ..envpolicy import redact
 from ..errors import Refused
+from ..fsutil import confine, open_confined
 
 MAX_FILES = 2000              # entries listed; a huge tree is cut, not walked forever
 MAX_TEXT = 512 * 1024         # bytes of a text file highlighted in the viewer
@@ -52,9 +53,7 @@ class Workspace:
         parts = PurePosixPath(rel).parts
         if rel.startswith(("/", "\\")) or any(p.startswith(".") or "\\" in p for p in parts):
             raise Refused(f"{rel}: outside the workspace, or hidden", 403)
-        path = Path(os.path.realpath(self.root / rel))  # follows every symlink on the way
-        if not path.is_relative_to(self.root):
-            raise Refused(f"{rel}: leads outside the workspace", 403)
+        path = confine(self.root, rel)
         if any(p.startswith(".") for p in path.relative_to(self.root).parts):  # `g` -> .git
             raise Refused(f"{rel}: leads to a hidden file", 403)
         if not path.is_file():
@@ -63,16 +62,9 @@ class Workspace:
 
     def read(self, rel: str, limit: int) -> tuple[bytes, os.stat_result]:
         """Up to `limit` bytes of the file, opened without following a last-moment symlink."""
-        path = self.check(rel)
-        try:
-            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-        except OSError as e:
-            raise Refused(f"{rel}: {e.strerror}", 404) from None
-        with os.fdopen(fd, "rb") as f:
-            real = f"/proc/self/fd/{fd}"
-            if os.path.exists(real) and not Path(os.readlink(real)).is_relative_to(self.root):
-                raise Refused(f"{rel}: leads outside the workspace", 403)
-            return f.read(limit + 1), os.fstat(fd)
+        self.check(rel)
+        with os.fdopen(open_confined(self.root, rel), "rb") as f:
+            return f.read(limit + 1), os.fstat(f.fileno())
 
     # --- what the page shows ------------------------------------------------------------------
 
