@@ -2,6 +2,7 @@
 one way it keeps a path inside a directory (`confine`, `open_confined`)."""
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import tempfile
@@ -87,6 +88,27 @@ def bantam_home() -> Path:
     return Path(os.environ.get("BANTAM_HOME") or Path.home() / ".bantam")
 
 
+def append(path: str | os.PathLike, data: bytes, *, sync: bool = True, lock: bool = False,
+           mode: int = 0o600) -> None:
+    """Append `data` with one O_APPEND write (concurrent appenders never interleave within it),
+    under flock when `lock`, and fsynced when `sync`: the one append of every log bantam keeps."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, mode)
+    try:
+        if lock:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        write_all(fd, data)
+        if sync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:  # a regular file takes it in one write; the loop is for signals and huge lines
+        view = view[os.write(fd, view):]
+
+
 class JsonlLog:
     """An append-only JSON Lines file of records (dicts): a thread, a sub-agent's progress.
 
@@ -131,11 +153,7 @@ class JsonlLog:
             atomic_write(self.path, b"".join(_line(r) for r in records), mode=0o600)
         elif len(records) > self.saved:
             private_dir(self.path.parent)
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-            with os.fdopen(fd, "ab") as f:
-                f.write(b"".join(_line(r) for r in records[self.saved:]))
-                f.flush()
-                os.fsync(f.fileno())
+            append(self.path, b"".join(_line(r) for r in records[self.saved:]))
         self.saved, self.last = len(records), records[-1] if records else None
 
 

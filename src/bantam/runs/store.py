@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import fcntl
 import json
-import os
 import secrets
 import shutil
 import time
@@ -27,7 +26,7 @@ from pydantic import ValidationError
 
 from ..errors import ConfigError
 from ..envpolicy import redact
-from ..fsutil import JsonlLog, atomic_write, private_dir
+from ..fsutil import JsonlLog, append, atomic_write, private_dir
 from .state import Observation, RunState
 
 ARTIFACT_LIMIT = 256 * 1024  # bytes of one answer or result kept as an artifact
@@ -143,13 +142,7 @@ class RunDir:
 
     def _append(self, name: str, record: dict, sync: bool) -> None:
         line = (redact(json.dumps(record, ensure_ascii=False, default=str)) + "\n").encode("utf-8")
-        fd = os.open(self.path / name, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        try:
-            os.write(fd, line)
-            if sync:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
+        append(self.path / name, line, sync=sync, mode=0o600)
 
     def artifact(self, name: str, text: str) -> str:
         data = redact(text).encode("utf-8")
