@@ -19,6 +19,7 @@ from ..approval import check_command, check_write
 from ..errors import ToolError
 from ..tools import ToolContext, Toolbox, files
 from ..tools.files import READ_LINES, numbered_lines, read_bytes, write_file
+from ..tools.media import sniff_image
 from ..tools.shell import run_shell
 from . import web
 from .bg import note_pid
@@ -32,7 +33,6 @@ ToolFn = Callable[[dict, "Agent"], Any]
 IMAGE_LIMIT = 10 * 1024 * 1024      # bytes of an image shown to the model (it stays in messages.jsonl)
 SHELL_CAPTURE = 2_000_000           # characters of BASH output kept (then clipped and stashed)
 RAW_ARGUMENTS = {"WRITE_FILE": ("content",), "EDIT_FILE": ("old_string", "new_string")}
-IMAGES = {b"\x89PNG\r\n\x1a\n": "image/png", b"\xff\xd8\xff": "image/jpeg", b"GIF8": "image/gif"}
 
 
 def resolve(agent: "Agent", path: str) -> Path:
@@ -41,15 +41,9 @@ def resolve(agent: "Agent", path: str) -> Path:
     return agent.dir.home / Path(path).expanduser()  # an absolute path stays absolute
 
 
-def image_type(data: bytes) -> str | None:
-    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
-        return "image/webp"
-    return next((mime for magic, mime in IMAGES.items() if data.startswith(magic)), None)
-
-
 def read_file(args: dict, agent: "Agent") -> str:
     data = read_bytes(resolve(agent, args["path"]), args["path"])
-    mime = image_type(data)
+    mime = sniff_image(data)
     if mime:
         return _image(args["path"], mime, data, agent)
     return numbered_lines(data, args["path"], args.get("offset"), args.get("limit"))
