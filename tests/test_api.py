@@ -19,6 +19,7 @@ PUBLIC = [
 
 def test_public_api_is_pinned():
     assert bantam.__all__ == PUBLIC
+    assert set(bantam._PUBLIC) == set(PUBLIC[1:])  # every public name has a module to come from
 
 
 def test_every_public_name_resolves_to_its_definition():

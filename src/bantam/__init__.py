@@ -12,9 +12,6 @@ Names are imported on first use, so `import bantam` stays as cheap as the comman
 """
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
 __version__ = "0.1.0"
 
 # name -> the module that defines it
@@ -30,12 +27,33 @@ _PUBLIC = {
     "ToolError": "errors",
 }
 _RENAMED = {"load_config": "load"}
-__all__ = ["__version__", *_PUBLIC]
+__all__ = [  # the same names as _PUBLIC, spelled out for readers and linters
+    "__version__",
+    "run", "Limits", "Turn", "Guard",
+    "Provider", "Reply", "make_provider",
+    "Tool", "ToolContext", "Toolbox", "Outcome", "make_toolbox",
+    "Config", "load_config",
+    "Event", "OnEvent", "Usage", "RequestStarted", "Text", "Reasoning", "ToolCall", "ToolResult",
+    "UsageReport", "Retry", "Notice", "Error", "Done",
+    "BantamError", "ConfigError", "ProviderError", "LimitReached", "ToolError",
+]
+
+TYPE_CHECKING = False  # type checkers take this as True; `typing` itself is not imported at start-up
+if TYPE_CHECKING:
+    from .config import Config
+    from .config import load as load_config
+    from .errors import BantamError, ConfigError, LimitReached, ProviderError, ToolError
+    from .events import (Done, Error, Event, Notice, OnEvent, Reasoning, RequestStarted, Retry, Text,
+                         ToolCall, ToolResult, Usage, UsageReport)
+    from .loop import Guard, Limits, Turn, run
+    from .providers import Provider, Reply, make_provider
+    from .tools import Outcome, Tool, Toolbox, ToolContext, make_toolbox
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     if name not in _PUBLIC:
         raise AttributeError(f"module 'bantam' has no attribute {name!r}")
+    import importlib  # here, not at the top: `bantam --version` should import nothing it need not
     module = importlib.import_module(f".{_PUBLIC[name]}", __name__)
     value = getattr(module, _RENAMED.get(name, name))
     globals()[name] = value
