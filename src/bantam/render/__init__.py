@@ -25,12 +25,14 @@ def usage_line(model: str, usage: Usage, window: int, cost: float | None = None,
     prompt = f"{about}{usage.prompt_tokens} prompt"
     if usage.cached_tokens is not None:
         prompt += f" ({usage.cached_tokens} cached, {usage.prompt_tokens - usage.cached_tokens} uncached)"
-    share = 100 * usage.context_tokens / window if window else 0.0
     spent = ""
     if cost is not None:
         spent = f" | cost: {about}${cost:.4f}"
         if session_cost is not None and session_cost > cost:
             spent += f" (session {about}${session_cost:.4f})"
+    if not window:  # not known to this front end (a controlled run)
+        return f"[{model}: {prompt} + {about}{usage.completion_tokens} completion{spent}]"
+    share = 100 * usage.context_tokens / window
     return (f"[{model}: {prompt} + {about}{usage.completion_tokens} completion | "
             f"context: {about}{usage.context_tokens}/{window} ({share:.1f}%){spent}]")
 

@@ -398,8 +398,10 @@ def apply(run: Run, obs: Observation, call: Call) -> None:
             st.last_failure = None
     status = "ok" if complete else "FAILED" if not obs.ok else "ok, output clipped"
     code = f" (exit {obs.exit_code})" if obs.exit_code is not None else ""
-    run.emit("tool", f"{describe_call(obs.tool, obs.arguments)}: {status}{code}", call_id=obs.call_id,
-             ok=obs.ok, clipped=obs.clipped, step=obs.step)
+    line = f"{describe_call(obs.tool, obs.arguments)}: {status}{code}"
+    run.store.event("tool", message=line, call_id=obs.call_id, ok=obs.ok, clipped=obs.clipped, step=obs.step)
+    if not complete:  # a plain success is already on screen as the loop's tool result
+        run.on_event(Notice(message=line))
     if step is None:
         return
     if complete:
