@@ -216,7 +216,7 @@ def test_model_failure_then_retry_blocked(home, capsys, server):
 
 
 def test_budget_then_resume_with_a_new_config_and_retry_blocked(home, capsys):
-    tight = config(home, "[limits]\nmax_iterations = 2\n")
+    tight = config(home, "[limits]\nmax_iterations = 2\nmax_tool_calls = 40\n")
     answers = str(EXAMPLES / "read_number" / "scripted.json")
     code, _, err = bantam(capsys, "run", READ_GOAL, *READ_NUMBER, "--config", tight, "--scripted", answers)
     assert code == 1 and "blocked: max_iterations: 2 of 2 iterations used" in err
@@ -236,10 +236,49 @@ def test_budget_then_resume_with_a_new_config_and_retry_blocked(home, capsys):
     assert "configuration changed: limits.max_iterations 2 -> 10" in err
     state = state_of(run)
     assert state["config"]["limits"]["max_iterations"] == 10
+    assert state["config"]["limits"]["max_tool_calls"] == 40  # a key the resume config does not name stays
     assert state["config"]["runtime"]["file_output_format"] == "fenced"  # a run keeps its format
     assert state["counters"]["tokens_used"] > used and state["counters"]["iterations"] == 4
     changed = [e for e in records(run, "events.jsonl") if e["type"] == "config_changed"]
     assert changed[0]["changes"]["limits.max_iterations"] == [2, 10]
+
+
+def test_paths_are_normalised_and_nothing_runs_once_only_the_answer_is_left(home, capsys):
+    ws = workspace(home, **{"a.txt": "alpha\n"})
+    plan = json.dumps({"plan": [{"description": "Read a", "tool": "read_file", "arguments": {"path": "./a.txt"}}]})
+    answers = script(home, plan, '{"tool": "read_file", "arguments": {"path": "./a.txt"}}', READ_A, FINAL)
+    code, out, err = bantam(capsys, "run", "read a", "--workspace", ws, "--require-read", "a.txt",
+                            "--scripted", answers)
+    assert code == 0 and out == "done\n", err
+    assert "gate completion: everything the run needs is done; only the final answer may follow" in err
+    run = only_run(home)
+    assert list(state_of(run)["reads"]) == ["a.txt"]  # ./a.txt proves the required read of a.txt
+    assert [o["arguments"]["path"] for o in records(run, "observations.jsonl")] == ["./a.txt"]
+
+
+def test_a_write_the_plan_puts_later_cannot_be_made_early(home, capsys):
+    cfg = config(home, '[tools]\nwrite_paths = ["out.txt"]\n')
+    ws = workspace(home, **{"a.txt": "alpha\n"})
+    plan = json.dumps({"plan": [{"description": "Read a", "tool": "read_file", "arguments": {"path": "a.txt"}},
+                                {"description": "Write out", "tool": "write_file", "arguments": {"path": "out.txt"}}]})
+    early = json.dumps({"tool": "write_file", "arguments": {"path": "out.txt", "content": "early"}})
+    answers = script(home, plan, early, READ_A, "```\nhello\n```", FINAL)
+    code, out, err = bantam(capsys, "run", "copy", "--workspace", ws, "--config", cfg, "--scripted", answers)
+    assert code == 0 and out == "done\n", err
+    assert "gate tools: 'write_file' is not an allowed tool" in err
+    run = only_run(home)
+    assert (run / "workspace" / "out.txt").read_text() == "hello\n"
+    assert [o["tool"] for o in records(run, "observations.jsonl")] == ["read_file", "write_file"]
+
+
+def test_resume_with_another_scripted_file_starts_at_its_first_answer(home, capsys):
+    ws = workspace(home, **{"a.txt": "alpha\n"})
+    code, _, err = bantam(capsys, "run", "read a", "--workspace", ws, "--scripted", script(home, PLAN_READ))
+    assert code == 1 and "scripted answers" in err and "used up" in err
+    run = only_run(home)
+    code, out, err = bantam(capsys, "resume", run.name, "--retry-blocked", "--scripted", script(home, READ_A, FINAL))
+    assert code == 0 and out == "done\n", err
+    assert state_of(run)["scripted_used"] == 2
 
 
 def check_config(home: Path, replans: str) -> str:

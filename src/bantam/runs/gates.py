@@ -54,8 +54,9 @@ class AllowedTool:
 
     def check(self, call: Call, ctx: GateContext) -> None:
         allowed = allowed_tools(ctx.config, ctx.planning)
-        if call.tool == "write_file" and matching_step(ctx.state, call.tool, call.arguments) is not None:
-            return  # the write of a planned write step, with the content the model gave for it
+        due = ctx.state.current()
+        if call.tool == "write_file" and due is not None and matching_step(ctx.state, call.tool, call.arguments) == due:
+            return  # the write of the write step that is due, with the content the model gave for it
         if call.tool not in allowed:
             writes = call.tool == "write_file" and ctx.config.tools.write_paths
             extra = (" (files are written only as plan steps: the plan names the path, you give the "

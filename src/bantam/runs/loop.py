@@ -31,7 +31,7 @@ from ..tools import Outcome, ToolContext, Toolbox
 from . import context
 from .context import Request
 from .evidence import evidence_note, record_evidence
-from .gates import Blocked, Budgets, CallGate, GateContext, Rejected, call_key, check_final
+from .gates import Blocked, Budgets, CallGate, GateContext, Rejected, call_key, check_final, unmet
 from .model import RunModel
 from .parser import Answer, ParseError, parse_file, parse_json
 from .planning import describe_call, direct, matching_step, plan_md, replace_plan, rewrite_plan
@@ -90,7 +90,7 @@ def drive(run: Run, retried_gate: str = "") -> RunState:
     except ProviderError as e:
         stop(run, "failed", "model", str(e))
     except KeyboardInterrupt:
-        stop(run, "paused", "interrupted", "interrupted; resume continues from here")
+        stop(run, "paused", "interrupted", "resume continues from here")
         raise
     return run.state
 
@@ -273,6 +273,9 @@ class RunGuard:
                 return None
             call = Call(tool=name, arguments=args)
             check_call(run, call, planning=False)
+            if run.state.current() is None and not unmet(run.ctx()):
+                raise Rejected("completion", 'everything the run needs is done; only the final answer may '
+                                             'follow: reply with {"final": ...}')
         except Rejected as r:
             return reject(run, r)
         intend(run, call)

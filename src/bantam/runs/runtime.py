@@ -83,7 +83,10 @@ def resume(flags: dict[str, str], ref: str, options: Options, on_event: OnEvent)
         changes = _new_config(state, options.config)
         if options.scripted:
             read_script(options.scripted)
-            state.model = {"scripted": str(Path(options.scripted).resolve())}
+            new = str(Path(options.scripted).resolve())
+            if new != state.scripted:  # another file starts at its first answer
+                state.scripted_used = 0
+            state.model = {"scripted": new}
         run = _assemble(state, store, flags, on_event)
         for note in repaired:
             run.emit("healed", note)

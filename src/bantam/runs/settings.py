@@ -182,9 +182,9 @@ def for_resume(saved: RunConfig, path: str) -> tuple[RunConfig, dict[str, list[A
     if unknown := set(given) - set(RESUMABLE) - {"tools"}:
         raise ConfigError(f"{path}: unknown section [{sorted(unknown)[0]}]")
     merged = saved.model_dump()
-    for section in RESUMABLE:
-        if section in given:
-            merged[section] = data[section]
+    for section in RESUMABLE:  # only the keys the file names change; the rest stay as the run had them
+        if isinstance(given.get(section), dict):
+            merged[section].update({k: data[section][k] for k in given[section] if k in data[section]})
     kept = saved.runtime.file_output_format
     asked = merged["runtime"]["file_output_format"]
     merged["runtime"]["file_output_format"] = kept
