@@ -281,6 +281,41 @@ def test_resume_with_another_scripted_file_starts_at_its_first_answer(home, caps
     assert state_of(run)["scripted_used"] == 2
 
 
+def test_a_model_failure_names_the_failure_that_was_still_open(home, capsys):
+    cfg = config(home, """
+[runtime]
+planning_strategy = "files"
+execute_plan = true
+repair_strategy = "rewrite"
+[tools]
+write_paths = ["app.py"]
+required_verifications = ["check"]
+[tools.commands]
+check = ["{python}", "-c", "import sys; print('collecting'); sys.exit('No module named flask')"]
+""")
+    code, _, err = bantam(capsys, "run", "write app", "--config", cfg, "--scripted", script(home, "```\nx = 1\n```"))
+    assert code == 1, err
+    assert "used up (1 answers); the last failure before it: shell(command='check') (exit 1): " \
+           "No module named flask" in err
+
+
+def test_status_says_interrupted_when_no_process_holds_a_running_run(home, capsys):
+    ws = workspace(home, **{"a.txt": "alpha\n"})
+    assert bantam(capsys, "run", "read a", "--workspace", ws, "--scripted", script(home, PLAN_READ, READ_A, FINAL))[0] == 0
+    run = only_run(home)
+    state = state_of(run)
+    state["status"] = "running"  # as a SIGKILLed process leaves it
+    (run / "state.json").write_text(json.dumps(state))
+    assert "status: interrupted" in bantam(capsys, "status", run.name)[1]
+    assert json.loads(bantam(capsys, "status", run.name, "--json")[1])["status"] == "interrupted"
+    holder = RunDir(run)
+    holder.lock()  # a live process working on it
+    try:
+        assert "status: running" in bantam(capsys, "status", run.name)[1]
+    finally:
+        holder.unlock()
+
+
 def check_config(home: Path, replans: str) -> str:
     return config(home, f"""
 [limits]

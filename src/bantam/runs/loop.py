@@ -88,11 +88,23 @@ def drive(run: Run, retried_gate: str = "") -> RunState:
     except Blocked as b:
         stop(run, "blocked", b.gate, b.reason)
     except ProviderError as e:
-        stop(run, "failed", "model", str(e))
+        stop(run, "failed", "model", str(e) + last_failure(run.state))
     except KeyboardInterrupt:
         stop(run, "paused", "interrupted", "resume continues from here")
         raise
     return run.state
+
+
+def last_failure(st: RunState) -> str:
+    """The run's unfixed failure, named beside a model failure that may only be its consequence
+    (scripted answers used up while a check kept failing for its own reason)."""
+    failure = st.last_failure
+    if failure is None:
+        return ""
+    lines = [line.strip() for line in failure.output.splitlines() if line.strip()]
+    code = f" (exit {failure.exit_code})" if failure.exit_code is not None else ""
+    return (f"; the last failure before it: {describe_call(failure.tool, failure.arguments)}{code}"
+            + (f": {lines[-1][:200]}" if lines else ""))
 
 
 def stop(run: Run, status: str, gate: str, reason: str) -> None:

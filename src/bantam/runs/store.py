@@ -87,6 +87,17 @@ class RunDir:
             raise ConfigError(f"run {self.id} is in use by another bantam process") from None
         self._lock = handle
 
+    def in_use(self) -> bool:
+        """Whether a bantam process holds this run's lock now (a killed one holds nothing)."""
+        try:
+            with open(self.path / ".lock", "a+") as handle:
+                fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        except OSError:
+            return False
+        return False
+
     def unlock(self) -> None:
         if self._lock is not None:
             self._lock.close()  # closing the descriptor releases the flock
