@@ -431,6 +431,29 @@ def test_a_saved_answer_is_used_without_asking_again(home, capsys):
     assert state_of(run)["scripted_used"] == 2  # the plan and the final answer: nothing asked twice
 
 
+def test_stopped_at_a_tool_call_the_answer_waits_for_resume(home, capsys):
+    from bantam.events import ToolCall
+    from bantam.runs import runtime
+    ws = workspace(home, **{"a.txt": "alpha\n"})
+    answers = script(home, PLAN_READ, READ_A, FINAL)
+
+    def stop_at_the_read(event):
+        if isinstance(event, ToolCall) and event.name == "read_file":
+            raise KeyboardInterrupt  # what the browser's Stop does at this event (web/session.py)
+    options = runtime.Options(workspace=ws, require_read=["a.txt"], scripted=answers)
+    with pytest.raises(KeyboardInterrupt):
+        runtime.start({}, "read a", options, stop_at_the_read)
+    run = only_run(home)
+    state = state_of(run)
+    assert state["status"] == "paused" and state["reason"] == "resume continues from here"
+    assert state["pending_answer"]["text"] == READ_A and state["scripted_used"] == 2
+    assert state["pending_call"] is None and not (run / "observations.jsonl").exists()
+    code, out, err = bantam(capsys, "resume", run.name)
+    assert code == 0 and out == "done\n", err
+    assert "an answer saved before the interruption is used (no new request)" in err
+    assert state_of(run)["counters"]["model_calls"] == 3  # the saved answer was not asked for again
+
+
 def test_a_saved_observation_is_taken_over_not_run_again(home, capsys):
     run = blocked_read_run(home, capsys, FINAL)
 

@@ -60,6 +60,7 @@ class Run:
     clock: Callable[[], float] = time.time
     proposal: str = "call"          # what the current tool call is: call, plan, final, unusable
     via: str = "model"              # who proposed it: the model, or the plan (execute_plan)
+    recovered: str | None = None    # the fallback parser that read the answer, if one did
 
     @property
     def config(self) -> RunConfig:
@@ -148,20 +149,15 @@ class RunProvider:
         return self.proposal(answer, usage)
 
     def proposal(self, answer: PendingAnswer, usage: Usage | None) -> CoreReply:
-        """Parser, then the proposal as one tool call (the gates see it in RunGuard)."""
-        st = self.run.state
-        st.pending_answer = None  # from here on the answer's effects are in the state
-        st.hint = ""
+        """Parser, then the proposal as one tool call (the gates see it in RunGuard). The state is
+        not touched here: the answer stays pending until RunGuard acts on it, so an interrupt in
+        between (Ctrl+C, the browser's Stop at the tool call event) leaves it for resume."""
+        self.run.recovered = None
         try:
-            proposal, recovered = read_answer(answer, self.run.config.runtime.file_output_format)
+            proposal, self.run.recovered = read_answer(answer, self.run.config.runtime.file_output_format)
         except (ParseError, SchemaError) as e:
             gate = "schema" if isinstance(e, SchemaError) else "parser"
             return self.call("model", "unusable", UNUSABLE, {"gate": gate, "problem": str(e)}, usage)
-        st.counters.parse_retries = 0
-        if recovered:
-            st.counters.parser_recoveries += 1
-            form = {"json_fence": "a JSON code fence", "plan_call": "a tool call named plan"}[recovered]
-            self.run.emit("parse_recovered", f"parser: read the answer from {form}", form=recovered)
         if isinstance(proposal, Plan):
             return self.call("model", "plan", "plan", {"steps": [s.model_dump() for s in proposal.plan]}, usage)
         if isinstance(proposal, Final):
@@ -269,6 +265,7 @@ class RunGuard:
     def before_call(self, name: str, arguments: str) -> str | None:
         run = self.run
         args = json.loads(arguments)
+        taken(run)
         try:
             if run.proposal == "unusable":
                 return unusable(run, args["gate"], args["problem"])
@@ -298,6 +295,20 @@ class RunGuard:
         call = self.run.state.pending_call
         if self.run.proposal == "call" and call is not None:
             observe(self.run, call, outcome, self.files_before)
+
+
+def taken(run: Run) -> None:
+    """The pending answer is acted on now: from here on its effects are in the state."""
+    st = run.state
+    if st.pending_answer is None:
+        return  # a plan step run without asking the model
+    st.pending_answer, st.hint = None, ""
+    if run.proposal != "unusable":
+        st.counters.parse_retries = 0
+    if run.recovered:
+        st.counters.parser_recoveries += 1
+        form = {"json_fence": "a JSON code fence", "plan_call": "a tool call named plan"}[run.recovered]
+        run.emit("parse_recovered", f"parser: read the answer from {form}", form=run.recovered)
 
 
 def check_call(run: Run, call: Call, planning: bool) -> None:
