@@ -124,7 +124,8 @@ def request(provider: Provider, messages: list[dict], schemas: list[dict], limit
         for _ in range(OUTPUT_ATTEMPTS - 1):
             if reply.finish_reason not in CUT or budget is False:
                 break
-            used = provider.output_budget() or (reply.usage.completion_tokens if reply.usage else 0)
+            used = provider.output_budget() or (  # type: ignore[attr-defined]
+                reply.usage.completion_tokens if reply.usage else 0)
             larger = min(max(2 * used, 1024), max(limits.max_tokens_limit, used))
             if larger <= used:
                 break

@@ -250,8 +250,9 @@ class Agent:
             wrapped, text = unwrap(content)
             clipped = self.blobs.clip(text, self.settings.tool_output_limit)
             smaller = {**message, "content": system_message(clipped)["content"] if wrapped else clipped}
-            if self.conv.edit(lambda cur, i=i, m=message, new=smaller:
-                              cur[:i] + [new] + cur[i + 1:] if cur[i:i + 1] == [m] else None):
+            def swap(cur: list[dict], i: int = i, m: dict = message, new: dict = smaller) -> list[dict] | None:
+                return cur[:i] + [new] + cur[i + 1:] if cur[i:i + 1] == [m] else None
+            if self.conv.edit(swap):
                 self.log("stash", f"line {i + 1} of messages.jsonl ({len(content)} characters, over "
                                   f"half the context budget) was stashed whole; the agent sees its "
                                   f"head and tail: {clipped[clipped.find('[stash '):][:40]}")

@@ -12,9 +12,9 @@ emitters and other processes (the operator's tools, a test). Three rules keep th
    journal is removed. Whoever takes the lock next and finds a journal finishes the copy first, so
    a crash at any point leaves the old conversation or the new one, never a mix.
 
-Reading heals: malformed lines (handed to `on_unreadable` first, so they can be kept), orphan tool results and tool-call blocks without all their results
-are dropped, a mid-stream `system` message becomes a wrapped user message, and the file is
-rewritten (rule 3) when anything changed.
+Reading heals: malformed lines (handed to `on_unreadable` first, so they can be kept), orphan
+tool results and tool-call blocks without all their results are dropped, a mid-stream `system`
+message becomes a wrapped user message, and the file is rewritten (rule 3) when anything changed.
 """
 from __future__ import annotations
 
