@@ -31,7 +31,7 @@ STRICT = ConfigDict(strict=True, extra="forbid")  # TOML has real types: "5" is 
 RESUMABLE = ("limits", "runtime", "model")        # what a resume config may change
 
 
-class Limits(BaseModel):
+class RunLimits(BaseModel):
     model_config = STRICT
     max_replans: int | Literal["unlimited"] = 20  # repair plans; 0 disables them
     max_iterations: int = Field(200, ge=1)          # loop turns: inferences and direct executions
@@ -43,7 +43,7 @@ class Limits(BaseModel):
     max_repeats: int = Field(3, ge=1)               # the same call on unchanged files, in a row
 
     @model_validator(mode="after")
-    def _replans(self) -> "Limits":
+    def _replans(self) -> "RunLimits":
         if isinstance(self.max_replans, int) and self.max_replans < 0:
             raise ValueError("max_replans must be a non-negative integer or \"unlimited\"")
         return self
@@ -96,7 +96,7 @@ class Tools(BaseModel):
 
 class RunConfig(BaseModel):
     model_config = STRICT
-    limits: Limits = Limits()
+    limits: RunLimits = RunLimits()
     runtime: Runtime = Runtime()
     model: Model = Model()
     tools: Tools = Tools()

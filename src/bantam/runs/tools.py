@@ -93,7 +93,7 @@ def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-class ReadFile:
+class RunReadFile:
     name, mutates = "read_file", False
     summary = 'read_file {"path": FILE}: the text of FILE'
     arguments, required = {"path": str}, ("path",)
@@ -109,7 +109,7 @@ class ReadFile:
                                                      "full_read": not clipped})
 
 
-class ListFiles:
+class RunListFiles:
     name, mutates = "list_files", False
     summary = 'list_files {"path": DIR}: the files under DIR ("." is the whole workspace)'
     arguments, required = {"path": str}, ()
@@ -131,7 +131,7 @@ class ListFiles:
         return Outcome(text, clipped=clipped or len(lines) > LIST_LIMIT, facts={"files": len(lines)})
 
 
-class WriteFile:
+class RunWriteFile:
     name, mutates = "write_file", True
     summary = 'write_file {"path": FILE}: write FILE; you give its content when the step is due'
     arguments, required = {"path": str, "content": str}, ("path",)
@@ -163,7 +163,7 @@ def through_link(root: Path, rel: str) -> bool:
     return False
 
 
-class Shell:
+class RunShell:
     name, mutates = "shell", True
     summary = 'shell {"command": NAME}: run the named check command NAME'
     arguments, required = {"command": str}, ("command",)
@@ -202,7 +202,7 @@ def test_report(output: bytes) -> dict | None:
     return find_report(output.decode("utf-8", "replace"))
 
 
-TOOLS: dict[str, WorkspaceTool] = {t.name: t for t in (ReadFile(), ListFiles(), WriteFile(), Shell())}
+TOOLS: dict[str, WorkspaceTool] = {t.name: t for t in (RunReadFile(), RunListFiles(), RunWriteFile(), RunShell())}
 
 
 def invoke(tool: WorkspaceTool, args: dict[str, Any], ws: Workspace) -> Outcome:

@@ -74,7 +74,7 @@ def serve(flags: dict[str, str], host: str, port: int, allowed: tuple[str, ...] 
     import uvicorn
 
     from .app import Keys, build_app
-    from .files import Workspace
+    from .files import FileView
     from .session import WebSession
 
     password = str(session_password(flags) or "")
@@ -87,7 +87,7 @@ def serve(flags: dict[str, str], host: str, port: int, allowed: tuple[str, ...] 
     # allow_remote_access); on loopback only its own names, against DNS rebinding.
     hosts = tuple(h.lower() for h in allowed) + (() if is_loopback(host) else ("*",))
     keys = Keys(password or secrets.token_urlsafe(24), port, one_time=not password, hosts=hosts)
-    workspace = Workspace(".", secrets=(session.cfg.api_key, password))
+    workspace = FileView(".", secrets=(session.cfg.api_key, password))
     app = build_app(session, workspace, keys)
     shown = f"[{host}]" if ":" in host else host
     link = f"http://{shown}:{port}/" + ("" if password else f"?token={keys.secret}")

@@ -1,6 +1,6 @@
 """The workspace as the results panel sees it: a file list, a viewer, change polling, confinement.
 
-Every path the page sends is relative to the workspace root. `Workspace.open` is the only way in:
+Every path the page sends is relative to the workspace root. `FileView.open` is the only way in:
 it refuses absolute paths, `..`, hidden names (`.bantam.cfg`, `.git`) and anything a symlink
 leads out of the root, and it checks the opened file descriptor again, so a path swapped for a
 symlink between the check and the open is refused too.
@@ -39,7 +39,7 @@ class Entry:
         return {"path": self.path, "size": self.size, "mtime": self.mtime, "version": self.version}
 
 
-class Workspace:
+class FileView:
     def __init__(self, root: str | os.PathLike, secrets: tuple[str, ...] = ()):
         self.root = Path(root).resolve()
         self.secrets = tuple(s for s in secrets if s and len(s) >= 4)  # blanked in the text viewer
@@ -151,7 +151,7 @@ class Watcher:
     second costs a few milliseconds, and it only runs while a page is connected.
     """
 
-    def __init__(self, workspace: Workspace, changed: Callable[[list[Entry]], None],
+    def __init__(self, workspace: FileView, changed: Callable[[list[Entry]], None],
                  wanted: Callable[[], bool], interval: float = POLL_SECONDS):
         self.workspace, self.changed, self.wanted = workspace, changed, wanted
         self.interval = interval
