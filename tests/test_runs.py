@@ -281,18 +281,24 @@ def test_resume_with_another_scripted_file_starts_at_its_first_answer(home, caps
     assert state_of(run)["scripted_used"] == 2
 
 
-def test_a_model_failure_names_the_failure_that_was_still_open(home, capsys):
-    cfg = config(home, """
+def rewrite_config(home: Path, path: str, check: str, runtime: str = "") -> str:
+    """Files planning, plan steps run directly, rewrite repairs: write `path`, then run `check`."""
+    return config(home, f"""
 [runtime]
 planning_strategy = "files"
 execute_plan = true
 repair_strategy = "rewrite"
+{runtime}
 [tools]
-write_paths = ["app.py"]
+write_paths = ["{path}"]
 required_verifications = ["check"]
 [tools.commands]
-check = ["{python}", "-c", "import sys; print('collecting'); sys.exit('No module named flask')"]
+check = ["{{python}}", "-c", "{check}"]
 """)
+
+
+def test_a_model_failure_names_the_failure_that_was_still_open(home, capsys):
+    cfg = rewrite_config(home, "app.py", "import sys; print('collecting'); sys.exit('No module named flask')")
     code, _, err = bantam(capsys, "run", "write app", "--config", cfg, "--scripted", script(home, "```\nx = 1\n```"))
     assert code == 1, err
     assert "used up (1 answers); the last failure before it: shell(command='check') (exit 1): " \
@@ -314,6 +320,30 @@ def test_status_says_interrupted_when_no_process_holds_a_running_run(home, capsy
         assert "status: running" in bantam(capsys, "status", run.name)[1]
     finally:
         holder.unlock()
+
+
+CALC_BUGGY = "def add(a, b):\n    return a - b\n\n\ndef sub(a, b):\n    return a - b\n"
+CALC_FIXED = "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n"
+
+
+@pytest.mark.parametrize("edit,repair", [
+    ("function", "The fix:\nfunction add\n```python\ndef add(a, b):\n    return a + b\n```"),
+    ("lines", "lines 2-2\n```\n    return a + b\n```")])
+def test_a_repair_replaces_one_function_or_named_lines(home, capsys, edit, repair):
+    cfg = rewrite_config(home, "calc.py", "import calc, sys; sys.exit(calc.add(2, 3) != 5 or calc.sub(5, 3) != 2)",
+                         f'repair_edit = "{edit}"')
+    ws = workspace(home, **{"spec.txt": "add and sub\n"})
+    answers = script(home, f"```python\n{CALC_BUGGY}```", repair, FINAL)
+    code, out, err = bantam(capsys, "run", "calc", "--workspace", ws, "--require-read", "spec.txt",
+                            "--config", cfg, "--scripted", answers)
+    assert code == 0 and out == "done\n", err
+    run = only_run(home)
+    assert (run / "workspace" / "calc.py").read_text() == CALC_FIXED
+    assert [(o["tool"], o["ok"]) for o in records(run, "observations.jsonl")] == [
+        ("read_file", True), ("write_file", True), ("shell", False), ("write_file", True), ("shell", True)]
+    prompt = (run / "artifacts" / "prompt-0002.txt").read_text()
+    assert ("`lines A-B` (replace lines A to B" if edit == "lines" else "`function NAME`") in prompt
+    assert ("   2     return a - b" in prompt) == (edit == "lines")  # numbered for a line repair
 
 
 def check_config(home: Path, replans: str) -> str:

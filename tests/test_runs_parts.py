@@ -385,3 +385,25 @@ def test_resume_config_changes_limits_keeps_format_and_policy(tmp_path):
     assert new.tools.write_paths == ["a"]
     with pytest.raises(ConfigError, match="cannot change for an existing run"):
         settings.for_resume(saved, write(tmp_path, '[tools]\nwrite_paths = ["b"]\n', "t.toml"))
+
+
+# --- partial repairs --------------------------------------------------------------------------------
+
+
+def test_patch_replaces_a_function_a_method_or_lines():
+    from bantam.runs import patch
+    source = ("import x\n\n\n@decorated\ndef f(a):\n    return 1\n\n\nclass C:\n    def m(self):\n"
+              "        return 2\n\n    def n(self):\n        return 3\n")
+    assert patch.header("function f\n```\nbody\n```") == "f"
+    assert patch.header("Replace lines 3 to 7:\n```\nx\n```") == (3, 7)
+    assert patch.header("```\nfunction f\n```") is None  # inside the fence it is content
+    assert patch.apply(source, "f", "def f(a):\n    return 10\n", "m.py").startswith(
+        "import x\n\n\ndef f(a):\n    return 10\n\n\nclass C:")  # the decorator went with it
+    method = patch.apply(source, "C.m", "def m(self):\n    return 20", "m.py")
+    assert "    def m(self):\n        return 20\n\n    def n(self):" in method  # indentation restored
+    assert patch.apply("a\nb\nc\n", (2, 2), "B\nB2", "t.txt") == "a\nB\nB2\nc\n"
+    for target, problem in [("g", "no function or class 'g'"), ((4, 9), "lines 4-9 are not in t.txt")]:
+        with pytest.raises(ParseError, match=problem):
+            patch.apply("a\nb\nc\n" if isinstance(target, tuple) else source, target, "x", "t.txt")
+    with pytest.raises(ParseError, match="not valid Python"):
+        patch.apply("def (:\n", "f", "x", "bad.py")

@@ -153,8 +153,16 @@ def file_part(ws: Workspace, path: str, state: RunState, run_path: Path, config:
     parts = []
     target = ws.root / path
     current = target.read_text("utf-8", "replace") if target.is_file() and not target.is_symlink() else None
-    if current is not None:
+    edit = config.runtime.repair_edit if config.runtime.file_output_format == "fenced" else "file"
+    if current is not None and edit == "lines":
+        numbered = "\n".join(f"{n:4} {line}" for n, line in enumerate(current.splitlines(), 1))
+        parts.append(f"Current content of {path} (numbered lines):\n{excerpt(numbered, FILE_EXCERPT)}")
+    elif current is not None:
         parts.append(f"Current content of {path}:\n{excerpt(current, FILE_EXCERPT)}")
+    if current is not None and edit != "file":
+        form = "lines A-B` (replace lines A to B" if edit == "lines" else "function NAME` (replace that whole function"
+        parts.append(f"To change only part of {path}, write a line `{form}) before the code fence and put "
+                     "only the new part in the fence.")
     best = state.best
     if config.runtime.keep_best and best and path in best.files and best.passed < best.total:
         text = (run_path / best.files[path]).read_text("utf-8", "replace")

@@ -28,7 +28,7 @@ from ..errors import ProviderError
 from ..events import Notice, OnEvent, Usage
 from ..providers import Reply as CoreReply
 from ..tools import Outcome, ToolContext, Toolbox
-from . import context
+from . import context, patch
 from .context import Request
 from .evidence import evidence_note, record_evidence
 from .gates import Blocked, Budgets, CallGate, GateContext, Rejected, call_key, check_final, unmet
@@ -39,7 +39,7 @@ from .schema import Action, FileContent, Final, Plan, SchemaError, validate
 from .settings import RunConfig
 from .state import Call, Inference, Observation, PendingAnswer, PlanStep, RunState
 from .store import RunDir
-from .tools import TOOLS, Workspace, as_core_tools, invoke
+from .tools import TOOLS, Refused, Workspace, as_core_tools, invoke
 
 # The run counts its own iterations, tool calls and retries; the core loop's limits stay out of the way.
 LIMITS = core.Limits(max_iterations=10**9, tool_budget=10**9, retry_delays=())
@@ -155,6 +155,8 @@ class RunProvider:
         self.run.recovered = None
         try:
             proposal, self.run.recovered = read_answer(answer, self.run.config.runtime.file_output_format)
+            if isinstance(proposal, str) and answer.purpose == "write":
+                proposal = partial_repair(self.run, answer, proposal)
         except (ParseError, SchemaError) as e:
             gate = "schema" if isinstance(e, SchemaError) else "parser"
             return self.call("model", "unusable", UNUSABLE, {"gate": gate, "problem": str(e)}, usage)
@@ -224,6 +226,22 @@ def record(run: Run, request: Request, reply: Any) -> PendingAnswer:
     run.emit("llm_answer", purpose=request.purpose, artifact=artifact, finish_reason=reply.finish_reason,
              prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens)
     return st.pending_answer
+
+
+def partial_repair(run: Run, answer: PendingAnswer, content: str) -> str:
+    """With repair_edit, an answer that names lines or a function replaces only that part of the
+    current file; the whole new file is what gets written."""
+    runtime = run.config.runtime
+    if runtime.repair_edit == "file" or runtime.file_output_format != "fenced":
+        return content
+    target = patch.header(answer.text)
+    if target is None:
+        return content
+    try:
+        current = run.workspace.regular_file(answer.path).read_text("utf-8")
+    except (Refused, OSError, UnicodeDecodeError):
+        raise ParseError(f"{answer.path} does not exist yet: give its whole content in one fence") from None
+    return patch.apply(current, target, content, answer.path)
 
 
 def read_answer(answer: PendingAnswer, file_format: str) -> tuple[Any, str | None]:

@@ -57,6 +57,8 @@ class Runtime(BaseModel):
     repair_strategy: Literal["llm", "rewrite"] = "llm"  # who writes the repair plan
     repair_paths: list[str] = []      # files a "rewrite" repair writes again (default: write_paths)
     keep_best: bool = False           # show the best tested attempt when repairing
+    repair_edit: Literal["file", "lines", "function"] = "file"  # a write to an existing file may
+    # replace named lines or one function instead of the whole file (fenced format; runs/patch.py)
 
 
 class Model(BaseModel):
