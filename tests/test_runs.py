@@ -346,6 +346,25 @@ def test_a_repair_replaces_one_function_or_named_lines(home, capsys, edit, repai
     assert ("   2     return a - b" in prompt) == (edit == "lines")  # numbered for a line repair
 
 
+def test_output_generates_one_file_under_the_gates(home, capsys):
+    answers = script(home, "```html\n<h1>Hello</h1>\n```", json.dumps({"final": "wrote hello.html"}))
+    code, out, err = bantam(capsys, "run", "Write a greeting page.", "--output", "web/hello.html", "--scripted", answers)
+    assert code == 0 and out == "wrote hello.html\n", err
+    run = only_run(home)
+    assert f"output: {(run / 'workspace' / 'web' / 'hello.html').resolve()}" in err
+    assert (run / "workspace" / "web" / "hello.html").read_text() == "<h1>Hello</h1>\n"
+    state = state_of(run)
+    assert state["config"]["tools"]["write_paths"] == ["web/hello.html"] and state["require_read"] == ["goal.md"]
+    assert [(s["tool"], s["arguments"]) for s in state["plan"]] == [
+        ("read_file", {"path": "goal.md"}), ("write_file", {"path": "web/hello.html"})]
+    assert state["counters"]["model_calls"] == 2  # the read needs no model call
+    ws = workspace(home, **{"goal.md": "mine"})
+    code, _, err = bantam(capsys, "run", "x", "--output", "a.txt", "--workspace", ws, "--scripted", answers)
+    assert code == 2 and "already has a goal.md" in err
+    code, _, err = bantam(capsys, "run", "x", "--output", "../a.txt", "--scripted", answers)
+    assert code == 2 and "--output" in err and "relative path inside the workspace" in err
+
+
 def check_config(home: Path, replans: str) -> str:
     return config(home, f"""
 [limits]

@@ -30,13 +30,18 @@ def run_main(argv: list[str]) -> int:
     p.add_argument("--workspace", metavar="DIR", help="copied into the run's workspace (default: empty)")
     p.add_argument("--require-read", metavar="FILE", action="append", default=[],
                    help="a workspace file the run must read in full before it may complete (repeatable)")
+    p.add_argument("--output", metavar="FILE", help="generate FILE: read the goal, write FILE (the only "
+                   "file the run may write), answer; the file's path is printed at the end")
     _shared(p)
     args = p.parse_args(argv)
     goal = _goal(args.goal, args.goal_file)
     from . import runtime
-    options = runtime.Options(args.config, args.workspace, args.require_read, args.scripted, args.runs_dir)
+    options = runtime.Options(args.config, args.workspace, args.require_read, args.scripted, args.runs_dir,
+                              output=args.output)
     render = renderer(args)
     store, state = runtime.start(flags(args), goal, options, render)
+    if args.output and state.status == "completed":
+        render(Notice(message=f"output: {(store.workspace / state.config.tools.write_paths[0]).resolve()}"))
     return report(store, state, render, args.json)
 
 
