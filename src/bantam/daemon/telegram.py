@@ -159,7 +159,7 @@ class Telegram:
              timeout: float | None = None) -> Any:
         """One Bot API call; ProviderError (retryable for network trouble, 429, 5xx) on failure."""
         httpx = load_httpx()
-        body = {"files": files, "data": params} if files else {"json": params}
+        body: dict[str, Any] = {"files": files, "data": params} if files else {"json": params}
         try:
             with self.client.stream("POST", f"{self.api}/{method}", timeout=timeout, **body) as r:
                 raw = read_capped(r, BODY_CAP, "telegram")

@@ -117,7 +117,7 @@ def read_report(text: str, checks: list[str]) -> tuple[str, str, list[str]]:
     status, unmet, kept = "", [], []
     for line in text.splitlines():
         head, _, rest = line.strip().strip("*_`").partition(":")
-        word = re.match(r"[\W_]*([a-z]*)", rest.lower()).group(1)  # "**failure**.", "blocked - I need ..."
+        word = re.findall(r"^[\W_]*([a-z]*)", rest.lower())[0]  # "**failure**.", "blocked - I need ..."
         if head.strip("*_` ").upper() == "STATUS" and word in STATUSES:
             status = word
             reason = rest.strip(" *_`")[len(word):].strip(" *_`-—:.")  # what a blocked child lacks

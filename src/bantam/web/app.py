@@ -163,8 +163,8 @@ def same_origin(request: Request) -> bool:
     return origin is None or origin == f"{request.url.scheme}://{request.headers.get('host', '')}"
 
 
-def with_headers(send: Callable[[dict], Awaitable[None]]) -> Callable[[dict], Awaitable[None]]:
-    async def send_with(message: dict) -> None:
+def with_headers(send: Callable[[Any], Awaitable[None]]) -> Callable[[Any], Awaitable[None]]:
+    async def send_with(message: Any) -> None:
         if message["type"] == "http.response.start":
             headers = list(message.get("headers", []))
             present = {k.lower() for k, _ in headers}
@@ -231,7 +231,7 @@ class Routes:
                 while True:
                     try:
                         event = await asyncio.wait_for(q.get(), KEEPALIVE)
-                    except asyncio.TimeoutError:
+                    except TimeoutError:
                         yield ": keep-alive\n\n"
                         continue
                     if event is None:  # the server is shutting down
