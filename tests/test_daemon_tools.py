@@ -72,7 +72,7 @@ def test_system_prompt_elides_memory_and_names_the_subconscious(agent, home):
     assert "<harness>\nYou run inside bantam's daemon" in prompt
     assert "<subconscious>A subconscious watches this conversation from subconscious/" in prompt
     assert "- start of memory" in prompt and "- end of memory" in prompt
-    assert "characters elided: agent/MEMORY.md is over memory_limit (10000)" in prompt
+    assert "characters clipped of " in prompt and ": agent/MEMORY.md is over memory_limit (10000)" in prompt
     assert len(prompt.split("<memory>")[1]) < 10_500
     for i in range(20):
         life(agent.dir, "test", f"event {i}")

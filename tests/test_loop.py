@@ -14,7 +14,7 @@ from bantam.tools.subagent import CHILD_NOTE
 from tests.fakes.openai_server import Response, chunk, json_reply, sse, text_reply, tool_reply, usage
 
 
-def agent(server, home, messages=None, limits=None, **cfg_values):
+def agent(server, home, messages=None, limits=None, guards=None, **cfg_values):
     cfg = Config(endpoint=server.url, model="test-model", **cfg_values)
     provider = OpenAIProvider(cfg)
     events = []
@@ -22,7 +22,7 @@ def agent(server, home, messages=None, limits=None, **cfg_values):
     messages = messages if messages is not None else [{"role": "system", "content": "SYSTEM"},
                                                       {"role": "user", "content": "go"}]
     limits = limits or loop.Limits(retry_delays=(0, 0, 0))
-    return lambda: loop.run(provider, messages, box, limits, events.append), messages, events
+    return lambda: loop.run(provider, messages, box, limits, events.append, guards=guards), messages, events
 
 
 def test_tool_step_then_answer(server, home):
@@ -92,6 +92,45 @@ def test_tool_budget_keeps_history_valid(server, home):
     tool_msgs = [m for m in messages if m["role"] == "tool"]
     assert [m["tool_call_id"] for m in tool_msgs] == ["c0", "c1", "c2"]  # every call answered
     assert "budget" in tool_msgs[2]["content"]
+
+
+class NoRm:
+    """A guard of the kind a front end plugs in: refuses `rm`, stops after four requests, and
+    records what it was told."""
+
+    def __init__(self):
+        self.requests, self.told = 0, []
+
+    def before_request(self, messages):
+        self.requests += 1
+        if self.requests > 4:
+            raise LimitReached("four requests are enough")
+
+    def before_call(self, name, arguments):
+        return "rm is not allowed here" if "rm " in json.loads(arguments).get("command", "") else None
+
+    def after_call(self, name, arguments, outcome):
+        self.told.append((json.loads(arguments)["command"], outcome.is_error, outcome.content))
+
+
+def test_guards_refuse_calls_stop_the_turn_and_replace_the_defaults(server, home):
+    Path("keep.txt").write_text("precious")
+    same = {"command": "echo x >> count.txt"}
+    server.add(sse([chunk(tool_calls=[
+        {"index": 0, "id": "a", "type": "function", "function": {"name": "shell_exec", "arguments": json.dumps({"command": "rm keep.txt"})}},
+        {"index": 1, "id": "b", "type": "function", "function": {"name": "shell_exec", "arguments": json.dumps({"command": "echo kept"})}}]),
+        chunk(finish="tool_calls")]),
+        *[tool_reply("shell_exec", same, call_id=f"c{i}") for i in range(3)])
+    guard = NoRm()
+    run, messages, events = agent(server, home, guards=[guard])
+    with pytest.raises(LimitReached, match="four requests are enough") as e:
+        run()
+    assert Path("keep.txt").read_text() == "precious"
+    assert guard.told[0] == ("rm keep.txt", True, "error: rm is not allowed here")
+    assert guard.told[1] == ("echo kept", False, "kept\n\n\nexit: 0")
+    assert [r.is_error for r in events if isinstance(r, ToolResult)] == [True, False, False, False, False]
+    assert e.value.turn.steps == 5 and len(server.chat_requests()) == 4
+    assert Path("count.txt").read_text() == "x\nx\nx\n"  # the default repeat guard was replaced
 
 
 def test_retries_on_429_and_503_honouring_retry_after(server, home):

@@ -167,6 +167,25 @@ def test_gate_rejections_go_back_to_the_model(home, capsys):
     assert state_of(run)["counters"]["gate_rejections"] == 3
 
 
+def test_json_shows_the_runs_tool_calls_results_and_refusals(home, capsys):
+    ws = workspace(home, **{"a.txt": "alpha\n"})
+    answers = script(home, PLAN_READ, "not json", '{"tool": "shell", "arguments": {"command": "ls"}}', READ_A, FINAL)
+    code, out, err = bantam(capsys, "run", "read a", "--workspace", ws, "--scripted", answers, "--json")
+    assert code == 0, err
+    lines = [json.loads(line) for line in out.splitlines()]
+    calls = [(e["name"], json.loads(e["arguments"])) for e in lines if e["type"] == "tool_call"]
+    results = [(e["name"], e["is_error"], e["content"]) for e in lines if e["type"] == "tool_result"]
+    assert [name for name, _ in calls] == ["plan", "unusable_answer", "shell", "read_file", "final"]
+    assert calls[3][1] == {"path": "a.txt"} and calls[4][1] == {"answer": "done"}
+    assert results[0] == ("plan", False, "plan accepted: 1 steps")
+    assert results[1][:2] == ("unusable_answer", True) and "not valid JSON" in results[1][2]
+    assert results[2][:2] == ("shell", True) and "the tools gate refused it" in results[2][2]
+    assert results[3] == ("read_file", False, "alpha\n")
+    assert lines[-1]["type"] == "done" and lines[-1]["text"] == "done"
+    assert lines[-1]["usage"]["prompt_tokens"] == state_of(only_run(home))["counters"]["prompt_tokens"] > 0
+    assert "run completed" in err  # progress stays on stderr
+
+
 def test_plan_named_calls_are_recovered_in_a_whole_run(home, capsys):
     ws = workspace(home, **{"a.txt": "alpha\n"})
     plan_call = json.dumps({"tool": "plan", "arguments": {"steps": json.loads(PLAN_READ)["plan"]}})
@@ -197,7 +216,7 @@ def test_model_failure_then_retry_blocked(home, capsys, server):
 
 
 def test_budget_then_resume_with_a_new_config_and_retry_blocked(home, capsys):
-    tight = config(home, "[limits]\nmax_iterations = 2\n")
+    tight = config(home, "[limits]\nmax_iterations = 2\nmax_tool_calls = 40\n")
     answers = str(EXAMPLES / "read_number" / "scripted.json")
     code, _, err = bantam(capsys, "run", READ_GOAL, *READ_NUMBER, "--config", tight, "--scripted", answers)
     assert code == 1 and "blocked: max_iterations: 2 of 2 iterations used" in err
@@ -217,10 +236,133 @@ def test_budget_then_resume_with_a_new_config_and_retry_blocked(home, capsys):
     assert "configuration changed: limits.max_iterations 2 -> 10" in err
     state = state_of(run)
     assert state["config"]["limits"]["max_iterations"] == 10
+    assert state["config"]["limits"]["max_tool_calls"] == 40  # a key the resume config does not name stays
     assert state["config"]["runtime"]["file_output_format"] == "fenced"  # a run keeps its format
     assert state["counters"]["tokens_used"] > used and state["counters"]["iterations"] == 4
     changed = [e for e in records(run, "events.jsonl") if e["type"] == "config_changed"]
     assert changed[0]["changes"]["limits.max_iterations"] == [2, 10]
+
+
+def test_paths_are_normalised_and_nothing_runs_once_only_the_answer_is_left(home, capsys):
+    ws = workspace(home, **{"a.txt": "alpha\n"})
+    plan = json.dumps({"plan": [{"description": "Read a", "tool": "read_file", "arguments": {"path": "./a.txt"}}]})
+    answers = script(home, plan, '{"tool": "read_file", "arguments": {"path": "./a.txt"}}', READ_A, FINAL)
+    code, out, err = bantam(capsys, "run", "read a", "--workspace", ws, "--require-read", "a.txt",
+                            "--scripted", answers)
+    assert code == 0 and out == "done\n", err
+    assert "gate completion: everything the run needs is done; only the final answer may follow" in err
+    run = only_run(home)
+    assert list(state_of(run)["reads"]) == ["a.txt"]  # ./a.txt proves the required read of a.txt
+    assert [o["arguments"]["path"] for o in records(run, "observations.jsonl")] == ["./a.txt"]
+
+
+def test_a_write_the_plan_puts_later_cannot_be_made_early(home, capsys):
+    cfg = config(home, '[tools]\nwrite_paths = ["out.txt"]\n')
+    ws = workspace(home, **{"a.txt": "alpha\n"})
+    plan = json.dumps({"plan": [{"description": "Read a", "tool": "read_file", "arguments": {"path": "a.txt"}},
+                                {"description": "Write out", "tool": "write_file", "arguments": {"path": "out.txt"}}]})
+    early = json.dumps({"tool": "write_file", "arguments": {"path": "out.txt", "content": "early"}})
+    answers = script(home, plan, early, READ_A, "```\nhello\n```", FINAL)
+    code, out, err = bantam(capsys, "run", "copy", "--workspace", ws, "--config", cfg, "--scripted", answers)
+    assert code == 0 and out == "done\n", err
+    assert "gate tools: 'write_file' is not an allowed tool" in err
+    run = only_run(home)
+    assert (run / "workspace" / "out.txt").read_text() == "hello\n"
+    assert [o["tool"] for o in records(run, "observations.jsonl")] == ["read_file", "write_file"]
+
+
+def test_resume_with_another_scripted_file_starts_at_its_first_answer(home, capsys):
+    ws = workspace(home, **{"a.txt": "alpha\n"})
+    code, _, err = bantam(capsys, "run", "read a", "--workspace", ws, "--scripted", script(home, PLAN_READ))
+    assert code == 1 and "scripted answers" in err and "used up" in err
+    run = only_run(home)
+    code, out, err = bantam(capsys, "resume", run.name, "--retry-blocked", "--scripted", script(home, READ_A, FINAL))
+    assert code == 0 and out == "done\n", err
+    assert state_of(run)["scripted_used"] == 2
+
+
+def rewrite_config(home: Path, path: str, check: str, runtime: str = "") -> str:
+    """Files planning, plan steps run directly, rewrite repairs: write `path`, then run `check`."""
+    return config(home, f"""
+[runtime]
+planning_strategy = "files"
+execute_plan = true
+repair_strategy = "rewrite"
+{runtime}
+[tools]
+write_paths = ["{path}"]
+required_verifications = ["check"]
+[tools.commands]
+check = ["{{python}}", "-c", "{check}"]
+""")
+
+
+def test_a_model_failure_names_the_failure_that_was_still_open(home, capsys):
+    cfg = rewrite_config(home, "app.py", "import sys; print('collecting'); sys.exit('No module named flask')")
+    code, _, err = bantam(capsys, "run", "write app", "--config", cfg, "--scripted", script(home, "```\nx = 1\n```"))
+    assert code == 1, err
+    assert "used up (1 answers); the last failure before it: shell(command='check') (exit 1): " \
+           "No module named flask" in err
+
+
+def test_status_says_interrupted_when_no_process_holds_a_running_run(home, capsys):
+    ws = workspace(home, **{"a.txt": "alpha\n"})
+    assert bantam(capsys, "run", "read a", "--workspace", ws, "--scripted", script(home, PLAN_READ, READ_A, FINAL))[0] == 0
+    run = only_run(home)
+    state = state_of(run)
+    state["status"] = "running"  # as a SIGKILLed process leaves it
+    (run / "state.json").write_text(json.dumps(state))
+    assert "status: interrupted" in bantam(capsys, "status", run.name)[1]
+    assert json.loads(bantam(capsys, "status", run.name, "--json")[1])["status"] == "interrupted"
+    holder = RunDir(run)
+    holder.lock()  # a live process working on it
+    try:
+        assert "status: running" in bantam(capsys, "status", run.name)[1]
+    finally:
+        holder.unlock()
+
+
+CALC_BUGGY = "def add(a, b):\n    return a - b\n\n\ndef sub(a, b):\n    return a - b\n"
+CALC_FIXED = "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n"
+
+
+@pytest.mark.parametrize("edit,repair", [
+    ("function", "The fix:\nfunction add\n```python\ndef add(a, b):\n    return a + b\n```"),
+    ("lines", "lines 2-2\n```\n    return a + b\n```")])
+def test_a_repair_replaces_one_function_or_named_lines(home, capsys, edit, repair):
+    cfg = rewrite_config(home, "calc.py", "import calc, sys; sys.exit(calc.add(2, 3) != 5 or calc.sub(5, 3) != 2)",
+                         f'repair_edit = "{edit}"')
+    ws = workspace(home, **{"spec.txt": "add and sub\n"})
+    answers = script(home, f"```python\n{CALC_BUGGY}```", repair, FINAL)
+    code, out, err = bantam(capsys, "run", "calc", "--workspace", ws, "--require-read", "spec.txt",
+                            "--config", cfg, "--scripted", answers)
+    assert code == 0 and out == "done\n", err
+    run = only_run(home)
+    assert (run / "workspace" / "calc.py").read_text() == CALC_FIXED
+    assert [(o["tool"], o["ok"]) for o in records(run, "observations.jsonl")] == [
+        ("read_file", True), ("write_file", True), ("shell", False), ("write_file", True), ("shell", True)]
+    prompt = (run / "artifacts" / "prompt-0002.txt").read_text()
+    assert ("`lines A-B` (replace lines A to B" if edit == "lines" else "`function NAME`") in prompt
+    assert ("   2     return a - b" in prompt) == (edit == "lines")  # numbered for a line repair
+
+
+def test_output_generates_one_file_under_the_gates(home, capsys):
+    answers = script(home, "```html\n<h1>Hello</h1>\n```", json.dumps({"final": "wrote hello.html"}))
+    code, out, err = bantam(capsys, "run", "Write a greeting page.", "--output", "web/hello.html", "--scripted", answers)
+    assert code == 0 and out == "wrote hello.html\n", err
+    run = only_run(home)
+    assert f"output: {(run / 'workspace' / 'web' / 'hello.html').resolve()}" in err
+    assert (run / "workspace" / "web" / "hello.html").read_text() == "<h1>Hello</h1>\n"
+    state = state_of(run)
+    assert state["config"]["tools"]["write_paths"] == ["web/hello.html"] and state["require_read"] == ["goal.md"]
+    assert [(s["tool"], s["arguments"]) for s in state["plan"]] == [
+        ("read_file", {"path": "goal.md"}), ("write_file", {"path": "web/hello.html"})]
+    assert state["counters"]["model_calls"] == 2  # the read needs no model call
+    ws = workspace(home, **{"goal.md": "mine"})
+    code, _, err = bantam(capsys, "run", "x", "--output", "a.txt", "--workspace", ws, "--scripted", answers)
+    assert code == 2 and "already has a goal.md" in err
+    code, _, err = bantam(capsys, "run", "x", "--output", "../a.txt", "--scripted", answers)
+    assert code == 2 and "--output" in err and "relative path inside the workspace" in err
 
 
 def check_config(home: Path, replans: str) -> str:
@@ -336,6 +478,29 @@ def test_a_saved_answer_is_used_without_asking_again(home, capsys):
     assert code == 0 and out == "done\n", err
     assert "an answer saved before the interruption is used (no new request)" in err
     assert state_of(run)["scripted_used"] == 2  # the plan and the final answer: nothing asked twice
+
+
+def test_stopped_at_a_tool_call_the_answer_waits_for_resume(home, capsys):
+    from bantam.events import ToolCall
+    from bantam.runs import runtime
+    ws = workspace(home, **{"a.txt": "alpha\n"})
+    answers = script(home, PLAN_READ, READ_A, FINAL)
+
+    def stop_at_the_read(event):
+        if isinstance(event, ToolCall) and event.name == "read_file":
+            raise KeyboardInterrupt  # what the browser's Stop does at this event (web/session.py)
+    options = runtime.Options(workspace=ws, require_read=["a.txt"], scripted=answers)
+    with pytest.raises(KeyboardInterrupt):
+        runtime.start({}, "read a", options, stop_at_the_read)
+    run = only_run(home)
+    state = state_of(run)
+    assert state["status"] == "paused" and state["reason"] == "resume continues from here"
+    assert state["pending_answer"]["text"] == READ_A and state["scripted_used"] == 2
+    assert state["pending_call"] is None and not (run / "observations.jsonl").exists()
+    code, out, err = bantam(capsys, "resume", run.name)
+    assert code == 0 and out == "done\n", err
+    assert "an answer saved before the interruption is used (no new request)" in err
+    assert state_of(run)["counters"]["model_calls"] == 3  # the saved answer was not asked for again
 
 
 def test_a_saved_observation_is_taken_over_not_run_again(home, capsys):

@@ -152,7 +152,7 @@ def test_path_gate_blocks_traversal_absolute_and_symlink_escapes(ws):
         with pytest.raises(Refused):  # the tool refuses on its own too
             TOOLS["read_file"].run({"path": path}, ws)
     check("read_file", {"path": "inner.txt"}, root)
-    assert TOOLS["read_file"].run({"path": "inner.txt"}, ws).output == "hello\n"
+    assert TOOLS["read_file"].run({"path": "inner.txt"}, ws).content == "hello\n"
 
 
 def test_fifo_is_not_a_regular_file(ws):
@@ -171,7 +171,7 @@ def test_write_only_to_write_paths_and_never_through_an_outside_link(ws):
         TOOLS["write_file"].run({"path": "sub/c.txt", "content": "x"}, ws)
     assert (ws.root.parent / "secret.txt").read_text() == "outside\n"
     result = TOOLS["write_file"].run({"path": "out.txt", "content": "new\n"}, ws)
-    assert result.ok and (ws.root / "out.txt").read_text() == "new\n" and result.facts["bytes"] == 4
+    assert not result.is_error and (ws.root / "out.txt").read_text() == "new\n" and result.facts["bytes"] == 4
 
 
 def test_call_gates_tools_arguments_commands(ws):
@@ -283,13 +283,13 @@ def shell(ws, argv, **kw):
 def test_command_runs_without_a_shell_in_the_workspace_with_stdin_closed(ws):
     result = shell(ws, [sys.executable, "-c", "import os,sys; print(os.getcwd()); print(repr(sys.stdin.read())); "
                                               "print(sys.argv[1])", "$HOME; echo hi"])
-    cwd, stdin, arg = result.output.splitlines()
+    cwd, stdin, arg = result.content.splitlines()
     assert Path(cwd) == ws.root.resolve() and stdin == "''" and arg == "$HOME; echo hi"
-    assert result.ok and result.exit_code == 0
+    assert not result.is_error and result.exit_code == 0
     failed = shell(ws, [sys.executable, "-c", "raise SystemExit(3)"])
-    assert not failed.ok and failed.exit_code == 3
+    assert failed.is_error and failed.exit_code == 3
     missing = shell(ws, ["/no/such/program"])
-    assert missing.exit_code == 127 and "cannot start" in missing.output
+    assert missing.exit_code == 127 and "cannot start" in missing.content
 
 
 def test_command_environment_has_no_credentials(ws, monkeypatch):
@@ -298,14 +298,14 @@ def test_command_environment_has_no_credentials(ws, monkeypatch):
     monkeypatch.setenv("HARMLESS", "visible")
     assert "OPENAI_API_KEY" not in clean_env()
     result = shell(ws, [sys.executable, "-c", "import os; print(sorted(os.environ))"])
-    assert "leak" not in result.output and "OPENAI_API_KEY" not in result.output
-    assert "GITHUB_TOKEN" not in result.output and "HARMLESS" in result.output
+    assert "leak" not in result.content and "OPENAI_API_KEY" not in result.content
+    assert "GITHUB_TOKEN" not in result.content and "HARMLESS" in result.content
 
 
 def test_command_output_is_capped(ws):
     result = shell(ws, [sys.executable, "-c", "print('x' * 100000); print('THE END')"], output_limit=8192)
-    assert result.clipped and len(result.output.encode()) < 8400
-    assert "bytes clipped of" in result.output and "THE END" in result.output
+    assert result.clipped and len(result.content.encode()) < 8400
+    assert "bytes clipped of" in result.content and "THE END" in result.content
 
 
 def test_command_timeout_kills_the_process_group(ws, tmp_path):
@@ -314,7 +314,7 @@ def test_command_timeout_kills_the_process_group(ws, tmp_path):
             f"open({str(pid_file)!r}, 'w').write(str(p.pid)); time.sleep(60)")
     started = time.monotonic()
     result = shell(ws, [sys.executable, "-c", code], timeout=1.0)
-    assert result.exit_code == 124 and "timed out after 1s" in result.output
+    assert result.exit_code == 124 and "timed out after 1s" in result.content
     assert time.monotonic() - started < 10
     child = int(pid_file.read_text())
     for _ in range(50):
@@ -329,9 +329,9 @@ def test_command_timeout_kills_the_process_group(ws, tmp_path):
 
 def test_list_files(ws):
     os.symlink(ws.root.parent / "secret.txt", ws.root / "link")
-    listing = TOOLS["list_files"].run({"path": "."}, ws).output.splitlines()
+    listing = TOOLS["list_files"].run({"path": "."}, ws).content.splitlines()
     assert listing == ["a.txt (6 bytes)", "link -> (symlink)", "sub/b.txt (2 bytes)"]
-    assert TOOLS["list_files"].run({"path": "a.txt"}, ws).output == "a.txt (6 bytes)"
+    assert TOOLS["list_files"].run({"path": "a.txt"}, ws).content == "a.txt (6 bytes)"
 
 
 # --- settings -------------------------------------------------------------------------------------
@@ -385,3 +385,25 @@ def test_resume_config_changes_limits_keeps_format_and_policy(tmp_path):
     assert new.tools.write_paths == ["a"]
     with pytest.raises(ConfigError, match="cannot change for an existing run"):
         settings.for_resume(saved, write(tmp_path, '[tools]\nwrite_paths = ["b"]\n', "t.toml"))
+
+
+# --- partial repairs --------------------------------------------------------------------------------
+
+
+def test_patch_replaces_a_function_a_method_or_lines():
+    from bantam.runs import patch
+    source = ("import x\n\n\n@decorated\ndef f(a):\n    return 1\n\n\nclass C:\n    def m(self):\n"
+              "        return 2\n\n    def n(self):\n        return 3\n")
+    assert patch.header("function f\n```\nbody\n```") == "f"
+    assert patch.header("Replace lines 3 to 7:\n```\nx\n```") == (3, 7)
+    assert patch.header("```\nfunction f\n```") is None  # inside the fence it is content
+    assert patch.apply(source, "f", "def f(a):\n    return 10\n", "m.py").startswith(
+        "import x\n\n\ndef f(a):\n    return 10\n\n\nclass C:")  # the decorator went with it
+    method = patch.apply(source, "C.m", "def m(self):\n    return 20", "m.py")
+    assert "    def m(self):\n        return 20\n\n    def n(self):" in method  # indentation restored
+    assert patch.apply("a\nb\nc\n", (2, 2), "B\nB2", "t.txt") == "a\nB\nB2\nc\n"
+    for target, problem in [("g", "no function or class 'g'"), ((4, 9), "lines 4-9 are not in t.txt")]:
+        with pytest.raises(ParseError, match=problem):
+            patch.apply("a\nb\nc\n" if isinstance(target, tuple) else source, target, "x", "t.txt")
+    with pytest.raises(ParseError, match="not valid Python"):
+        patch.apply("def (:\n", "f", "x", "bad.py")

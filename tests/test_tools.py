@@ -657,3 +657,27 @@ def test_calls_are_counted(box):
     box.execute("shell_exec", "not json")
     box.execute("nope", "{}")
     assert box.used == 3
+
+
+# --- read_file, edit_file, list_files: core opt-in tools (the daemon's READ_FILE and EDIT_FILE use them) ---
+
+
+def test_read_edit_and_list_files_are_core_opt_in_tools(home):
+    from bantam.config import Config
+    from bantam.tools import ToolContext, make_toolbox
+    box = make_toolbox(("read_file", "edit_file", "list_files"), ToolContext(Config()))
+    Path("notes").mkdir()
+    Path("notes/a.txt").write_text("one\ntwo\ntwo\nfour\n")
+    Path("blob.bin").write_bytes(b"\x00\x01\x02")
+    read = box.execute("read_file", json.dumps({"path": "notes/a.txt", "offset": 2, "limit": 2}))
+    assert read.content == "     2\ttwo\n     3\ttwo\n[lines 2-3 of 4; more with offset=4]" and not read.is_error
+    assert "binary file (3 bytes)" in box.execute("read_file", json.dumps({"path": "blob.bin"})).content
+    twice = box.execute("edit_file", json.dumps({"path": "notes/a.txt", "old_string": "two", "new_string": "2"}))
+    assert twice.is_error and "occurs 2 times" in twice.content
+    assert Path("notes/a.txt").read_text() == "one\ntwo\ntwo\nfour\n"  # nothing half-written
+    done = box.execute("edit_file", json.dumps({"path": "notes/a.txt", "old_string": "four", "new_string": "4"}))
+    assert done.content == "replaced 1 occurrence(s) in notes/a.txt"
+    assert Path("notes/a.txt").read_text() == "one\ntwo\ntwo\n4\n"
+    assert box.execute("list_files", "{}").content == "blob.bin (3 bytes)\nnotes/a.txt (14 bytes)"
+    assert box.execute("list_files", json.dumps({"path": "notes"})).content == "a.txt (14 bytes)"
+    assert box.execute("list_files", json.dumps({"path": "nowhere"})).is_error

@@ -204,6 +204,28 @@ def test_stop_mid_stream_keeps_no_partial_message(web, server):
         ["count slowly", "and now?", "second answer"]
 
 
+def test_stop_pauses_a_controlled_run_and_resume_finishes_it(web, server):
+    (web.workspace / "ws").mkdir()
+    (web.workspace / "ws" / "a.txt").write_text("alpha\n")
+    plan = json.dumps({"plan": [{"description": "Read a.txt", "tool": "read_file", "arguments": {"path": "a.txt"}}]})
+    read_a = '{"tool": "read_file", "arguments": {"path": "a.txt"}}'
+    # the second answer arrives a piece a second: Stop is pressed while the model is still answering
+    server.add(text_reply(plan), sse([chunk(read_a), chunk(finish="stop")], delay=1.0), text_reply('{"final": "done"}'))
+    assert web.send("/run --workspace ws --require-read a.txt read a").json() == {"status": "started"}
+    web.events_until(lambda e: e["type"] == "tool_result" and e.get("name") == "plan")
+    assert web.client.post("/api/stop", json={}).json() == {"stopping": True}
+    web.idle()
+    run = next((web.workspace / "runs").iterdir())
+    state = json.loads((run / "state.json").read_text())
+    assert state["status"] == "paused" and state["pending_answer"]["text"] == read_a
+    assert not (run / "observations.jsonl").exists()  # the proposed read did not run
+    assert web.send("/resume").json() == {"status": "started"}
+    web.idle()
+    state = json.loads((run / "state.json").read_text())
+    assert state["status"] == "completed" and state["final"] == "done"
+    assert state["counters"]["model_calls"] == 3 and len(server.chat_requests()) == 3  # the answer was kept
+
+
 def test_sessions_are_listed_and_resumed(web, server):
     sessions.save("earlier", [{"role": "system", "content": "s"}, {"role": "user", "content": "old question"},
                               {"role": "assistant", "content": "old answer"}], summary="an older chat")

@@ -1,4 +1,60 @@
-"""bantam: a tiny, powerful AI agent. Importing it has no side effects."""
+"""bantam: a tiny, powerful AI agent. Importing it has no side effects.
+
+The public API, for programs that drive the loop themselves:
+
+    from bantam import Config, Limits, ToolContext, make_provider, make_toolbox, run
+    cfg = Config(endpoint=..., model=...)
+    provider = make_provider(cfg)
+    toolbox = make_toolbox(cfg.tools, ToolContext(cfg, provider))
+    turn = run(provider, [{"role": "user", "content": "hi"}], toolbox, Limits(), print)
+
+Names are imported on first use, so `import bantam` stays as cheap as the command line needs.
+"""
+from __future__ import annotations
 
 __version__ = "0.1.0"
-__all__ = ["__version__"]
+
+# name -> the module that defines it
+_PUBLIC = {
+    "run": "loop", "Limits": "loop", "Turn": "loop", "Guard": "loop",
+    "Provider": "providers", "Reply": "providers", "make_provider": "providers",
+    "Tool": "tools", "ToolContext": "tools", "Toolbox": "tools", "Outcome": "tools", "make_toolbox": "tools",
+    "Config": "config", "load_config": "config",
+    "Event": "events", "OnEvent": "events", "Usage": "events", "RequestStarted": "events", "Text": "events",
+    "Reasoning": "events", "ToolCall": "events", "ToolResult": "events", "UsageReport": "events",
+    "Retry": "events", "Notice": "events", "Error": "events", "Done": "events",
+    "BantamError": "errors", "ConfigError": "errors", "ProviderError": "errors", "LimitReached": "errors",
+    "ToolError": "errors",
+}
+_RENAMED = {"load_config": "load"}
+__all__ = [  # the same names as _PUBLIC, spelled out for readers and linters
+    "__version__",
+    "run", "Limits", "Turn", "Guard",
+    "Provider", "Reply", "make_provider",
+    "Tool", "ToolContext", "Toolbox", "Outcome", "make_toolbox",
+    "Config", "load_config",
+    "Event", "OnEvent", "Usage", "RequestStarted", "Text", "Reasoning", "ToolCall", "ToolResult",
+    "UsageReport", "Retry", "Notice", "Error", "Done",
+    "BantamError", "ConfigError", "ProviderError", "LimitReached", "ToolError",
+]
+
+TYPE_CHECKING = False  # type checkers take this as True; `typing` itself is not imported at start-up
+if TYPE_CHECKING:
+    from .config import Config
+    from .config import load as load_config
+    from .errors import BantamError, ConfigError, LimitReached, ProviderError, ToolError
+    from .events import (Done, Error, Event, Notice, OnEvent, Reasoning, RequestStarted, Retry, Text,
+                         ToolCall, ToolResult, Usage, UsageReport)
+    from .loop import Guard, Limits, Turn, run
+    from .providers import Provider, Reply, make_provider
+    from .tools import Outcome, Tool, Toolbox, ToolContext, make_toolbox
+
+
+def __getattr__(name: str) -> object:
+    if name not in _PUBLIC:
+        raise AttributeError(f"module 'bantam' has no attribute {name!r}")
+    import importlib  # here, not at the top: `bantam --version` should import nothing it need not
+    module = importlib.import_module(f".{_PUBLIC[name]}", __name__)
+    value = getattr(module, _RENAMED.get(name, name))
+    globals()[name] = value
+    return value

@@ -188,6 +188,7 @@ def dispatch(args: argparse.Namespace) -> int:
         return run_repl(flags(args), resume=args.resume)
     if args.resume:
         from .oneshot import run_continue
+        assert prompt is not None  # -c without a prompt went to the terminal above
         return run_continue(cfg, prompt, args.json)
     from .oneshot import run_prompt
     return run_prompt(cfg, prompt, args.json, args.thread, command=not from_pipe)

@@ -5,7 +5,14 @@
      ├── ProviderError     the model API failed; .retryable says whether waiting may help (exit 1)
      │    └── APIError     the server answered with an error status or an error object
      ├── LimitReached      max_al_iterations or tool_budget ran out (exit 1)
-     └── ToolError         a tool could not do what was asked; the message goes back to the model
+     ├── ToolError         a tool could not do what was asked; the message goes back to the model
+     │    └── Refused      a path or call refused on principle (outside the workspace, not allowed)
+     ├── SessionError      a session is missing, ambiguous or unreadable
+     ├── NotJson           `bantam web`: a POST whose body is not JSON (answered 415)
+     ├── Rejected          a controlled run's gate refused a proposal; the reason goes to the model
+     ├── Blocked           a controlled run's budget or gate stopped the run (resumable)
+     ├── ParseError        a controlled run's answer could not be parsed (also a ValueError)
+     └── SchemaError       ... parsed, but not a proposal of an expected kind (also a ValueError)
     Terminated (BaseException, like SystemExit)   SIGTERM or SIGHUP: exit 128 + the signal's number
 
 Provider code maps httpx's exceptions onto ProviderError at its boundary, so nothing above the
@@ -65,3 +72,44 @@ class Terminated(BaseException):
     def __init__(self, signum: int):
         super().__init__(signum)
         self.signum = signum
+
+
+class Refused(ToolError):
+    """A path or call refused on principle; `status` is the HTTP answer where one is due
+    (403: outside or hidden, 404: not a file)."""
+
+    def __init__(self, message: str, status: int = 403):
+        super().__init__(message)
+        self.status = status
+
+
+class SessionError(BantamError):
+    """A session is missing, ambiguous or unreadable."""
+
+
+class NotJson(BantamError):
+    """`bantam web`: a POST whose body is not JSON: answered 415."""
+
+
+class Rejected(BantamError):
+    """A controlled run's gate refused a proposed call, plan step or final answer."""
+
+    def __init__(self, gate: str, reason: str):
+        super().__init__(f"{gate}: {reason}")
+        self.gate, self.reason = gate, reason
+
+
+class Blocked(BantamError):
+    """A controlled run stopped at a gate or budget; resumable with --retry-blocked."""
+
+    def __init__(self, gate: str, reason: str):
+        super().__init__(f"{gate}: {reason}")
+        self.gate, self.reason = gate, reason
+
+
+class ParseError(BantamError, ValueError):
+    """A controlled run's answer that cannot be used; str() is the correction sent to the model."""
+
+
+class SchemaError(BantamError, ValueError):
+    """The JSON is fine but not a proposal of an expected kind; the message names the field."""

@@ -134,7 +134,7 @@ def without(on_event: OnEvent, *kinds: type[Event]) -> OnEvent:
 def labelled(on_event: OnEvent, agent: str) -> OnEvent:
     """For a sub-agent: its events carry its name, so its trace can be told from its siblings'."""
     def forward(event: Event) -> None:
-        on_event(replace(event, agent=agent) if hasattr(event, "agent") else event)
+        on_event(replace(event, agent=agent) if hasattr(event, "agent") else event)  # type: ignore[call-arg]
     return forward
 
 

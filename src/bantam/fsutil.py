@@ -1,10 +1,46 @@
-"""The one way bantam writes files: atomically, so a crash never leaves half a file."""
+"""The one way bantam writes files: atomically, so a crash never leaves half a file. And the
+one way it keeps a path inside a directory (`confine`, `open_confined`)."""
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import tempfile
-from pathlib import Path
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from .errors import Refused
+
+
+def confine(root: Path, path: Any) -> Path:
+    """The real path of `path`, relative to the resolved directory `root`; Refused (403) when it is
+    not a plain relative path or could lead outside: absolute, `..`, or a symlink that resolves out."""
+    if not isinstance(path, str) or not path.strip() or "\0" in path:
+        raise Refused("path must be a non-empty relative path")
+    pure = PurePosixPath(path)
+    if pure.is_absolute():
+        raise Refused(f"{path}: absolute paths are not allowed; use a path relative to the workspace")
+    if ".." in pure.parts:
+        raise Refused(f"{path}: '..' is not allowed; paths stay inside the workspace")
+    real = Path(os.path.realpath(root / pure))  # follows every symlink on the way
+    if not real.is_relative_to(root):
+        raise Refused(f"{path}: resolves outside the workspace (a symlink); not allowed")
+    return real
+
+
+def open_confined(root: Path, path: Any) -> int:
+    """A read-only descriptor for `confine(root, path)`. A symlink swapped in after the check is
+    not followed, and the opened file's own path is checked again (where /proc tells it)."""
+    real = confine(root, path)
+    try:
+        fd = os.open(real, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError as e:
+        raise Refused(f"{path}: {e.strerror or e}", 404) from None
+    link = f"/proc/self/fd/{fd}"
+    if os.path.exists(link) and not Path(os.readlink(link)).is_relative_to(root):
+        os.close(fd)
+        raise Refused(f"{path}: resolves outside the workspace (a symlink); not allowed")
+    return fd
 
 
 def atomic_write(path: str | os.PathLike, data: bytes, mode: int | None = None) -> None:
@@ -52,6 +88,27 @@ def bantam_home() -> Path:
     return Path(os.environ.get("BANTAM_HOME") or Path.home() / ".bantam")
 
 
+def append(path: str | os.PathLike, data: bytes, *, sync: bool = True, lock: bool = False,
+           mode: int = 0o600) -> None:
+    """Append `data` with one O_APPEND write (concurrent appenders never interleave within it),
+    under flock when `lock`, and fsynced when `sync`: the one append of every log bantam keeps."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, mode)
+    try:
+        if lock:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        write_all(fd, data)
+        if sync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:  # a regular file takes it in one write; the loop is for signals and huge lines
+        view = view[os.write(fd, view):]
+
+
 class JsonlLog:
     """An append-only JSON Lines file of records (dicts): a thread, a sub-agent's progress.
 
@@ -96,11 +153,7 @@ class JsonlLog:
             atomic_write(self.path, b"".join(_line(r) for r in records), mode=0o600)
         elif len(records) > self.saved:
             private_dir(self.path.parent)
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-            with os.fdopen(fd, "ab") as f:
-                f.write(b"".join(_line(r) for r in records[self.saved:]))
-                f.flush()
-                os.fsync(f.fileno())
+            append(self.path, b"".join(_line(r) for r in records[self.saved:]))
         self.saved, self.last = len(records), records[-1] if records else None
 
 

@@ -41,6 +41,6 @@ def terminal_reader(history: Path) -> Reader:
 
     if not history.exists():
         history.touch(mode=0o600)
-    session = PromptSession(history=FileHistory(str(history)), key_bindings=keys,
+    session: PromptSession[str] = PromptSession(history=FileHistory(str(history)), key_bindings=keys,
                             multiline=False, prompt_continuation=lambda width, line, wrap: ". ".rjust(width))
     return lambda message: session.prompt(message)

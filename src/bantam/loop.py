@@ -8,13 +8,18 @@ request refused for context length compacts the conversation and is sent again.)
 complete step `checkpoint(messages)` is called, so a front end can persist progress; it may also
 rewrite the list in place (the daemon brings in what arrived meanwhile). Everything
 the loop has to say goes out through `on_event`; it never prints.
+
+Policy plugs in as guards (`Guard`): each is consulted before every model request (it may stop
+the turn by raising) and before every tool call (it may refuse the call: the reason goes back to
+the model as the call's result), and told each call's outcome. Without `guards` a turn gets the
+defaults: the tool budget and the repeat guard. Controlled runs pass their gates instead.
 """
 from __future__ import annotations
 
 import json
 import threading
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Protocol, Sequence
 
 from .compact import compact, is_context_overflow
 from .config import FIBONACCI_DELAYS, Config
@@ -43,6 +48,17 @@ class Limits:
         return cls(cfg.max_al_iterations, cfg.tool_budget, cfg.retry_delays, cfg.max_tokens_limit)
 
 
+class Guard(Protocol):
+    """Policy the loop consults. Exceptions raised here end the turn (the step is undone)."""
+
+    def before_request(self, messages: list[dict]) -> None: ...
+
+    def before_call(self, name: str, arguments: str) -> str | None:
+        """None: run it; a reason: refused, not run, the reason is the call's result."""
+
+    def after_call(self, name: str, arguments: str, outcome: Outcome) -> None: ...
+
+
 @dataclass
 class Turn:
     text: str                   # the final answer (or the last text seen, when a limit stopped it)
@@ -51,17 +67,19 @@ class Turn:
 
 
 def run(provider: Provider, messages: list[dict], toolbox: Toolbox, limits: Limits,
-        on_event: OnEvent, checkpoint: Checkpoint | None = None) -> Turn:
+        on_event: OnEvent, checkpoint: Checkpoint | None = None,
+        guards: Sequence[Guard] | None = None) -> Turn:
     """Run until the model answers without tool calls; raise LimitReached if a budget runs out."""
     turn = Turn("")
     schemas = toolbox.schemas()
-    repeats = RepeatGuard()
-    budget = [limits.tool_budget]
+    policy = list(default_guards(limits) if guards is None else guards)
     toolbox.start_run()
     try:
         for turn.steps in range(1, limits.max_iterations + 1):
             if toolbox.ctx.cancel.is_set():
                 raise KeyboardInterrupt
+            for guard in policy:
+                guard.before_request(messages)
             reply = request(provider, messages, schemas, limits, on_event)
             if reply.usage:
                 turn.usage.add(reply.usage)
@@ -75,17 +93,20 @@ def run(provider: Provider, messages: list[dict], toolbox: Toolbox, limits: Limi
             step_start = len(messages)
             try:
                 messages.append(reply.message)
-                outcomes = run_calls(calls, toolbox, repeats, budget, on_event)
+                outcomes = run_calls(calls, toolbox, policy, on_event)
                 messages.extend({"role": "tool", "tool_call_id": call.get("id", ""), "content": o.content}
-                                for call, o in zip(calls, outcomes))
-            except KeyboardInterrupt:
+                                for call, o in zip(calls, outcomes, strict=True))
+            except BaseException:  # interrupted, or a guard stopped the turn: the step never happened
                 del messages[step_start:]
                 raise
             if checkpoint:
                 checkpoint(messages)
-            if budget[0] < 0:
-                raise LimitReached(f"tool_budget ({limits.tool_budget}) ran out before a final answer", turn)
+        for guard in policy:  # a budget that ran out on the last step says so, not the step limit
+            guard.before_request(messages)
         raise LimitReached(f"max_al_iterations ({limits.max_iterations}) reached before a final answer", turn)
+    except LimitReached as e:
+        e.turn = e.turn or turn
+        raise
     finally:
         turn.usage.add(toolbox.ctx.children_usage, latest=False)  # sub-agents' tokens count too
         if turn.usage.prompt_tokens or turn.usage.completion_tokens:
@@ -103,7 +124,8 @@ def request(provider: Provider, messages: list[dict], schemas: list[dict], limit
         for _ in range(OUTPUT_ATTEMPTS - 1):
             if reply.finish_reason not in CUT or budget is False:
                 break
-            used = provider.output_budget() or (reply.usage.completion_tokens if reply.usage else 0)
+            used = provider.output_budget() or (  # type: ignore[attr-defined]
+                reply.usage.completion_tokens if reply.usage else 0)
             larger = min(max(2 * used, 1024), max(limits.max_tokens_limit, used))
             if larger <= used:
                 break
@@ -163,10 +185,10 @@ def _finish(reply: Reply, messages: list[dict], on_event: OnEvent) -> str:
     return text
 
 
-def run_calls(calls: list[dict], toolbox: Toolbox, repeats: "RepeatGuard", budget: list[int],
+def run_calls(calls: list[dict], toolbox: Toolbox, guards: Sequence[Guard],
               on_event: OnEvent) -> list[Outcome]:
-    """Run one assistant message's tool calls. Consecutive calls of a tool marked `parallel`
-    (sub-agents) run at the same time; results are always reported in call order."""
+    """Run one assistant message's tool calls, each once every guard let it. Consecutive calls of
+    a tool marked `parallel` (sub-agents) run at the same time; results are reported in call order."""
     outcomes: list[Outcome | None] = [None] * len(calls)
     batch: list[tuple[int, str, str]] = []
     reported = 0
@@ -175,22 +197,20 @@ def run_calls(calls: list[dict], toolbox: Toolbox, repeats: "RepeatGuard", budge
         nonlocal batch, reported
         _run_batch(batch, toolbox, outcomes)
         batch = []
-        while reported < len(calls) and outcomes[reported] is not None:
-            call, outcome = calls[reported], outcomes[reported]
+        while reported < len(calls) and (outcome := outcomes[reported]) is not None:
+            call = calls[reported]
+            for guard in guards:
+                guard.after_call(_name(call), _arguments(call), outcome)
             on_event(ToolResult(id=call.get("id", ""), name=_name(call), content=outcome.content,
                                 is_error=outcome.is_error))
             reported += 1
 
     for i, call in enumerate(calls):
-        name, arguments = _name(call), str((call.get("function") or {}).get("arguments", ""))
+        name, arguments = _name(call), _arguments(call)
         on_event(ToolCall(id=call.get("id", ""), name=name, arguments=sanitize(arguments)))
-        budget[0] -= 1
-        if budget[0] < 0:
-            outcomes[i] = Outcome("error: the tool budget for this turn is used up; not run", True)
-        elif repeats.count(name, arguments) >= REPEAT_LIMIT:
-            outcomes[i] = Outcome(f"error: this exact call was made {REPEAT_LIMIT} times in a row and "
-                                  "was not run again; its result will not change. Try a different "
-                                  "approach.", True)
+        refusal = next((r for guard in guards if (r := guard.before_call(name, arguments)) is not None), None)
+        if refusal is not None:
+            outcomes[i] = Outcome(f"error: {refusal}", True)
         elif toolbox.parallel(name):
             batch.append((i, name, arguments))
             continue
@@ -199,11 +219,15 @@ def run_calls(calls: list[dict], toolbox: Toolbox, repeats: "RepeatGuard", budge
             outcomes[i] = toolbox.execute(name, arguments)
         settle()
     settle()
-    return outcomes  # type: ignore[return-value]
+    return [o for o in outcomes if o is not None]
 
 
 def _name(call: dict) -> str:
     return str((call.get("function") or {}).get("name", ""))
+
+
+def _arguments(call: dict) -> str:
+    return str((call.get("function") or {}).get("arguments", ""))
 
 
 def _run_batch(batch: list[tuple[int, str, str]], toolbox: Toolbox, outcomes: list) -> None:
@@ -228,12 +252,48 @@ def _run_batch(batch: list[tuple[int, str, str]], toolbox: Toolbox, outcomes: li
         raise
 
 
+# --- the default guards -------------------------------------------------------------------------
+
+def default_guards(limits: Limits) -> list[Guard]:
+    return [ToolBudget(limits.tool_budget), RepeatGuard()]
+
+
+class ToolBudget:
+    """At most `budget` tool calls a turn; past it calls are refused and the turn ends."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget, self.left = budget, budget
+
+    def before_request(self, messages: list[dict]) -> None:
+        if self.left < 0:
+            raise LimitReached(f"tool_budget ({self.budget}) ran out before a final answer")
+
+    def before_call(self, name: str, arguments: str) -> str | None:
+        self.left -= 1
+        return "the tool budget for this turn is used up; not run" if self.left < 0 else None
+
+    def after_call(self, name: str, arguments: str, outcome: Outcome) -> None:
+        pass
+
+
 class RepeatGuard:
-    """Counts how many times in a row the same tool was called with the same arguments."""
+    """The same tool with the same arguments REPEAT_LIMIT times in a row is refused."""
 
     def __init__(self) -> None:
         self.last: tuple[str, str] | None = None
         self.times = 0
+
+    def before_request(self, messages: list[dict]) -> None:
+        pass
+
+    def before_call(self, name: str, arguments: str) -> str | None:
+        if self.count(name, arguments) < REPEAT_LIMIT:
+            return None
+        return (f"this exact call was made {REPEAT_LIMIT} times in a row and was not run again; its "
+                "result will not change. Try a different approach.")
+
+    def after_call(self, name: str, arguments: str, outcome: Outcome) -> None:
+        pass
 
     def count(self, name: str, arguments: str) -> int:
         try:

@@ -17,14 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .envpolicy import redact
-from .errors import BantamError
+from .errors import SessionError
 from .fsutil import JsonlLog, atomic_write, bantam_home, private_dir
 
 VALID_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
-
-
-class SessionError(BantamError):
-    """A session is missing, ambiguous or unreadable."""
 
 
 @dataclass

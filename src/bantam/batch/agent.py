@@ -75,6 +75,7 @@ def run_isolated(task: Task, flags: dict[str, str], namespace: str,
     private_dir(thread_file(tid, "").parent)
     started = time.monotonic()
     request = {"task": task.to_json(), "flags": flags, "thread": tid, "log": str(thread_file(tid, ".log"))}
+    assert proc.stdin is not None and proc.stdout is not None  # started with both pipes
     try:
         proc.stdin.write(json.dumps(request).encode() + b"\n")
         proc.stdin.flush()  # stdin stays open: its end is the signal to stop
@@ -94,7 +95,8 @@ def run_isolated(task: Task, flags: dict[str, str], namespace: str,
 def close(proc: subprocess.Popen) -> None:
     """Tell an agent to stop: close its stdin."""
     try:
-        proc.stdin.close()
+        if proc.stdin is not None:
+            proc.stdin.close()
     except (OSError, ValueError):
         pass
 
@@ -318,7 +320,8 @@ class Tally:
     def __init__(self) -> None:
         from ..events import Usage, ignore
         self.render: Any = ignore
-        self.usage, self.errors = Usage(), []
+        self.usage = Usage()
+        self.errors: list[str] = []
 
     def __call__(self, event: Any) -> None:
         from ..events import Error, UsageReport

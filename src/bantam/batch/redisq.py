@@ -124,7 +124,7 @@ def collect(client: Any, reply: str, missing: set[str], results: ResultsFile, pr
     last = "0"  # from the start: results that came while no batch was collecting count too
     while missing:
         for _, entries in client.xread({reply: last}, count=500, block=1000) or []:
-            for last, fields in entries:
+            for last, fields in entries:  # noqa: B007 (`last` is where the next XREAD starts)
                 try:
                     record = json.loads(fields.get("result") or "")
                 except ValueError:
@@ -219,6 +219,7 @@ class Consumer:
                                                   error=str(e)).to_json())
             return
         deliveries = self.deliveries(message_id)
+        record: dict[str, Any] | None
         if deliveries > MAX_DELIVERIES:
             record = failed(task, f"given up after {deliveries - 1} deliveries: every worker that "
                                   "took this task stopped before it finished")

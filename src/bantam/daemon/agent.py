@@ -20,7 +20,7 @@ import os
 import threading
 import time
 import traceback
-from typing import Any
+from typing import Any, Callable
 
 from .. import loop
 from ..config import Config
@@ -93,7 +93,7 @@ class Agent:
     def start(self) -> None:
         for job in self.bg.lost():
             self.deliver_system(interrupted_note(job))
-        threads = [(self.triggers.run, (self.stop, self.trigger_wake)),
+        threads: list[tuple[Callable[..., object], tuple]] = [(self.triggers.run, (self.stop, self.trigger_wake)),
                    (mail.run, (self, self.stop, self.mail_wake))]
         if self.telegram is not None:
             threads.append((self.telegram.poll_forever, (self.stop, self.deliver_user)))
@@ -250,8 +250,9 @@ class Agent:
             wrapped, text = unwrap(content)
             clipped = self.blobs.clip(text, self.settings.tool_output_limit)
             smaller = {**message, "content": system_message(clipped)["content"] if wrapped else clipped}
-            if self.conv.edit(lambda cur, i=i, m=message, new=smaller:
-                              cur[:i] + [new] + cur[i + 1:] if cur[i:i + 1] == [m] else None):
+            def swap(cur: list[dict], i: int = i, m: dict = message, new: dict = smaller) -> list[dict] | None:
+                return cur[:i] + [new] + cur[i + 1:] if cur[i:i + 1] == [m] else None
+            if self.conv.edit(swap):
                 self.log("stash", f"line {i + 1} of messages.jsonl ({len(content)} characters, over "
                                   f"half the context budget) was stashed whole; the agent sees its "
                                   f"head and tail: {clipped[clipped.find('[stash '):][:40]}")
@@ -280,7 +281,7 @@ class Agent:
             return cur[:i] + cur[i + 1:] if cur[i:i + 1] == [message] else None
         if not self.conv.edit(drop):
             return  # the file moved on meanwhile: the directive is found again at its new place
-        if found == "all":
+        if isinstance(found, str):  # "all"
             start, end = 0, len(self.conv.read())
         else:  # 1-based, inclusive, numbered as the file was with the directive still in it
             start, end = found[0] - 1 - (found[0] - 1 > i), found[1] - (found[1] > i)

@@ -12,9 +12,9 @@ emitters and other processes (the operator's tools, a test). Three rules keep th
    journal is removed. Whoever takes the lock next and finds a journal finishes the copy first, so
    a crash at any point leaves the old conversation or the new one, never a mix.
 
-Reading heals: malformed lines (handed to `on_unreadable` first, so they can be kept), orphan tool results and tool-call blocks without all their results
-are dropped, a mid-stream `system` message becomes a wrapped user message, and the file is
-rewritten (rule 3) when anything changed.
+Reading heals: malformed lines (handed to `on_unreadable` first, so they can be kept), orphan
+tool results and tool-call blocks without all their results are dropped, a mid-stream `system`
+message becomes a wrapped user message, and the file is rewritten (rule 3) when anything changed.
 """
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from ..envpolicy import redact
-from ..fsutil import atomic_write
+from ..fsutil import append, atomic_write, write_all
 
 ROLES = ("user", "assistant", "tool")
 WRAP_OPEN, WRAP_CLOSE = "<system-message>", "</system-message>"
@@ -60,18 +60,7 @@ def encode(messages: list[dict]) -> bytes:
 
 def locked_append(path: Path, data: bytes) -> None:
     """One O_APPEND write under flock: the primitive for LIFE.md and messages.jsonl alike."""
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        _write_all(fd, data)
-    finally:
-        os.close(fd)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:  # a regular file takes it in one write; the loop is for signals and huge lines
-        view = view[os.write(fd, view):]
+    append(path, data, sync=False, lock=True)
 
 
 class Conversation:
@@ -100,7 +89,7 @@ class Conversation:
         with self._locked() as fd:
             if _ends_badly(fd):  # a torn or unterminated last line would swallow ours
                 self._load(fd)
-            _write_all(fd, encode(list(messages)))
+            write_all(fd, encode(list(messages)))
             os.fsync(fd)
         self.on_change()
 
@@ -113,7 +102,7 @@ class Conversation:
             if new is None:
                 return False
             if len(new) >= len(old) and new[:len(old)] == old:
-                _write_all(fd, encode(new[len(old):]))
+                write_all(fd, encode(new[len(old):]))
                 os.fsync(fd)
             else:
                 self._rewrite(new)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..clip import clip_middle
 from . import templates
 from .bus import system_message
 from .layout import AgentDir, life_tail, stamp
@@ -40,13 +41,9 @@ def harness(agent: AgentDir, s: Settings, chat: bool) -> str:
 
 
 def memory(agent: AgentDir, limit: int) -> str:
-    text = _read(agent / "MEMORY.md").strip()
-    if len(text) <= limit:
-        return text
-    half = limit // 2
-    return (f"{text[:half]}\n[... {len(text) - 2 * half} characters elided: {agent.rel()}/MEMORY.md is "
-            f"over memory_limit ({limit}). Move detail into {agent.rel()}/memory/<name>.md files and "
-            f"keep one short pointer line per memory here ...]\n{text[-half:]}")
+    return clip_middle(_read(agent / "MEMORY.md").strip(), limit, (
+        f"{agent.rel()}/MEMORY.md is over memory_limit ({limit}). Move detail into "
+        f"{agent.rel()}/memory/<name>.md files and keep one short pointer line per memory here"))[0]
 
 
 def life_message(agent: AgentDir, lines: int) -> dict:

@@ -18,9 +18,10 @@ def load_provider(agent: AgentDir, s: Settings, cfg: Config) -> Provider:
     if not s.provider or not path.is_file():
         return make_provider(cfg)
     spec = importlib.util.spec_from_file_location(f"bantam_agent_providers.{s.provider}", path)
+    assert spec is not None and spec.loader is not None  # a .py file always has both
     module = importlib.util.module_from_spec(spec)
     try:
-        spec.loader.exec_module(module)  # type: ignore[union-attr]
+        spec.loader.exec_module(module)
         return module.make_provider(cfg)
     except Exception as e:  # the agent's own file: say which and why, in one line
         raise ConfigError(f"{path}: cannot make a provider: {type(e).__name__}: {e}") from None

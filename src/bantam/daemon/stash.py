@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 from typing import Callable
 
+from ..clip import clip_middle
 from ..envpolicy import redact
 from ..fsutil import atomic_write
 from .bus import Conversation, system_message, unwrap
@@ -119,6 +120,4 @@ def render(messages: list[dict], limit: int) -> str:
         calls = [c.get("function", {}).get("name", "") for c in m.get("tool_calls") or []]
         lines.append(f"{m.get('role')}: {content}" + (f" [calls: {', '.join(calls)}]" if calls else ""))
     text = "\n".join(lines)
-    if len(text) > limit:
-        text = f"{text[:limit // 2]}\n[... {len(text) - limit} characters elided ...]\n{text[-limit // 2:]}"
-    return text
+    return clip_middle(text, limit)[0]

@@ -20,7 +20,7 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..config import Config
 from ..errors import APIError, ProviderError
@@ -29,6 +29,9 @@ from ..fsutil import atomic_write
 from ..providers.http import BODY_CAP, load_httpx, make_client, read_capped, redact
 from ..providers.retry import with_retries
 from .settings import Settings
+
+if TYPE_CHECKING:
+    from .layout import AgentDir
 
 # SEND_ATTACHMENT: Bot API method and field by file extension; anything else is a document
 MEDIA = {**dict.fromkeys(("jpg", "jpeg", "png", "webp"), ("sendPhoto", "photo")),
@@ -42,7 +45,7 @@ SEND_TIMEOUT = 30.0            # seconds for one send: a stalled server must not
 
 
 class Telegram:
-    def __init__(self, s: Settings, cfg: Config, agent_dir: Path, log: Callable[[str, str], None]):
+    def __init__(self, s: Settings, cfg: Config, agent_dir: Path | AgentDir, log: Callable[[str, str], None]):
         self.token = s.telegram_token
         self.chat_id, self.thread_id = s.telegram_chat_id, s.telegram_thread_id
         self.api = f"{s.telegram_api_base.rstrip('/')}/bot{self.token}"
@@ -156,7 +159,7 @@ class Telegram:
              timeout: float | None = None) -> Any:
         """One Bot API call; ProviderError (retryable for network trouble, 429, 5xx) on failure."""
         httpx = load_httpx()
-        body = {"files": files, "data": params} if files else {"json": params}
+        body: dict[str, Any] = {"files": files, "data": params} if files else {"json": params}
         try:
             with self.client.stream("POST", f"{self.api}/{method}", timeout=timeout, **body) as r:
                 raw = read_capped(r, BODY_CAP, "telegram")

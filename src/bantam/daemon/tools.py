@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any, Callable
 from .. import mcp
 from ..approval import check_command, check_write
 from ..errors import ToolError
-from ..fsutil import atomic_write
-from ..tools import ToolContext, Toolbox
-from ..tools.files import write_file
+from ..tools import ToolContext, Toolbox, files
+from ..tools.files import READ_LINES, numbered_lines, read_bytes, write_file
+from ..tools.media import sniff_image
 from ..tools.shell import run_shell
 from . import web
 from .bg import note_pid
@@ -30,12 +30,9 @@ if TYPE_CHECKING:
     from .agent import Agent
 
 ToolFn = Callable[[dict, "Agent"], Any]
-READ_LIMIT = 50 * 1024 * 1024       # bytes READ_FILE reads at most
 IMAGE_LIMIT = 10 * 1024 * 1024      # bytes of an image shown to the model (it stays in messages.jsonl)
-READ_LINES = 2000                   # lines READ_FILE shows by default
 SHELL_CAPTURE = 2_000_000           # characters of BASH output kept (then clipped and stashed)
 RAW_ARGUMENTS = {"WRITE_FILE": ("content",), "EDIT_FILE": ("old_string", "new_string")}
-IMAGES = {b"\x89PNG\r\n\x1a\n": "image/png", b"\xff\xd8\xff": "image/jpeg", b"GIF8": "image/gif"}
 
 
 def resolve(agent: "Agent", path: str) -> Path:
@@ -44,34 +41,12 @@ def resolve(agent: "Agent", path: str) -> Path:
     return agent.dir.home / Path(path).expanduser()  # an absolute path stays absolute
 
 
-def image_type(data: bytes) -> str | None:
-    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
-        return "image/webp"
-    return next((mime for magic, mime in IMAGES.items() if data.startswith(magic)), None)
-
-
 def read_file(args: dict, agent: "Agent") -> str:
-    path = resolve(agent, args["path"])
-    try:
-        with open(path, "rb") as f:
-            data = f.read(READ_LIMIT)
-    except OSError as e:
-        raise ToolError(f"cannot read {args['path']}: {e.strerror or e}") from e
-    mime = image_type(data)
+    data = read_bytes(resolve(agent, args["path"]), args["path"])
+    mime = sniff_image(data)
     if mime:
         return _image(args["path"], mime, data, agent)
-    if b"\0" in data[:8192]:
-        raise ToolError(f"{args['path']} is a binary file ({len(data)} bytes); use BASH to inspect it")
-    lines = data.decode("utf-8", "replace").splitlines()
-    start = max(1, int(args.get("offset") or 1))
-    count = max(1, int(args.get("limit") or READ_LINES))
-    shown = lines[start - 1:start - 1 + count]
-    text = "\n".join(f"{n:6}\t{line}" for n, line in enumerate(shown, start))
-    end = start + len(shown) - 1
-    if start > 1 or end < len(lines):
-        text += f"\n[lines {start}-{end} of {len(lines)}" + \
-            (f"; more with offset={end + 1}]" if end < len(lines) else "]")
-    return text or "(empty file)"
+    return numbered_lines(data, args["path"], args.get("offset"), args.get("limit"))
 
 
 def _image(name: str, mime: str, data: bytes, agent: "Agent") -> str:
@@ -94,20 +69,8 @@ def write(args: dict, agent: "Agent") -> str:
 
 
 def edit_file(args: dict, agent: "Agent") -> str:
-    path = resolve(agent, args["path"])
-    old, new = args["old_string"], args["new_string"]
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise ToolError(f"cannot read {args['path']}: {getattr(e, 'strerror', None) or e}") from e
-    count = text.count(old) if old else 0
-    if count == 0:
-        raise ToolError(f"old_string was not found in {args['path']}" if old else "old_string is empty")
-    if count > 1 and not args.get("replace_all"):
-        raise ToolError(f"old_string occurs {count} times in {args['path']}: add context to make it "
-                        "unique, or set replace_all")
-    atomic_write(path, text.replace(old, new).encode("utf-8"))
-    return f"replaced {count if args.get('replace_all') else 1} occurrence(s) in {args['path']}"
+    return files.edit_file(resolve(agent, args["path"]), args["path"], args["old_string"], args["new_string"],
+                           bool(args.get("replace_all")))
 
 
 def bash(args: dict, agent: "Agent") -> str:
@@ -222,8 +185,9 @@ def load_tool_files(folder: Path, log: Callable[[str, str], None]) -> list[tuple
     for path in sorted(folder.glob("*.py")):
         try:
             spec = importlib.util.spec_from_file_location(f"bantam_agent_tools.{path.stem}", path)
+            assert spec is not None and spec.loader is not None  # a .py file always has both
             module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)  # type: ignore[union-attr]
+            spec.loader.exec_module(module)
             found = list(getattr(module, "TOOLS", []))
             if not all(isinstance(t, tuple) and len(t) == 4 and callable(t[1]) for t in found):
                 raise TypeError("TOOLS must hold (NAME, fn, description, parameters) tuples")

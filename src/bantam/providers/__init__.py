@@ -62,9 +62,9 @@ def context_window(provider: Provider, cfg: Config) -> int:
     from .. import cache
     url = getattr(provider, "url", None)  # the local provider knows its own window at once
     known = cache.remembered_window(url, provider.model) if url else None
-    if known:
+    if known and url:
         if hasattr(provider, "prices"):
-            provider.prices = cache.remembered_prices(url, provider.model)  # type: ignore[attr-defined]
+            provider.prices = cache.remembered_prices(url, provider.model)
         return known[0] or cfg.context_window or FALLBACK_CONTEXT_WINDOW
     found = provider.context_window()
     if url:  # 0: the server said nothing (or did not answer); not asked again for a while

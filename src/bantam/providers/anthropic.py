@@ -142,7 +142,7 @@ class TurnBuilder:
         block = self.blocks.get(index)
         if block is None:
             raise ProviderError(f"server sent a delta for content block {index!r} before it started")
-        kind = delta.get("type")
+        kind = str(delta.get("type"))
         field = {"text_delta": "text", "thinking_delta": "thinking", "signature_delta": "signature"}.get(kind)
         if field and isinstance(delta.get(field), str):
             block[field] = block.get(field, "") + delta[field]

@@ -41,7 +41,7 @@ class HTTPProvider:
         self.cfg = cfg
         self.model = cfg.model
         self.base_url, self.url = base_url, url
-        self._client = None
+        self._client: httpx.Client | None = None
         self._client_lock = threading.Lock()
         self.output_tokens: int | None = None  # set by the loop to ask again for a cut answer
         self.learned_window: int | None = None  # the context window stated in a refusal

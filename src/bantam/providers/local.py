@@ -12,7 +12,6 @@ from __future__ import annotations
 import atexit
 import importlib.util
 import json
-import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -216,7 +215,7 @@ def check_gguf(path: Path) -> None:
 
 def to_chat(messages: list[dict]) -> list[dict]:
     """OpenAI-shape history as plain role/content turns any chat template can print."""
-    chat = []
+    chat: list[dict[str, Any]] = []
     for m in messages:
         role, content = m.get("role"), m.get("content")
         if isinstance(content, list):  # content parts: only the text is for this model
@@ -280,7 +279,7 @@ def _json(text: str) -> Any:
 
 def _common_prefix(a: list[int], b: list[int]) -> int:
     n = 0
-    for x, y in zip(a, b):
+    for x, y in zip(a, b, strict=False):  # the shorter one ends the prefix
         if x != y:
             break
         n += 1

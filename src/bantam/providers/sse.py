@@ -19,7 +19,8 @@ def iter_sse(lines: Iterable[str], idle: float | None = None) -> Iterator[tuple[
 
     `idle`: seconds the server may send nothing but keep-alives before the stream counts as stalled
     (silence itself is caught by the HTTP client's read timeout)."""
-    event, data = "", []
+    event = ""
+    data: list[str] = []
     last_data = time.monotonic()
     size = 0
     for line in lines:

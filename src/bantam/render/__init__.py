@@ -3,10 +3,18 @@ from __future__ import annotations
 
 import os
 from dataclasses import fields, replace
-from typing import IO, Callable
+from typing import IO, Callable, Protocol
 
 from ..config import Config
 from ..events import Event, OnEvent, Usage
+
+
+class Renderer(Protocol):
+    """An on_event that a front end can also reset after an interrupt (half-drawn state gone)."""
+
+    def __call__(self, event: Event) -> None: ...
+
+    def reset(self) -> None: ...
 
 
 def usage_line(model: str, usage: Usage, window: int, cost: float | None = None,
@@ -17,12 +25,14 @@ def usage_line(model: str, usage: Usage, window: int, cost: float | None = None,
     prompt = f"{about}{usage.prompt_tokens} prompt"
     if usage.cached_tokens is not None:
         prompt += f" ({usage.cached_tokens} cached, {usage.prompt_tokens - usage.cached_tokens} uncached)"
-    share = 100 * usage.context_tokens / window if window else 0.0
     spent = ""
     if cost is not None:
         spent = f" | cost: {about}${cost:.4f}"
         if session_cost is not None and session_cost > cost:
             spent += f" (session {about}${session_cost:.4f})"
+    if not window:  # not known to this front end (a controlled run)
+        return f"[{model}: {prompt} + {about}{usage.completion_tokens} completion{spent}]"
+    share = 100 * usage.context_tokens / window
     return (f"[{model}: {prompt} + {about}{usage.completion_tokens} completion | "
             f"context: {about}{usage.context_tokens}/{window} ({share:.1f}%){spent}]")
 
@@ -36,7 +46,7 @@ def use_color(cfg: Config, stream: IO[str]) -> bool:
 
 
 def make_renderer(cfg: Config, json_lines: bool, out: IO[str], err: IO[str],
-                  context_window: Callable[[], int]) -> OnEvent:
+                  context_window: Callable[[], int]) -> Renderer:
     if json_lines:
         from .jsonl import JsonRenderer
         return redacting(JsonRenderer(out, err, context_window))

@@ -35,6 +35,9 @@ class JsonRenderer:
         self.out.write(json.dumps(obj, ensure_ascii=False) + "\n")
         self.out.flush()
 
+    def reset(self) -> None:
+        """Nothing is half-drawn: every line is written whole."""
+
     def _usage(self, usage: Usage) -> dict[str, Any]:
         cost = getattr(self.context_window, "cost", lambda usage: None)(usage)
         return {**asdict(usage), "context_window": self.context_window(),

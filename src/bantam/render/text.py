@@ -61,7 +61,8 @@ class TextRenderer:
         if isinstance(event, Retry):
             self._discard_answer()
         self._end_answer()
-        who = f"{event.agent} " if getattr(event, "agent", "") else ""  # which sub-agent
+        agent = getattr(event, "agent", "")  # which sub-agent
+        who = f"{agent} " if agent else ""
         if isinstance(event, ToolCall):
             args = event.arguments if len(event.arguments) <= CALL_CHARS else event.arguments[:CALL_CHARS] + "…"
             self._line(f"[{who}tool call: {event.name}({args})]", YELLOW)

@@ -1,13 +1,14 @@
 """`bantam run`, `bantam status`, `bantam resume`: parse the arguments and hand off to runtime.py.
 
     bantam run GOAL [--config FILE] [--workspace DIR] [--require-read FILE]... [--scripted FILE]
-                    [--runs-dir DIR] [--goal-file FILE]
+                    [--runs-dir DIR] [--goal-file FILE] [--json]
     bantam status RUN [--json] [--runs-dir DIR]
-    bantam resume RUN [--config FILE] [--retry-blocked] [--scripted FILE] [--runs-dir DIR]
+    bantam resume RUN [--config FILE] [--retry-blocked] [--scripted FILE] [--runs-dir DIR] [--json]
 
 Exit codes: 0 completed, 1 blocked or failed (a budget, a gate, the model), 2 bad usage or
 configuration, 130 interrupted (the run is paused and resumable). The final answer goes to stdout;
-progress, gates and the outcome line go to stderr.
+progress, gates and the outcome line go to stderr. With --json stdout carries the loop's events as
+JSON Lines (tool calls and results included), ending with `done` when the run completed.
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import sys
 
 from ..cli import common_options, flags
 from ..errors import ConfigError
-from ..events import Error, Notice
+from ..events import Done, Error, Notice, OnEvent, Usage
 
 
 def run_main(argv: list[str]) -> int:
@@ -29,14 +30,19 @@ def run_main(argv: list[str]) -> int:
     p.add_argument("--workspace", metavar="DIR", help="copied into the run's workspace (default: empty)")
     p.add_argument("--require-read", metavar="FILE", action="append", default=[],
                    help="a workspace file the run must read in full before it may complete (repeatable)")
+    p.add_argument("--output", metavar="FILE", help="generate FILE: read the goal, write FILE (the only "
+                   "file the run may write), answer; the file's path is printed at the end")
     _shared(p)
     args = p.parse_args(argv)
     goal = _goal(args.goal, args.goal_file)
     from . import runtime
-    options = runtime.Options(args.config, args.workspace, args.require_read, args.scripted, args.runs_dir)
+    options = runtime.Options(args.config, args.workspace, args.require_read, args.scripted, args.runs_dir,
+                              output=args.output)
     render = renderer(args)
     store, state = runtime.start(flags(args), goal, options, render)
-    return report(store, state, render)
+    if args.output and state.status == "completed":
+        render(Notice(message=f"output: {(store.workspace / state.config.tools.write_paths[0]).resolve()}"))
+    return report(store, state, render, args.json)
 
 
 def resume_main(argv: list[str]) -> int:
@@ -51,7 +57,7 @@ def resume_main(argv: list[str]) -> int:
     options = runtime.Options(args.config, None, [], args.scripted, args.runs_dir, args.retry_blocked)
     render = renderer(args)
     store, state = runtime.resume(flags(args), args.run, options, render)
-    return report(store, state, render)
+    return report(store, state, render, args.json)
 
 
 def status_main(argv: list[str]) -> int:
@@ -74,6 +80,7 @@ def _shared(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scripted", metavar="FILE",
                    help="replay model answers from FILE (a JSON list of strings) instead of asking a model")
     p.add_argument("--runs-dir", default="runs", metavar="DIR", help="where runs live (default: ./runs)")
+    p.add_argument("--json", action="store_true", help="JSON Lines events on stdout (tool calls and results)")
     common_options(p)
 
 
@@ -89,20 +96,29 @@ def _goal(goal: str | None, goal_file: str | None) -> str:
     return goal
 
 
-def renderer(args: argparse.Namespace):
-    """Progress on stderr, in the terminal's palette when stderr is a terminal."""
+def renderer(args: argparse.Namespace) -> OnEvent:
+    """Progress on stderr, in the terminal's palette when stderr is a terminal; or JSON Lines.
+    Either way every secret value bantam knows is shown as ***."""
+    from ..render import redacting
+    if args.json:
+        from ..render.jsonl import JsonRenderer
+        return redacting(JsonRenderer(sys.stdout, sys.stderr, lambda: 0))
     from ..config import Config
-    from ..render import redacting, use_color
+    from ..render import use_color
     from ..render.text import TextRenderer
     color = use_color(Config(color="auto"), sys.stderr)
     return redacting(TextRenderer(sys.stdout, sys.stderr, color, lambda: 0))
 
 
-def report(store, state, render) -> int:
+def report(store, state, render: OnEvent, json_lines: bool = False) -> int:
     """The final answer on stdout, the outcome on stderr; the exit code."""
     from .status import outcome_line
     if state.status == "completed":
-        print(state.final)
+        if json_lines:
+            c = state.counters
+            render(Done(text=state.final, usage=Usage(c.prompt_tokens, c.completion_tokens)))
+        else:
+            print(state.final)
         render(Notice(message=outcome_line(store, state)))
         return 0
     render(Error(message=outcome_line(store, state)))

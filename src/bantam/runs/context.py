@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..clip import clip_middle
 from .gates import GateContext, allowed_tools, unmet
 from .planning import describe_call
 from .settings import RunConfig
@@ -41,17 +42,14 @@ def estimate(chars: int) -> int:
 
 
 def excerpt(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    half = limit // 2
-    return f"{text[:half]}\n[... {len(text) - 2 * half} characters not shown ...]\n{text[-half:]}"
+    return clip_middle(text, limit)[0]
 
 
 def build(state: RunState, config: RunConfig, ws: Workspace, run_path: Path) -> Request:
     """The request for whatever the state needs next."""
     index = state.current()
     purpose, kinds = what_is_due(state, config, ws)
-    path = state.plan[index].arguments.get("path", "") if purpose == "write" else ""
+    path = state.plan[index].arguments.get("path", "") if purpose == "write" and index is not None else ""
     planning = purpose in ("plan", "repair")
     tools = allowed_tools(config, planning) if planning or "tool" in kinds else []
     user = "\n\n".join(part for part in (
@@ -155,8 +153,16 @@ def file_part(ws: Workspace, path: str, state: RunState, run_path: Path, config:
     parts = []
     target = ws.root / path
     current = target.read_text("utf-8", "replace") if target.is_file() and not target.is_symlink() else None
-    if current is not None:
+    edit = config.runtime.repair_edit if config.runtime.file_output_format == "fenced" else "file"
+    if current is not None and edit == "lines":
+        numbered = "\n".join(f"{n:4} {line}" for n, line in enumerate(current.splitlines(), 1))
+        parts.append(f"Current content of {path} (numbered lines):\n{excerpt(numbered, FILE_EXCERPT)}")
+    elif current is not None:
         parts.append(f"Current content of {path}:\n{excerpt(current, FILE_EXCERPT)}")
+    if current is not None and edit != "file":
+        form = "lines A-B` (replace lines A to B" if edit == "lines" else "function NAME` (replace that whole function"
+        parts.append(f"To change only part of {path}, write a line `{form}) before the code fence and put "
+                     "only the new part in the fence.")
     best = state.best
     if config.runtime.keep_best and best and path in best.files and best.passed < best.total:
         text = (run_path / best.files[path]).read_text("utf-8", "replace")
@@ -194,10 +200,12 @@ def instruction(purpose: str, state: RunState, index: int | None, config: RunCon
     if purpose == "write":
         if config.runtime.file_output_format == "json":
             return f'Write the complete content of {path}. Reply with {{"content": "THE WHOLE FILE"}}.'
+        assert step is not None and index is not None  # a write is always a plan step
         return (f"Step {index + 1}: {step.description}. Reply with the complete content of {path} in one "
                 "code fence (a line ``` before it and a line ``` after it) and nothing else; no JSON, no "
                 "escaping. If the file itself contains ``` lines, use ```` for the outer fence.")
     if purpose == "act":
+        assert step is not None and index is not None  # so is an act
         call = json.dumps({"tool": step.tool, "arguments": step.arguments})
         return f"Do step {index + 1}: {step.description}. Reply with the tool call, for example {call}."
     answer = ('Reply with {"final": "YOUR ANSWER"}: the answer to the goal, based on the results above.')

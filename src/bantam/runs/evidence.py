@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from . import context
 from .context import excerpt
+from .gates import normal
 from .state import Best, Observation
 
 if TYPE_CHECKING:
@@ -20,7 +21,7 @@ INPUTS_KEPT = 4  # required inputs whose excerpts stay in the state
 
 def record_evidence(run: Run, obs: Observation) -> None:
     st, tools = run.state, run.config.tools
-    path, facts = obs.arguments.get("path"), obs.facts
+    path, facts = normal(obs.arguments.get("path", "")), obs.facts  # ./a.txt is a.txt
     if obs.tool == "read_file" and obs.ok and facts.get("full_read"):
         st.reads[path] = facts["sha256"]
         if path in st.require_read[:INPUTS_KEPT]:

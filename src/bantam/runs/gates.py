@@ -14,24 +14,14 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any, Protocol
 
+from ..errors import Blocked as Blocked  # re-exported: the gates raise these
+from ..errors import Rejected as Rejected
 from .planning import matching_step
 from .settings import RunConfig
 from .state import Call, RunState
 from .tools import TOOLS, Refused, Workspace
 
 READ_TOOLS = ("read_file", "list_files")
-
-
-class Rejected(Exception):
-    def __init__(self, gate: str, reason: str):
-        super().__init__(f"{gate}: {reason}")
-        self.gate, self.reason = gate, reason
-
-
-class Blocked(Exception):
-    def __init__(self, gate: str, reason: str):
-        super().__init__(f"{gate}: {reason}")
-        self.gate, self.reason = gate, reason
 
 
 @dataclass
@@ -64,8 +54,9 @@ class AllowedTool:
 
     def check(self, call: Call, ctx: GateContext) -> None:
         allowed = allowed_tools(ctx.config, ctx.planning)
-        if call.tool == "write_file" and matching_step(ctx.state, call.tool, call.arguments) is not None:
-            return  # the write of a planned write step, with the content the model gave for it
+        due = ctx.state.current()
+        if call.tool == "write_file" and due is not None and matching_step(ctx.state, call.tool, call.arguments) == due:
+            return  # the write of the write step that is due, with the content the model gave for it
         if call.tool not in allowed:
             writes = call.tool == "write_file" and ctx.config.tools.write_paths
             extra = (" (files are written only as plan steps: the plan names the path, you give the "

@@ -1,32 +1,49 @@
-"""The controlled loop: state transitions and nothing else.
+"""A controlled run on bantam's one loop: the run's policy as a guard, its model as a provider.
 
-    turn:  budgets -> (a fully specified step: run it) | (prompt -> model -> parser -> gates -> tool)
-           -> observation -> state -> plan.md
+    loop.run(RunProvider(run), [], toolbox, limits, on_event, guards=[RunGuard(run)])
+
+    RunProvider  one step of the run per request: a fully specified plan step (no model call), or
+                 prompt -> model -> parser, the proposal turned into one tool call: a workspace
+                 tool, `plan` (a new plan), `final` (the answer), or `unusable_answer`. Once the
+                 run is completed it answers with the final text, and the loop ends.
+    RunGuard     before a request: the turn budgets; before a call: the gates, the tool budget and
+                 the intent on disk; after a call: the observation (fsynced) and its effects.
 
 Every transition is saved before the next one starts: the token reservation before a request,
-the answer before it is parsed, the intent before a tool runs, the observation (fsynced) before
-the state moves on. That ordering is what makes resume safe; see state.py. The loop prints
-nothing: it reports through `emit` (events.jsonl, and a Notice for the front end).
+the answer before it is parsed, the intent before a tool runs, the observation before the state
+moves on. That ordering is what makes resume safe; see state.py. A run stops by raising
+(Blocked, ProviderError, KeyboardInterrupt) out of the loop; `drive` records why. The run prints
+nothing: the loop's events (tool calls and results) and its own notices go to `on_event`.
 """
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from .. import loop as core
+from ..config import Config
 from ..errors import ProviderError
-from ..events import Notice, OnEvent
-from . import context
+from ..events import Notice, OnEvent, Usage
+from ..providers import Reply as CoreReply
+from ..tools import Outcome, ToolContext, Toolbox
+from . import context, patch
 from .context import Request
 from .evidence import evidence_note, record_evidence
-from .gates import Blocked, Budgets, CallGate, GateContext, Rejected, call_key, check_final
-from .model import Reply, RunModel
+from .gates import Blocked, Budgets, CallGate, GateContext, Rejected, call_key, check_final, unmet
+from .model import RunModel
 from .parser import Answer, ParseError, parse_file, parse_json
 from .planning import describe_call, direct, matching_step, plan_md, replace_plan, rewrite_plan
-from .schema import Action, Final, Plan, SchemaError, validate
+from .schema import Action, FileContent, Final, Plan, SchemaError, validate
+from .settings import RunConfig
 from .state import Call, Inference, Observation, PendingAnswer, PlanStep, RunState
 from .store import RunDir
-from .tools import TOOLS, Refused, ToolResult, Workspace
+from .tools import TOOLS, Refused, Workspace, as_core_tools, invoke
+
+# The run counts its own iterations, tool calls and retries; the core loop's limits stay out of the way.
+LIMITS = core.Limits(max_iterations=10**9, tool_budget=10**9, retry_delays=())
+UNUSABLE = "unusable_answer"  # the call an answer that could not be parsed becomes
 
 
 @dataclass
@@ -41,9 +58,12 @@ class Run:
     on_event: OnEvent
     budgets: Budgets = field(default_factory=Budgets)
     clock: Callable[[], float] = time.time
+    proposal: str = "call"          # what the current tool call is: call, plan, final, unusable
+    via: str = "model"              # who proposed it: the model, or the plan (execute_plan)
+    recovered: str | None = None    # the fallback parser that read the answer, if one did
 
     @property
-    def config(self):
+    def config(self) -> RunConfig:
         return self.state.config
 
     def ctx(self, planning: bool = False) -> GateContext:
@@ -64,16 +84,28 @@ def drive(run: Run, retried_gate: str = "") -> RunState:
         recover(run, rerun=bool(retried_gate))
         if retried_gate == "max_replans" and run.state.status == "running":
             repair(run)
-        while run.state.status == "running":
-            turn(run)
+        if run.state.status == "running":
+            core.run(RunProvider(run), [], toolbox(run), LIMITS, run.on_event, guards=[RunGuard(run)])
     except Blocked as b:
         stop(run, "blocked", b.gate, b.reason)
     except ProviderError as e:
-        stop(run, "failed", "model", str(e))
+        stop(run, "failed", "model", str(e) + last_failure(run.state))
     except KeyboardInterrupt:
-        stop(run, "paused", "interrupted", "interrupted; resume continues from here")
+        stop(run, "paused", "interrupted", "resume continues from here")
         raise
     return run.state
+
+
+def last_failure(st: RunState) -> str:
+    """The run's unfixed failure, named beside a model failure that may only be its consequence
+    (scripted answers used up while a check kept failing for its own reason)."""
+    failure = st.last_failure
+    if failure is None:
+        return ""
+    lines = [line.strip() for line in failure.output.splitlines() if line.strip()]
+    code = f" (exit {failure.exit_code})" if failure.exit_code is not None else ""
+    return (f"; the last failure before it: {describe_call(failure.tool, failure.arguments)}{code}"
+            + (f": {lines[-1][:200]}" if lines else ""))
 
 
 def stop(run: Run, status: str, gate: str, reason: str) -> None:
@@ -83,30 +115,85 @@ def stop(run: Run, status: str, gate: str, reason: str) -> None:
     run.commit()
 
 
-def turn(run: Run) -> None:
-    st = run.state
-    run.budgets.before_turn(st, run.config, run.clock())
-    st.counters.iterations += 1
-    index = st.current()
-    if st.phase == "act" and index is not None and direct(st.plan[index], run.config):
-        step = st.plan[index]
-        return execute(run, Call(tool=step.tool, arguments=dict(step.arguments)), "plan")
-    request = context.build(st, run.config, run.workspace, run.store.path)
-    handle(run, infer(run, request))
+def toolbox(run: Run) -> Toolbox:
+    """The workspace tools, and the two that move the run itself: plan and final."""
+    tools: dict[str, Any] = {**as_core_tools(run.workspace), "plan": PlanTool(run), "final": FinalTool(run)}
+    return Toolbox(tools, ToolContext(Config()))
 
 
-# --- the model ------------------------------------------------------------------------------------
+# --- the model: one request of the loop is one step of the run ----------------------------------------
 
-def infer(run: Run, request: Request) -> PendingAnswer:
+class RunProvider:
+    """The run's model behind the core Provider protocol: text proposals become tool calls."""
+
+    def __init__(self, run: Run):
+        self.run = run
+        self.model = run.model.label
+
+    def complete(self, messages: list[dict], tools: list[dict], on_event: OnEvent) -> CoreReply:
+        run, st = self.run, self.run.state
+        if st.status != "running":  # completed: the answer ends the loop
+            return CoreReply({"role": "assistant", "content": st.final})
+        if st.pending_answer is not None:  # saved before an interruption: no new request
+            run.emit("answer_reused", "an answer saved before the interruption is used (no new request)")
+            return self.proposal(st.pending_answer, None)
+        index = st.current()
+        if st.phase == "act" and index is not None and direct(st.plan[index], run.config):
+            step = st.plan[index]
+            return self.call("plan", "call", step.tool, dict(step.arguments))
+        request = context.build(st, run.config, run.workspace, run.store.path)
+        try:
+            answer, usage = infer(run, request)
+        except ProviderError as e:  # failed for good; plain, so the loop does not try to repair it
+            raise ProviderError(str(e), retryable=False) from e
+        return self.proposal(answer, usage)
+
+    def proposal(self, answer: PendingAnswer, usage: Usage | None) -> CoreReply:
+        """Parser, then the proposal as one tool call (the gates see it in RunGuard). The state is
+        not touched here: the answer stays pending until RunGuard acts on it, so an interrupt in
+        between (Ctrl+C, the browser's Stop at the tool call event) leaves it for resume."""
+        self.run.recovered = None
+        try:
+            proposal, self.run.recovered = read_answer(answer, self.run.config.runtime.file_output_format)
+            if isinstance(proposal, str) and answer.purpose == "write":
+                proposal = partial_repair(self.run, answer, proposal)
+        except (ParseError, SchemaError) as e:
+            gate = "schema" if isinstance(e, SchemaError) else "parser"
+            return self.call("model", "unusable", UNUSABLE, {"gate": gate, "problem": str(e)}, usage)
+        if isinstance(proposal, Plan):
+            return self.call("model", "plan", "plan", {"steps": [s.model_dump() for s in proposal.plan]}, usage)
+        if isinstance(proposal, Final):
+            return self.call("model", "final", "final", {"answer": proposal.final}, usage)
+        if isinstance(proposal, Action):
+            return self.call("model", "call", proposal.tool, proposal.arguments, usage)
+        return self.call("model", "call", "write_file", {"path": answer.path, "content": proposal}, usage)
+
+    def call(self, via: str, kind: str, name: str, arguments: dict, usage: Usage | None = None) -> CoreReply:
+        self.run.via, self.run.proposal = via, kind
+        call_id = f"call-{self.run.state.counters.iterations}"
+        return CoreReply({"role": "assistant", "content": None, "tool_calls": [
+            {"id": call_id, "type": "function",
+             "function": {"name": name, "arguments": json.dumps(arguments, ensure_ascii=False)}}]}, usage)
+
+    def list_models(self) -> list[str]:
+        return [self.model]
+
+    def context_window(self) -> int | None:
+        return self.run.model.window()
+
+
+def infer(run: Run, request: Request) -> tuple[PendingAnswer, Usage]:
     """Reserve the tokens, ask, save the answer. A process killed in between keeps the reservation."""
     reserve(run, request)
     try:
         reply = run.model.answer(request, run.on_event)
     except ProviderError:  # the request failed for good: what it reserved stays counted
-        run.state.counters.lost_reservations += run.state.inference.reserved
+        inference = run.state.inference
+        run.state.counters.lost_reservations += inference.reserved if inference else 0
         run.state.inference = None
         raise
-    return record(run, request, reply)
+    answer = record(run, request, reply)
+    return answer, Usage(prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens)
 
 
 def reserve(run: Run, request: Request) -> None:
@@ -123,10 +210,11 @@ def reserve(run: Run, request: Request) -> None:
              reserved=prompt + output)
 
 
-def record(run: Run, request: Request, reply: Reply) -> PendingAnswer:
+def record(run: Run, request: Request, reply: Any) -> PendingAnswer:
     """The measured use replaces the reservation; the answer is saved before it is parsed."""
     st, c = run.state, run.state.counters
-    c.tokens_used += reply.prompt_tokens + reply.completion_tokens - st.inference.reserved
+    reserved = st.inference.reserved if st.inference else 0
+    c.tokens_used += reply.prompt_tokens + reply.completion_tokens - reserved
     c.prompt_tokens += reply.prompt_tokens
     c.completion_tokens += reply.completion_tokens
     st.inference = None
@@ -140,27 +228,20 @@ def record(run: Run, request: Request, reply: Reply) -> PendingAnswer:
     return st.pending_answer
 
 
-def handle(run: Run, answer: PendingAnswer) -> None:
-    """Parser, then gates, then the tool (or the plan, or completion)."""
-    st = run.state
-    st.pending_answer = None  # from here on the answer's effects are in the state
-    st.hint = ""
+def partial_repair(run: Run, answer: PendingAnswer, content: str) -> str:
+    """With repair_edit, an answer that names lines or a function replaces only that part of the
+    current file; the whole new file is what gets written."""
+    runtime = run.config.runtime
+    if runtime.repair_edit == "file" or runtime.file_output_format != "fenced":
+        return content
+    target = patch.header(answer.text)
+    if target is None:
+        return content
     try:
-        proposal, recovered = read_answer(answer, run.config.runtime.file_output_format)
-    except (ParseError, SchemaError) as e:
-        return unusable(run, "schema" if isinstance(e, SchemaError) else "parser", str(e))
-    st.counters.parse_retries = 0
-    if recovered:
-        st.counters.parser_recoveries += 1
-        form = {"json_fence": "a JSON code fence", "plan_call": "a tool call named plan"}[recovered]
-        run.emit("parse_recovered", f"parser: read the answer from {form}", form=recovered)
-    if isinstance(proposal, Plan):
-        return accept_plan(run, [PlanStep(**s.model_dump()) for s in proposal.plan])
-    if isinstance(proposal, Final):
-        return finish(run, proposal.final)
-    if isinstance(proposal, Action):
-        return execute(run, Call(tool=proposal.tool, arguments=proposal.arguments), "model")
-    execute(run, Call(tool="write_file", arguments={"path": answer.path, "content": proposal}), "model")
+        current = run.workspace.regular_file(answer.path).read_text("utf-8")
+    except (Refused, OSError, UnicodeDecodeError):
+        raise ParseError(f"{answer.path} does not exist yet: give its whole content in one fence") from None
+    return patch.apply(current, target, content, answer.path)
 
 
 def read_answer(answer: PendingAnswer, file_format: str) -> tuple[Any, str | None]:
@@ -178,26 +259,74 @@ def read_answer(answer: PendingAnswer, file_format: str) -> tuple[Any, str | Non
         if proposal.tool != "write_file" or args.get("path") != answer.path or not isinstance(args.get("content"), str):
             raise SchemaError(f'expected {{"content": ...}} with the whole of {answer.path}')
         return args["content"], parsed.recovered_by
+    assert isinstance(proposal, FileContent)
     return proposal.content, parsed.recovered_by
 
 
-def unusable(run: Run, gate: str, problem: str) -> None:
-    c = run.state.counters
-    c.parse_failures += 1
-    c.parse_retries += 1
-    c.consecutive_failures += 1
-    run.state.hint = problem
-    run.emit("parse_error", f"{gate}: {problem}", gate=gate)
-    run.commit()
+# --- the policy: gates, budgets and persistence around every call -------------------------------------
+
+class RunGuard:
+    """The run's gates and budgets as the core loop's guard; the intent and the observation
+    are saved here, around the call."""
+
+    def __init__(self, run: Run):
+        self.run = run
+        self.files_before = ""
+
+    def before_request(self, messages: list[dict]) -> None:
+        st = self.run.state
+        if st.status != "running" or st.pending_answer is not None:
+            return  # the final answer, or a saved answer: not a new turn
+        self.run.budgets.before_turn(st, self.run.config, self.run.clock())
+        st.counters.iterations += 1
+
+    def before_call(self, name: str, arguments: str) -> str | None:
+        run = self.run
+        args = json.loads(arguments)
+        taken(run)
+        try:
+            if run.proposal == "unusable":
+                return unusable(run, args["gate"], args["problem"])
+            if run.proposal == "plan":
+                steps = [PlanStep(**s) for s in args["steps"]]
+                for i, step in enumerate(steps, 1):
+                    try:
+                        check_call(run, Call(tool=step.tool, arguments=step.arguments), planning=True)
+                    except Rejected as r:
+                        raise Rejected(r.gate, f"plan step {i}: {r.reason}") from None
+                return None
+            if run.proposal == "final":
+                check_final(run.ctx())
+                return None
+            call = Call(tool=name, arguments=args)
+            check_call(run, call, planning=False)
+            if run.state.current() is None and not unmet(run.ctx()):
+                raise Rejected("completion", 'everything the run needs is done; only the final answer may '
+                                             'follow: reply with {"final": ...}')
+        except Rejected as r:
+            return reject(run, r)
+        intend(run, call)
+        self.files_before = run.workspace.files_hash(run.config.tools.write_paths)
+        return None
+
+    def after_call(self, name: str, arguments: str, outcome: Outcome) -> None:
+        call = self.run.state.pending_call
+        if self.run.proposal == "call" and call is not None:
+            observe(self.run, call, outcome, self.files_before)
 
 
-def reject(run: Run, rejection: Rejected) -> None:
-    c = run.state.counters
-    c.gate_rejections += 1
-    c.consecutive_failures += 1
-    run.state.hint = f"the {rejection.gate} gate refused it: {rejection.reason}"
-    run.emit("gate_rejected", f"gate {rejection.gate}: {rejection.reason}", gate=rejection.gate)
-    run.commit()
+def taken(run: Run) -> None:
+    """The pending answer is acted on now: from here on its effects are in the state."""
+    st = run.state
+    if st.pending_answer is None:
+        return  # a plan step run without asking the model
+    st.pending_answer, st.hint = None, ""
+    if run.proposal != "unusable":
+        st.counters.parse_retries = 0
+    if run.recovered:
+        st.counters.parser_recoveries += 1
+        form = {"json_fence": "a JSON code fence", "plan_call": "a tool call named plan"}[run.recovered]
+        run.emit("parse_recovered", f"parser: read the answer from {form}", form=run.recovered)
 
 
 def check_call(run: Run, call: Call, planning: bool) -> None:
@@ -206,63 +335,87 @@ def check_call(run: Run, call: Call, planning: bool) -> None:
         gate.check(call, ctx)
 
 
-def accept_plan(run: Run, steps: list[PlanStep]) -> None:
-    for i, step in enumerate(steps, 1):
-        try:
-            check_call(run, Call(tool=step.tool, arguments=step.arguments), planning=True)
-        except Rejected as r:
-            return reject(run, Rejected(r.gate, f"plan step {i}: {r.reason}"))
-    kind = "repair plan" if run.state.phase == "repair" else "plan"
-    replace_plan(run.state, steps)
-    run.emit("plan", f"{kind}: " + "; ".join(describe_call(s.tool, s.arguments) for s in steps),
-             steps=[s.model_dump() for s in steps])
+def unusable(run: Run, gate: str, problem: str) -> str:
+    c = run.state.counters
+    c.parse_failures += 1
+    c.parse_retries += 1
+    c.consecutive_failures += 1
+    run.state.hint = problem
+    run.emit("parse_error", f"{gate}: {problem}", gate=gate)
     run.commit()
+    return f"{gate}: {problem}"
 
 
-def finish(run: Run, text: str) -> None:
-    try:
-        check_final(run.ctx())
-    except Rejected as r:
-        return reject(run, r)
-    st = run.state
-    st.final, st.status, st.gate, st.reason = text, "completed", "", ""
-    run.emit("completed", "run completed: every step done, reads and checks proven")
+def reject(run: Run, rejection: Rejected) -> str:
+    c = run.state.counters
+    c.gate_rejections += 1
+    c.consecutive_failures += 1
+    run.state.hint = f"the {rejection.gate} gate refused it: {rejection.reason}"
+    run.emit("gate_rejected", f"gate {rejection.gate}: {rejection.reason}", gate=rejection.gate)
     run.commit()
+    return run.state.hint
+
+
+class PlanTool:
+    """`plan`: the run's plan replaced by the proposed steps (the gates passed each one)."""
+    name, description = "plan", "the plan: a list of steps, each one tool call"
+    parameters = {"type": "object", "required": ["steps"], "properties": {"steps": {"type": "array"}}}
+
+    def __init__(self, owner: Run):
+        self.owner = owner
+
+    def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
+        run, steps = self.owner, [PlanStep(**s) for s in args["steps"]]
+        kind = "repair plan" if run.state.phase == "repair" else "plan"
+        replace_plan(run.state, steps)
+        run.emit("plan", f"{kind}: " + "; ".join(describe_call(s.tool, s.arguments) for s in steps),
+                 steps=[s.model_dump() for s in steps])
+        run.commit()
+        return f"{kind} accepted: {len(steps)} steps"
+
+
+class FinalTool:
+    """`final`: the run completes with this answer (the completion gate passed)."""
+    name, description = "final", "the final answer to the goal"
+    parameters = {"type": "object", "required": ["answer"], "properties": {"answer": {"type": "string"}}}
+
+    def __init__(self, owner: Run):
+        self.owner = owner
+
+    def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
+        run, st = self.owner, self.owner.state
+        st.final, st.status, st.gate, st.reason = args["answer"], "completed", "", ""
+        run.emit("completed", "run completed: every step done, reads and checks proven")
+        run.commit()
+        return "run completed"
 
 
 # --- tools ------------------------------------------------------------------------------------------
 
-def execute(run: Run, call: Call, via: str) -> None:
-    """Gates, then the intent on disk, then the tool."""
+def intend(run: Run, call: Call) -> None:
+    """The tool budget, then the intent on disk before anything runs."""
     st = run.state
-    try:
-        check_call(run, call, planning=False)
-    except Rejected as r:
-        return reject(run, r)
     run.budgets.before_tool(st, run.config)
     call.key = call_key(call, run.ctx())
     call.step = matching_step(st, call.tool, call.arguments)
     call.call_id, call.started = st.new_call_id(), run.clock()
     st.pending_call = call
     st.counters.tool_calls += 1
-    run.commit()  # the intent is on disk before anything runs
-    run.store.event("intent", call_id=call.call_id, call=describe_call(call.tool, call.arguments), via=via)
-    run_call(run, call)
+    run.commit()
+    run.store.event("intent", call_id=call.call_id, call=describe_call(call.tool, call.arguments), via=run.via)
 
 
 def run_call(run: Run, call: Call) -> None:
-    ws = run.workspace
-    files_before = ws.files_hash(run.config.tools.write_paths)
-    try:
-        result = TOOLS[call.tool].run(call.arguments, ws)
-    except Refused as e:
-        result = ToolResult(False, f"refused: {e}")
-    except OSError as e:
-        result = ToolResult(False, f"error: {e.strerror or e}")
+    """A call outside the loop (a read repeated on resume): run it, then observe it."""
+    files_before = run.workspace.files_hash(run.config.tools.write_paths)
+    observe(run, call, invoke(TOOLS[call.tool], call.arguments, run.workspace), files_before)
+
+
+def observe(run: Run, call: Call, result: Outcome, files_before: str) -> None:
     args = {k: v for k, v in call.arguments.items() if k != "content"}
-    obs = Observation(call_id=call.call_id, tool=call.tool, arguments=args, ok=result.ok, output=result.output,
-                      clipped=result.clipped, exit_code=result.exit_code, step=call.step,
-                      facts={**result.facts, "files_hash": files_before})
+    obs = Observation(call_id=call.call_id, tool=call.tool, arguments=args, ok=not result.is_error,
+                      output=result.content, clipped=result.clipped, exit_code=result.exit_code,
+                      step=call.step, facts={**result.facts, "files_hash": files_before})
     run.store.artifact(f"result-{call.call_id}.json", obs.model_dump_json(indent=1))
     run.store.observe(obs)  # fsynced: from here on the call counts as done
     apply(run, obs, call)
@@ -289,8 +442,10 @@ def apply(run: Run, obs: Observation, call: Call) -> None:
             st.last_failure = None
     status = "ok" if complete else "FAILED" if not obs.ok else "ok, output clipped"
     code = f" (exit {obs.exit_code})" if obs.exit_code is not None else ""
-    run.emit("tool", f"{describe_call(obs.tool, obs.arguments)}: {status}{code}", call_id=obs.call_id,
-             ok=obs.ok, clipped=obs.clipped, step=obs.step)
+    line = f"{describe_call(obs.tool, obs.arguments)}: {status}{code}"
+    run.store.event("tool", message=line, call_id=obs.call_id, ok=obs.ok, clipped=obs.clipped, step=obs.step)
+    if not complete:  # a plain success is already on screen as the loop's tool result
+        run.on_event(Notice(message=line))
     if step is None:
         return
     if complete:
@@ -330,9 +485,7 @@ def recover(run: Run, rerun: bool) -> None:
         run.commit()
     if st.pending_call is not None:
         recover_call(run, st.pending_call, rerun)
-    if st.pending_answer is not None and st.status == "running":
-        run.emit("answer_reused", "an answer saved before the interruption is used (no new request)")
-        handle(run, st.pending_answer)
+    # a saved answer (pending_answer) is taken up by RunProvider on the loop's first request
 
 
 def recover_call(run: Run, call: Call, rerun: bool) -> None:

@@ -31,7 +31,7 @@ ANSWER_CHARS = 300
 
 
 @dataclass
-class Reply:
+class ModelReply:
     text: str
     finish_reason: str | None
     prompt_tokens: int
@@ -44,7 +44,7 @@ class RunModel(Protocol):
 
     def window(self) -> int: ...
 
-    def answer(self, request: Request, on_event: OnEvent) -> Reply: ...
+    def answer(self, request: Request, on_event: OnEvent) -> ModelReply: ...
 
 
 class ScriptedModel:
@@ -58,13 +58,13 @@ class ScriptedModel:
     def window(self) -> int:
         return self.context_window
 
-    def answer(self, request: Request, on_event: OnEvent) -> Reply:
+    def answer(self, request: Request, on_event: OnEvent) -> ModelReply:
         if self.used >= len(self.answers):
             raise ProviderError(f"the scripted answers in {self.path} are used up "
                                 f"({len(self.answers)} answers)", retryable=False)
         text = self.answers[self.used]
         self.used += 1
-        return Reply(text, "stop", request.prompt_tokens, estimate(len(text)))
+        return ModelReply(text, "stop", request.prompt_tokens, estimate(len(text)))
 
 
 def read_script(path: str) -> list[str]:
@@ -100,19 +100,19 @@ class ProviderModel:
     def window(self) -> int:
         return self.settings.context_window or context_window(self.provider, self.cfg)
 
-    def answer(self, request: Request, on_event: OnEvent) -> Reply:
+    def answer(self, request: Request, on_event: OnEvent) -> ModelReply:
         constrained = self.grammar and request.kinds and request.purpose != "write"
         tools = grammar_tools(request, self.workspace) if constrained else []
 
-        def call() -> Reply:
+        def call() -> ModelReply:
             try:
                 reply = self.provider.complete(request.messages, tools, quiet(on_event))
             except ValueError as e:  # the grammar-bound call did not parse (cut off, or odd bytes)
-                return Reply(f"(a tool call that is not valid JSON: {e})", None, request.prompt_tokens,
+                return ModelReply(f"(a tool call that is not valid JSON: {e})", None, request.prompt_tokens,
                              self.max_tokens)
             text = from_call(reply.message) if tools else reply.message.get("content") or ""
             usage = reply.usage
-            return Reply(text, reply.finish_reason, usage.prompt_tokens if usage else request.prompt_tokens,
+            return ModelReply(text, reply.finish_reason, usage.prompt_tokens if usage else request.prompt_tokens,
                          usage.completion_tokens if usage else estimate(len(text)))
         return with_retries(call, on_event, self.cfg.retry_delays)
 

@@ -20,11 +20,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import ParseError as ParseError  # re-exported: the parser raises it
+
 FENCE_LINE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
-
-
-class ParseError(ValueError):
-    """An answer that cannot be used; str() is the correction sent back to the model."""
 
 
 @dataclass(frozen=True)

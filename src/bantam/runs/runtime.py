@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ..config import load as load_bantam_config
 from ..errors import ConfigError
+from ..fsutil import atomic_write
 from ..events import OnEvent
 from ..sandbox import Sandbox
 from . import settings
@@ -44,6 +45,7 @@ class Options:
     scripted: str | None = None        # --scripted FILE
     runs_dir: str = "runs"
     retry_blocked: bool = False        # resume only
+    output: str | None = None          # --output FILE: the generate-one-file preset (new runs)
     saved_config: settings.RunConfig | None = None  # instead of --config: a run's own (/fix)
 
 
@@ -52,10 +54,16 @@ def start(flags: dict[str, str], goal: str, options: Options, on_event: OnEvent)
         raise ConfigError("the goal is empty")
     config = options.saved_config or settings.load(options.config)
     required = [_required(p) for p in options.require_read]
+    if options.output:
+        config, required = _generate(config, options.output, required)
     source = _source(options.workspace)
+    if options.output and source is not None and os.path.lexists(source / GOAL_FILE):
+        raise ConfigError(f"--output: {source} already has a {GOAL_FILE}; the preset writes the goal there")
     model_info = _model_info(flags, config, options.scripted)
     store = RunDir.create(Path(options.runs_dir), goal, source)
     try:
+        if options.output:
+            atomic_write(store.workspace / GOAL_FILE, goal.encode("utf-8"))
         state = RunState(id=store.id, goal=goal, config=config, model=model_info, require_read=required)
         if config.runtime.planning_strategy == "files":
             state.plan, state.phase = files_plan(config, required), "act"
@@ -83,7 +91,10 @@ def resume(flags: dict[str, str], ref: str, options: Options, on_event: OnEvent)
         changes = _new_config(state, options.config)
         if options.scripted:
             read_script(options.scripted)
-            state.model = {"scripted": str(Path(options.scripted).resolve())}
+            new = str(Path(options.scripted).resolve())
+            if new != state.scripted:  # another file starts at its first answer
+                state.scripted_used = 0
+            state.model = {"scripted": new}
         run = _assemble(state, store, flags, on_event)
         for note in repaired:
             run.emit("healed", note)
@@ -173,6 +184,24 @@ def _describe(cfg) -> dict:
 def _model_flags(config: settings.RunConfig) -> dict[str, str]:
     values = config.model.model_dump()
     return {k: str(values[k]) for k in MODEL_KEYS if values.get(k) is not None}
+
+
+GOAL_FILE = "goal.md"  # --output: the goal, in the workspace, read as the run's first step
+
+
+def _generate(config: settings.RunConfig, output: str, required: list[str]) -> tuple[settings.RunConfig, list[str]]:
+    """--output FILE (seed 002's generate_file): a fixed plan that reads the goal, writes FILE (the
+    only file it may write) in a code fence, then answers; every gate applies as usual."""
+    try:
+        path = settings.clean_path(output, "--output")
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    if path == GOAL_FILE:
+        raise ConfigError(f"--output: {GOAL_FILE} holds the goal; choose another file name")
+    data = config.model_dump()
+    data["runtime"].update(planning_strategy="files", execute_plan=True, file_output_format="fenced")
+    data["tools"]["write_paths"] = [path]
+    return settings.validate(data, "--output"), [GOAL_FILE, *[p for p in required if p != GOAL_FILE]]
 
 
 def _required(path: str) -> str:

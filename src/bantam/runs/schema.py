@@ -10,9 +10,11 @@ kind, so `{"tool": ..., "final": ...}` is refused as ambiguous rather than guess
 """
 from __future__ import annotations
 
-from typing import Any, Union
+from typing import Any, cast
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ..errors import SchemaError as SchemaError  # re-exported: validate raises it
 
 MAX_STEPS = 20  # a plan longer than this is a sign the model lost the thread
 
@@ -45,15 +47,11 @@ class FileContent(BaseModel):
     content: str
 
 
-Proposal = Union[Plan, Action, Final, FileContent]
+Proposal = Plan | Action | Final | FileContent
 KINDS: dict[str, type[BaseModel]] = {"plan": Plan, "tool": Action, "final": Final, "content": FileContent}
 SHAPES = {"plan": '{"plan": [{"description": ..., "tool": ..., "arguments": {...}}]}',
           "tool": '{"tool": ..., "arguments": {...}}', "final": '{"final": ...}',
           "content": '{"content": ...}'}
-
-
-class SchemaError(ValueError):
-    """The JSON is fine but not a proposal of an expected kind; the message names the field."""
 
 
 def validate(obj: Any, kinds: tuple[str, ...]) -> Proposal:
@@ -69,7 +67,7 @@ def validate(obj: Any, kinds: tuple[str, ...]) -> Proposal:
         got = f"a {present[0]!r} object" if present else f"keys {sorted(obj)}"
         raise SchemaError(f"expected {' or '.join(SHAPES[k] for k in kinds)}, got {got}")
     try:
-        return KINDS[present[0]].model_validate(obj)
+        return cast(Proposal, KINDS[present[0]].model_validate(obj))
     except ValidationError as e:
         raise SchemaError(field_problem(e)) from None
 

@@ -31,7 +31,7 @@ STRICT = ConfigDict(strict=True, extra="forbid")  # TOML has real types: "5" is 
 RESUMABLE = ("limits", "runtime", "model")        # what a resume config may change
 
 
-class Limits(BaseModel):
+class RunLimits(BaseModel):
     model_config = STRICT
     max_replans: int | Literal["unlimited"] = 20  # repair plans; 0 disables them
     max_iterations: int = Field(200, ge=1)          # loop turns: inferences and direct executions
@@ -43,7 +43,7 @@ class Limits(BaseModel):
     max_repeats: int = Field(3, ge=1)               # the same call on unchanged files, in a row
 
     @model_validator(mode="after")
-    def _replans(self) -> "Limits":
+    def _replans(self) -> "RunLimits":
         if isinstance(self.max_replans, int) and self.max_replans < 0:
             raise ValueError("max_replans must be a non-negative integer or \"unlimited\"")
         return self
@@ -57,6 +57,8 @@ class Runtime(BaseModel):
     repair_strategy: Literal["llm", "rewrite"] = "llm"  # who writes the repair plan
     repair_paths: list[str] = []      # files a "rewrite" repair writes again (default: write_paths)
     keep_best: bool = False           # show the best tested attempt when repairing
+    repair_edit: Literal["file", "lines", "function"] = "file"  # a write to an existing file may
+    # replace named lines or one function instead of the whole file (fenced format; runs/patch.py)
 
 
 class Model(BaseModel):
@@ -96,7 +98,7 @@ class Tools(BaseModel):
 
 class RunConfig(BaseModel):
     model_config = STRICT
-    limits: Limits = Limits()
+    limits: RunLimits = RunLimits()
     runtime: Runtime = Runtime()
     model: Model = Model()
     tools: Tools = Tools()
@@ -182,9 +184,9 @@ def for_resume(saved: RunConfig, path: str) -> tuple[RunConfig, dict[str, list[A
     if unknown := set(given) - set(RESUMABLE) - {"tools"}:
         raise ConfigError(f"{path}: unknown section [{sorted(unknown)[0]}]")
     merged = saved.model_dump()
-    for section in RESUMABLE:
-        if section in given:
-            merged[section] = data[section]
+    for section in RESUMABLE:  # only the keys the file names change; the rest stay as the run had them
+        if isinstance(given.get(section), dict):
+            merged[section].update({k: data[section][k] for k in given[section] if k in data[section]})
     kept = saved.runtime.file_output_format
     asked = merged["runtime"]["file_output_format"]
     merged["runtime"]["file_output_format"] = kept

@@ -16,12 +16,18 @@ def workspace_of(store: RunDir, state: RunState) -> Workspace:
     return Workspace(store.workspace, tuple(tools.write_paths), dict(tools.commands))
 
 
+def shown_status(store: RunDir, state: RunState) -> str:
+    """"running" only while a process works on it: a run left running by a killed process, its
+    lock free, is "interrupted" (resume continues it)."""
+    return "interrupted" if state.status == "running" and not store.in_use() else state.status
+
+
 def summary(store: RunDir, state: RunState) -> dict[str, Any]:
     """The status as data (`bantam status --json`)."""
     missing = unmet(GateContext(state, state.config, workspace_of(store, state)))
     limits = state.config.limits
     return {
-        "id": state.id, "path": str(store.path), "goal": state.goal, "status": state.status,
+        "id": state.id, "path": str(store.path), "goal": state.goal, "status": shown_status(store, state),
         "gate": state.gate, "reason": state.reason, "scripted": bool(state.scripted), "model": state.model,
         "phase": state.phase, "steps": [s.model_dump() for s in state.plan],
         "counters": state.counters.model_dump(), "limits": limits.model_dump(),
@@ -39,7 +45,7 @@ def text(store: RunDir, state: RunState) -> str:
     done = sum(s.status == "done" for s in state.plan)
     model = f"SCRIPTED ({state.scripted})" if state.scripted else \
         state.model.get("label") or f"{state.model.get('model')} via {state.model.get('provider')}"
-    status = state.status + (f" ({state.gate}: {state.reason})" if state.reason else "")
+    status = shown_status(store, state) + (f" ({state.gate}: {state.reason})" if state.reason else "")
     lines = [f"run {state.id}  ({store.path})", f"goal: {first_line(state.goal)}", f"status: {status}",
              f"model: {model}", f"plan: {done}/{len(state.plan)} steps done" + ("" if state.plan else " (no plan yet)")]
     lines += [f"  [{ {'done': 'x', 'failed': '!', 'pending': ' '}[s.status] }] {i}. {s.description}: "

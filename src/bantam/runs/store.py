@@ -21,12 +21,13 @@ import secrets
 import shutil
 import time
 from pathlib import Path
+from typing import IO
 
 from pydantic import ValidationError
 
 from ..errors import ConfigError
 from ..envpolicy import redact
-from ..fsutil import JsonlLog, atomic_write, private_dir
+from ..fsutil import JsonlLog, append, atomic_write, private_dir
 from .state import Observation, RunState
 
 ARTIFACT_LIMIT = 256 * 1024  # bytes of one answer or result kept as an artifact
@@ -36,7 +37,7 @@ class RunDir:
     def __init__(self, path: Path):
         self.path = path
         self.workspace = path / "workspace"
-        self._lock = None
+        self._lock: IO[str] | None = None
 
     # --- creating, finding, locking -------------------------------------------------------
 
@@ -86,6 +87,17 @@ class RunDir:
             handle.close()
             raise ConfigError(f"run {self.id} is in use by another bantam process") from None
         self._lock = handle
+
+    def in_use(self) -> bool:
+        """Whether a bantam process holds this run's lock now (a killed one holds nothing)."""
+        try:
+            with open(self.path / ".lock", "a+") as handle:
+                fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        except OSError:
+            return False
+        return False
 
     def unlock(self) -> None:
         if self._lock is not None:
@@ -142,13 +154,7 @@ class RunDir:
 
     def _append(self, name: str, record: dict, sync: bool) -> None:
         line = (redact(json.dumps(record, ensure_ascii=False, default=str)) + "\n").encode("utf-8")
-        fd = os.open(self.path / name, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        try:
-            os.write(fd, line)
-            if sync:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
+        append(self.path / name, line, sync=sync, mode=0o600)
 
     def artifact(self, name: str, text: str) -> str:
         data = redact(text).encode("utf-8")

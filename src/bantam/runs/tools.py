@@ -10,6 +10,7 @@
 
 This is not an OS sandbox: a check command runs generated code with the user's rights.
 Each tool re-checks its path even after the gates did: a tool must be safe on its own.
+A tool returns the core tool layer's `Outcome`; `as_core_tools` puts them in a core Toolbox.
 """
 from __future__ import annotations
 
@@ -17,39 +18,36 @@ import hashlib
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
-from typing import Any, Protocol
+from typing import Any, Mapping, Protocol
 
+from ..clip import clip_middle
+from ..errors import Refused as Refused  # re-exported: the tools raise it
 from ..errors import ToolError
-from ..fsutil import atomic_write
+from ..fsutil import atomic_write, confine, open_confined
 from ..sandbox import Sandbox
 from ..sanitize import sanitize
 from ..envpolicy import redact, tool_env
+from ..tools import Outcome, ToolContext
 from ..tools.shell import run_process
 
 LIST_LIMIT = 500  # files listed by one list_files call
 
 
-class Refused(Exception):
-    """A call the tool will not make (bad path, unknown command); the reason goes to the model."""
+class WorkspaceTool(Protocol):
+    """A run tool: confined to the workspace, described for a prompt rather than a schema."""
 
+    @property
+    def name(self) -> str: ...
+    @property
+    def summary(self) -> str: ...                     # one line for the prompt
+    @property
+    def arguments(self) -> Mapping[str, type]: ...    # the allowed argument names and their types
+    @property
+    def required(self) -> tuple[str, ...]: ...
+    @property
+    def mutates(self) -> bool: ...                    # an interrupted call blocks the run (never rerun blindly)
 
-@dataclass
-class ToolResult:
-    ok: bool
-    output: str                     # what the model may see: at most output_limit bytes
-    clipped: bool = False           # output was cut: the call does not count as complete
-    exit_code: int | None = None    # shell only
-    facts: dict[str, Any] = field(default_factory=dict)  # sha256, bytes, full_read, report ...
-
-
-class Tool(Protocol):
-    name: str
-    summary: str                    # one line for the prompt
-    arguments: dict[str, type]      # the allowed argument names and their types
-    required: tuple[str, ...]
-    mutates: bool                   # an interrupted call of it blocks the run (never rerun blindly)
-
-    def run(self, args: dict[str, Any], ws: "Workspace") -> ToolResult: ...
+    def run(self, args: dict[str, Any], ws: "Workspace") -> Outcome: ...
 
 
 @dataclass
@@ -63,17 +61,7 @@ class Workspace:
 
     def locate(self, path: Any, *, existing: bool) -> Path:
         """The real path of a workspace-relative `path`; Refused when it could leave the workspace."""
-        if not isinstance(path, str) or not path.strip() or "\0" in path:
-            raise Refused("path must be a non-empty relative path")
-        pure = PurePosixPath(path)
-        if pure.is_absolute():
-            raise Refused(f"{path}: absolute paths are not allowed; use a path relative to the workspace")
-        if ".." in pure.parts:
-            raise Refused(f"{path}: '..' is not allowed; paths stay inside the workspace")
-        root = self.root.resolve()
-        real = (root / pure).resolve()  # follows every symlink on the way
-        if real != root and root not in real.parents:
-            raise Refused(f"{path}: resolves outside the workspace (a symlink); not allowed")
+        real = confine(self.root.resolve(), path)
         if existing and not real.exists():
             raise Refused(f"{path}: no such file in the workspace")
         return real
@@ -95,47 +83,43 @@ class Workspace:
 
 
 def clip(data: bytes, limit: int) -> tuple[str, bool]:
-    """Head and tail of `data` within `limit` bytes, as text; True when something was cut.
+    """Head and tail of `data` within `limit` bytes, as sanitised text; True when something was cut.
     Known secrets are *** before the cut, so none is left half-shown at a seam."""
-    data = redact(data.decode("utf-8", "replace")).encode("utf-8")
-    if len(data) <= limit:
-        return sanitize(data.decode("utf-8", "replace")), False
-    half = limit // 2
-    cut = len(data) - 2 * half
-    text = (data[:half].decode("utf-8", "ignore") + f"\n[... {cut} bytes clipped of {len(data)} ...]\n"
-            + data[-half:].decode("utf-8", "ignore"))
-    return sanitize(text), True
+    text, clipped = clip_middle(redact(data.decode("utf-8", "replace")).encode("utf-8"), limit)
+    return sanitize(text), clipped
 
 
 def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-class ReadFile:
+class RunReadFile:
     name, mutates = "read_file", False
     summary = 'read_file {"path": FILE}: the text of FILE'
     arguments, required = {"path": str}, ("path",)
 
-    def run(self, args: dict[str, Any], ws: Workspace) -> ToolResult:
-        data = ws.regular_file(args["path"]).read_bytes()
+    def run(self, args: dict[str, Any], ws: Workspace) -> Outcome:
+        ws.regular_file(args["path"])
+        with os.fdopen(open_confined(ws.root.resolve(), args["path"]), "rb") as f:
+            data = f.read()
         if b"\0" in data[:8192]:
             raise Refused(f"{args['path']}: not a text file")
         text, clipped = clip(data, ws.output_limit)
-        return ToolResult(True, text, clipped, facts={"sha256": sha256(data), "bytes": len(data),
-                                                      "full_read": not clipped})
+        return Outcome(text, clipped=clipped, facts={"sha256": sha256(data), "bytes": len(data),
+                                                     "full_read": not clipped})
 
 
-class ListFiles:
+class RunListFiles:
     name, mutates = "list_files", False
     summary = 'list_files {"path": DIR}: the files under DIR ("." is the whole workspace)'
     arguments, required = {"path": str}, ()
 
-    def run(self, args: dict[str, Any], ws: Workspace) -> ToolResult:
+    def run(self, args: dict[str, Any], ws: Workspace) -> Outcome:
         base = ws.locate(args.get("path", "."), existing=True)
         root = ws.root.resolve()
         if base.is_file():  # like `ls FILE`: the file itself
-            return ToolResult(True, f"{base.relative_to(root).as_posix()} ({base.stat().st_size} bytes)",
-                              facts={"files": 1})
+            return Outcome(f"{base.relative_to(root).as_posix()} ({base.stat().st_size} bytes)",
+                           facts={"files": 1})
         lines = []
         for folder, dirs, files in os.walk(base):
             dirs[:] = sorted(d for d in dirs if d != "__pycache__")
@@ -144,15 +128,15 @@ class ListFiles:
                 rel = full.relative_to(root).as_posix()
                 lines.append(f"{rel} -> (symlink)" if full.is_symlink() else f"{rel} ({full.stat().st_size} bytes)")
         text, clipped = clip("\n".join(lines[:LIST_LIMIT]).encode() or b"(no files)", ws.output_limit)
-        return ToolResult(True, text, clipped or len(lines) > LIST_LIMIT, facts={"files": len(lines)})
+        return Outcome(text, clipped=clipped or len(lines) > LIST_LIMIT, facts={"files": len(lines)})
 
 
-class WriteFile:
+class RunWriteFile:
     name, mutates = "write_file", True
     summary = 'write_file {"path": FILE}: write FILE; you give its content when the step is due'
     arguments, required = {"path": str, "content": str}, ("path",)
 
-    def run(self, args: dict[str, Any], ws: Workspace) -> ToolResult:
+    def run(self, args: dict[str, Any], ws: Workspace) -> Outcome:
         path = str(PurePosixPath(args["path"]))
         if path not in ws.write_paths:
             raise Refused(f"{path}: not in write_paths ({', '.join(ws.write_paths) or 'none'})")
@@ -166,8 +150,7 @@ class WriteFile:
         data = args.get("content", "").encode("utf-8")
         real.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(real, data)
-        return ToolResult(True, f"wrote {len(data)} bytes to {path}",
-                          facts={"sha256": sha256(data), "bytes": len(data)})
+        return Outcome(f"wrote {len(data)} bytes to {path}", facts={"sha256": sha256(data), "bytes": len(data)})
 
 
 def through_link(root: Path, rel: str) -> bool:
@@ -180,19 +163,19 @@ def through_link(root: Path, rel: str) -> bool:
     return False
 
 
-class Shell:
+class RunShell:
     name, mutates = "shell", True
     summary = 'shell {"command": NAME}: run the named check command NAME'
     arguments, required = {"command": str}, ("command",)
 
-    def run(self, args: dict[str, Any], ws: Workspace) -> ToolResult:
+    def run(self, args: dict[str, Any], ws: Workspace) -> Outcome:
         argv = ws.commands.get(args["command"])
         if argv is None:
             raise Refused(f"{args['command']!r} is not a named command "
                           f"(named: {', '.join(ws.commands) or 'none'})")
         output, code = run_argv(argv, ws.root, ws.timeout, ws.sandbox)
         text, clipped = clip(output, ws.output_limit)
-        return ToolResult(code == 0, text, clipped, code, facts={"report": test_report(output)})
+        return Outcome(text, code != 0, clipped=clipped, exit_code=code, facts={"report": test_report(output)})
 
 
 def clean_env() -> dict[str, str]:
@@ -219,4 +202,34 @@ def test_report(output: bytes) -> dict | None:
     return find_report(output.decode("utf-8", "replace"))
 
 
-TOOLS: dict[str, Tool] = {t.name: t for t in (ReadFile(), ListFiles(), WriteFile(), Shell())}
+TOOLS: dict[str, WorkspaceTool] = {t.name: t for t in (RunReadFile(), RunListFiles(), RunWriteFile(), RunShell())}
+
+
+def invoke(tool: WorkspaceTool, args: dict[str, Any], ws: Workspace) -> Outcome:
+    """Run one tool; a refusal or an OS error is an error outcome the model reads."""
+    try:
+        return tool.run(args, ws)
+    except Refused as e:
+        return Outcome(f"refused: {e}", True, e)
+    except OSError as e:
+        return Outcome(f"error: {e.strerror or e}", True, e)
+
+
+JSON_TYPES = {str: "string", int: "integer", bool: "boolean", list: "array", dict: "object"}
+
+
+class CoreTool:
+    """A run tool in the core tool layer's shape, bound to its workspace."""
+
+    def __init__(self, tool: WorkspaceTool, ws: Workspace):
+        self.tool, self.ws = tool, ws
+        self.name, self.description = tool.name, tool.summary
+        self.parameters = {"type": "object", "required": list(tool.required),
+                           "properties": {k: {"type": JSON_TYPES[t]} for k, t in tool.arguments.items()}}
+
+    def run(self, args: dict[str, Any], ctx: ToolContext) -> Outcome:
+        return invoke(self.tool, args, self.ws)
+
+
+def as_core_tools(ws: Workspace) -> dict[str, CoreTool]:
+    return {name: CoreTool(tool, ws) for name, tool in TOOLS.items()}

@@ -1,8 +1,10 @@
 """Tools: a registry of names, one place that runs them, and the argument checks they share.
 
-A tool has a name, a description, a JSON schema for its parameters and `run(args, ctx) -> str`.
-It raises ToolError for anything the model should hear about; `Toolbox.execute` turns every
-failure into a result the model can read, and sanitises arguments and results.
+A tool has a name, a description, a JSON schema for its parameters and `run(args, ctx)`, which
+returns the text the model sees, or an `Outcome` when it has more to say (a clipped output, an
+exit code, facts a controlled run keeps as evidence). It raises ToolError for anything the model
+should hear about; `Toolbox.execute` turns every failure into a result the model can read, and
+sanitises arguments and results.
 """
 from __future__ import annotations
 
@@ -28,6 +30,9 @@ if TYPE_CHECKING:
 REGISTRY = {
     "shell_exec": "bantam.tools.shell:ShellExec",
     "write_file": "bantam.tools.files:WriteFile",
+    "read_file": "bantam.tools.files:ReadFile",
+    "edit_file": "bantam.tools.files:EditFile",
+    "list_files": "bantam.tools.files:ListFiles",
     "run_subagent": "bantam.tools.subagent:RunSubagent",
     "spawn_agent": "bantam.tools.spawn:SpawnAgent",
     "read_image": "bantam.tools.media:ReadImage",
@@ -43,7 +48,7 @@ class Tool(Protocol):
     description: str
     parameters: dict[str, Any]
 
-    def run(self, args: dict[str, Any], ctx: "ToolContext") -> str: ...
+    def run(self, args: dict[str, Any], ctx: "ToolContext") -> "str | Outcome": ...
 
 
 @dataclass
@@ -72,9 +77,13 @@ class ToolContext:
 
 @dataclass(slots=True)
 class Outcome:
-    content: str
+    """What a tool call produced: the one result type of every tool."""
+    content: str                        # what the model sees
     is_error: bool = False
     error: BaseException | None = None  # kept, not flattened into a string
+    clipped: bool = False               # content was cut: not a complete result
+    exit_code: int | None = None        # for tools that run a process
+    facts: dict[str, Any] = field(default_factory=dict)  # sha256, bytes, full_read, report ...
 
 
 @dataclass
@@ -115,7 +124,10 @@ class Toolbox:
         try:
             args = clean_arguments(arguments, getattr(tool, "raw_arguments", ()))
             check_args(tool.parameters, args)
-            return Outcome(sanitize(tool.run(args, self.ctx)))
+            result = tool.run(args, self.ctx)
+            if isinstance(result, Outcome):
+                return replace(result, content=sanitize(result.content))
+            return Outcome(sanitize(result))
         except ToolError as e:
             return Outcome(sanitize(f"error: {e}"), True, e)
         except Exception as e:  # a tool bug must not kill the session; the model sees what broke
@@ -168,7 +180,7 @@ def sanitize_value(value: Any) -> Any:
     return value
 
 
-_TYPES = {"string": str, "integer": int, "number": (int, float), "boolean": bool,
+_TYPES: dict[str, type | tuple[type, ...]] = {"string": str, "integer": int, "number": (int, float), "boolean": bool,
           "array": list, "object": dict}
 
 

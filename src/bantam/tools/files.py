@@ -1,6 +1,9 @@
-"""write_file: overwrite a file, or splice bytes into it (seed 001's semantics)."""
+"""File tools: write_file (always on; seed 001's splice semantics) and the opt-in read_file,
+edit_file and list_files. Paths are as the user would type them in the working directory; the
+daemon calls the same functions with its agent's home as the base."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -82,3 +85,113 @@ def _is_utf8(data: bytes) -> bool:
     except UnicodeDecodeError:
         return False
     return True
+
+
+READ_LIMIT = 50 * 1024 * 1024  # bytes read_file reads at most
+READ_LINES = 2000              # lines read_file shows by default
+LIST_LIMIT = 500               # entries list_files shows
+
+
+def _path(args: dict[str, Any]) -> Path:
+    if not str(args.get("path", "")).strip():
+        raise ToolError("path is empty")
+    return Path(args["path"]).expanduser()
+
+
+class ReadFile:
+    name = "read_file"
+    description = ("Read a text file as numbered lines (offset: first line, from 1; limit: how many "
+                   f"lines, default {READ_LINES}).")
+    parameters = {
+        "type": "object", "required": ["path"],
+        "properties": {
+            "path": {"type": "string", "description": "file to read"},
+            "offset": {"type": "integer", "description": "first line, from 1"},
+            "limit": {"type": "integer", "description": "how many lines"},
+        },
+    }
+
+    def run(self, args: dict[str, Any], ctx: Any = None) -> str:
+        return numbered_lines(read_bytes(_path(args), args["path"]), args["path"], args.get("offset"),
+                              args.get("limit"))
+
+
+def read_bytes(path: Path, shown_as: str, limit: int = READ_LIMIT) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read(limit)
+    except OSError as e:
+        raise ToolError(f"cannot read {shown_as}: {e.strerror or e}") from e
+
+
+def numbered_lines(data: bytes, shown_as: str, offset: int | None = None, limit: int | None = None) -> str:
+    """`data` as numbered lines from `offset`, at most `limit` of them, saying what is left out."""
+    if b"\0" in data[:8192]:
+        raise ToolError(f"{shown_as} is a binary file ({len(data)} bytes); inspect it with a shell command")
+    lines = data.decode("utf-8", "replace").splitlines()
+    start = max(1, int(offset or 1))
+    count = max(1, int(limit or READ_LINES))
+    shown = lines[start - 1:start - 1 + count]
+    text = "\n".join(f"{n:6}\t{line}" for n, line in enumerate(shown, start))
+    end = start + len(shown) - 1
+    if start > 1 or end < len(lines):
+        text += f"\n[lines {start}-{end} of {len(lines)}" + \
+            (f"; more with offset={end + 1}]" if end < len(lines) else "]")
+    return text or "(empty file)"
+
+
+class EditFile:
+    name = "edit_file"
+    description = ("Replace old_string by new_string in a file. old_string must be unique in the file "
+                   "unless replace_all is set.")
+    parameters = {
+        "type": "object", "required": ["path", "old_string", "new_string"],
+        "properties": {
+            "path": {"type": "string", "description": "file to edit"},
+            "old_string": {"type": "string", "description": "exact text to find"},
+            "new_string": {"type": "string", "description": "its replacement"},
+            "replace_all": {"type": "boolean", "description": "replace every occurrence"},
+        },
+    }
+
+    def run(self, args: dict[str, Any], ctx: Any = None) -> str:
+        return edit_file(_path(args), args["path"], args["old_string"], args["new_string"],
+                         bool(args.get("replace_all")))
+
+
+def edit_file(path: Path, shown_as: str, old: str, new: str, replace_all: bool = False) -> str:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ToolError(f"cannot read {shown_as}: {getattr(e, 'strerror', None) or e}") from e
+    count = text.count(old) if old else 0
+    if count == 0:
+        raise ToolError(f"old_string was not found in {shown_as}" if old else "old_string is empty")
+    if count > 1 and not replace_all:
+        raise ToolError(f"old_string occurs {count} times in {shown_as}: add context to make it "
+                        "unique, or set replace_all")
+    atomic_write(path, text.replace(old, new).encode("utf-8"))
+    return f"replaced {count if replace_all else 1} occurrence(s) in {shown_as}"
+
+
+class ListFiles:
+    name = "list_files"
+    description = f"List the files under a directory (default: the current one), with sizes; at most {LIST_LIMIT}."
+    parameters = {"type": "object", "properties": {"path": {"type": "string", "description": "directory"}}}
+
+    def run(self, args: dict[str, Any], ctx: Any = None) -> str:
+        base = Path(args.get("path") or ".").expanduser()
+        if base.is_file():
+            return f"{args.get('path')} ({base.stat().st_size} bytes)"
+        if not base.is_dir():
+            raise ToolError(f"{args.get('path')}: no such directory")
+        lines: list[str] = []
+        for folder, dirs, files in os.walk(base):
+            dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d != "__pycache__")
+            for name in sorted(files):
+                full = Path(folder, name)
+                rel = full.relative_to(base).as_posix()
+                lines.append(f"{rel} -> (symlink)" if full.is_symlink() else f"{rel} ({full.lstat().st_size} bytes)")
+                if len(lines) > LIST_LIMIT:
+                    return "\n".join(lines[:LIST_LIMIT]) + f"\n[more than {LIST_LIMIT} files; list a subdirectory]"
+        return "\n".join(lines) or "(no files)"

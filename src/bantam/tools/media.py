@@ -27,7 +27,8 @@ PDF_LIMIT = 100 * 1024 * 1024    # bytes of PDF we are willing to parse
 PDF_TEXT_LIMIT = 100_000         # characters of extracted text the model is shown
 IMAGE_QUESTION = "Describe this image in detail."
 PDF_QUESTION = "Summarize this document."
-IMAGE_TYPES = {b"\x89PNG\r\n\x1a\n": "image/png", b"\xff\xd8\xff": "image/jpeg"}
+IMAGE_MAGIC = {b"\x89PNG\r\n\x1a\n": "image/png", b"\xff\xd8\xff": "image/jpeg", b"GIF8": "image/gif"}
+SENDABLE = ("image/png", "image/jpeg")  # what read_image sends to any provider
 # Formats worth naming when refused, so the model knows what to do instead.
 OTHER_TYPES = {b"GIF8": "it is a GIF", b"BM": "it is a BMP", b"II*\x00": "it is a TIFF",
                b"MM\x00*": "it is a TIFF", b"%PDF": "it is a PDF: use read_pdf"}
@@ -47,7 +48,7 @@ class ReadImage:
         path = args["path"]
         data = read_bytes(path, IMAGE_LIMIT)
         url = f"data:{image_type(data, path)};base64,{base64.b64encode(data).decode('ascii')}"
-        parts = [{"type": "text", "text": _question(args, IMAGE_QUESTION)},
+        parts: list[dict[str, Any]] = [{"type": "text", "text": _question(args, IMAGE_QUESTION)},
                  {"type": "image_url", "image_url": {"url": url}}]
         return ask_model(ctx, parts, path)
 
@@ -103,11 +104,18 @@ def _size(target: Path) -> str:
         return "size unknown"
 
 
+def sniff_image(data: bytes) -> str | None:
+    """The image MIME type from the magic bytes (PNG, JPEG, GIF, WebP), or None."""
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "image/webp"
+    return next((mime for magic, mime in IMAGE_MAGIC.items() if data.startswith(magic)), None)
+
+
 def image_type(data: bytes, path: str) -> str:
-    """The MIME type from the magic bytes: a GIF renamed .png is still a GIF."""
-    for magic, mime in IMAGE_TYPES.items():
-        if data.startswith(magic):
-            return mime
+    """A sendable MIME type from the magic bytes: a GIF renamed .png is still a GIF."""
+    mime = sniff_image(data)
+    if mime in SENDABLE:
+        return mime
     found = next((name for magic, name in OTHER_TYPES.items() if data.startswith(magic)),
                  f"its first bytes are {data[:8]!r}")
     raise ToolError(f"{path} is not a PNG or JPEG image ({found}); only PNG and JPEG can be sent, "

@@ -10,7 +10,7 @@ import subprocess
 import threading
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import IO, TYPE_CHECKING, Any, Callable
 
 from .. import reaper
 from ..envpolicy import StreamRedactor, redact_cut, tool_env
@@ -97,7 +97,8 @@ def run_process(argv: list[str], timeout: float, output_limit: int,
             timed_out = _wait_until(proc, deadline)
     finally:
         _kill_group(proc)  # whatever the command left running in its group goes with it
-        proc.stdout.close()
+        if proc.stdout is not None:
+            proc.stdout.close()
         proc.wait()
         reaper.release(proc.pid)
     text = output.text()
@@ -110,6 +111,7 @@ def run_process(argv: list[str], timeout: float, output_limit: int,
 def _read_until_done(proc: subprocess.Popen, output: "ClippedOutput", deadline: float,
                      cancel: threading.Event | None) -> bool:
     """Read until EOF (or shortly after the shell exits); True if the deadline passed."""
+    assert proc.stdout is not None  # started with stdout=PIPE
     fd = proc.stdout.fileno()
     exited_at = None
     with selectors.DefaultSelector() as selector:
@@ -156,7 +158,7 @@ class ClippedOutput:
         self.tail = bytearray()
         self.total = 0
         self.path: str | None = None
-        self.spool = None
+        self.spool: IO[bytes] | None = None
 
     def add(self, data: bytes) -> None:
         self.total += len(data)
@@ -182,7 +184,7 @@ class ClippedOutput:
 
     def _save(self, data: bytes) -> None:
         room = SPOOL_CAP - self.saved
-        if room > 0:
+        if room > 0 and self.spool is not None:
             self.spool.write(self.redactor.feed(data[:room]))
             self.saved += min(room, len(data))
 

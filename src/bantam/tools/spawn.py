@@ -83,6 +83,7 @@ def spawn(ctx: ToolContext, task: str, checks: list[str], persistence: str, max_
     limits = Limits(max_iter, ctx.cfg.tool_budget, ctx.cfg.retry_delays)
     resumed = len(messages) > 2
     try:
+        assert ctx.provider is not None  # a toolbox with delegating tools always has one
         turn = run(ctx.provider, messages, box, limits, child.on_event, progress.sync if progress else None)
         status, output, unmet = read_report(turn.text, checks)
         steps = turn.steps
@@ -116,7 +117,7 @@ def read_report(text: str, checks: list[str]) -> tuple[str, str, list[str]]:
     status, unmet, kept = "", [], []
     for line in text.splitlines():
         head, _, rest = line.strip().strip("*_`").partition(":")
-        word = re.match(r"[\W_]*([a-z]*)", rest.lower()).group(1)  # "**failure**.", "blocked - I need ..."
+        word = re.findall(r"^[\W_]*([a-z]*)", rest.lower())[0]  # "**failure**.", "blocked - I need ..."
         if head.strip("*_` ").upper() == "STATUS" and word in STATUSES:
             status = word
             reason = rest.strip(" *_`")[len(word):].strip(" *_`-—:.")  # what a blocked child lacks

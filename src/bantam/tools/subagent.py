@@ -23,6 +23,7 @@ class RunSubagent:
         child_ctx = ctx.child(ctx.on_event, f"sub-agent {next(ctx.spawn_numbers) + 1}")
         messages = child_messages(ctx, args["prompt"])
         box = make_toolbox(ctx.cfg.tools, child_ctx)
+        assert ctx.provider is not None  # a toolbox with delegating tools always has one
         turn = run(ctx.provider, messages, box, Limits.from_config(ctx.cfg), child_ctx.on_event)
         ctx.add_child_usage(turn.usage)
         return turn.text

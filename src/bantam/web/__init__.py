@@ -19,6 +19,7 @@ import secrets
 import socket
 import sys
 from pathlib import Path
+from types import FrameType
 
 from ..errors import ConfigError
 
@@ -73,7 +74,7 @@ def serve(flags: dict[str, str], host: str, port: int, allowed: tuple[str, ...] 
     import uvicorn
 
     from .app import Keys, build_app
-    from .files import Workspace
+    from .files import FileView
     from .session import WebSession
 
     password = str(session_password(flags) or "")
@@ -86,7 +87,7 @@ def serve(flags: dict[str, str], host: str, port: int, allowed: tuple[str, ...] 
     # allow_remote_access); on loopback only its own names, against DNS rebinding.
     hosts = tuple(h.lower() for h in allowed) + (() if is_loopback(host) else ("*",))
     keys = Keys(password or secrets.token_urlsafe(24), port, one_time=not password, hosts=hosts)
-    workspace = Workspace(".", secrets=(session.cfg.api_key, password))
+    workspace = FileView(".", secrets=(session.cfg.api_key, password))
     app = build_app(session, workspace, keys)
     shown = f"[{host}]" if ":" in host else host
     link = f"http://{shown}:{port}/" + ("" if password else f"?token={keys.secret}")
@@ -97,7 +98,7 @@ def serve(flags: dict[str, str], host: str, port: int, allowed: tuple[str, ...] 
         print("bantam web: warning: listening beyond this machine over plain HTTP; the token can be "
               "read on the way (put it behind HTTPS)", file=sys.stderr, flush=True)
     class Server(uvicorn.Server):
-        def handle_exit(self, sig: int, frame: object) -> None:
+        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
             session.hub.close()  # open pages' event streams would hold the shutdown up
             super().handle_exit(sig, frame)
 

@@ -32,8 +32,8 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from starlette.routing import Route
 
 from .. import sessions
-from ..errors import ConfigError
-from .files import Refused, Workspace
+from ..errors import ConfigError, NotJson
+from .files import Refused, FileView
 from .session import WebSession
 
 KEEPALIVE = 15.0  # seconds between comments on an idle event stream, so proxies keep it open
@@ -163,8 +163,8 @@ def same_origin(request: Request) -> bool:
     return origin is None or origin == f"{request.url.scheme}://{request.headers.get('host', '')}"
 
 
-def with_headers(send: Callable[[dict], Awaitable[None]]) -> Callable[[dict], Awaitable[None]]:
-    async def send_with(message: dict) -> None:
+def with_headers(send: Callable[[Any], Awaitable[None]]) -> Callable[[Any], Awaitable[None]]:
+    async def send_with(message: Any) -> None:
         if message["type"] == "http.response.start":
             headers = list(message.get("headers", []))
             present = {k.lower() for k, _ in headers}
@@ -177,7 +177,7 @@ def with_headers(send: Callable[[dict], Awaitable[None]]) -> Callable[[dict], Aw
     return send_with
 
 
-def build_app(session: WebSession, workspace: Workspace, keys: Keys) -> Any:
+def build_app(session: WebSession, workspace: FileView, keys: Keys) -> Any:
     """The ASGI app: the routes behind the guard, and the workspace watcher started."""
     try:
         page = resources.files(__package__).joinpath("page.html").read_text(encoding="utf-8")
@@ -193,7 +193,7 @@ def build_app(session: WebSession, workspace: Workspace, keys: Keys) -> Any:
 class Routes:
     """One method per route. Plain `def` ones run in Starlette's thread pool (they touch the disk)."""
 
-    def __init__(self, session: WebSession, workspace: Workspace, keys: Keys, page: str):
+    def __init__(self, session: WebSession, workspace: FileView, keys: Keys, page: str):
         self.session, self.workspace, self.keys, self.page = session, workspace, keys, page
 
     def table(self) -> list[Route]:
@@ -231,7 +231,7 @@ class Routes:
                 while True:
                     try:
                         event = await asyncio.wait_for(q.get(), KEEPALIVE)
-                    except asyncio.TimeoutError:
+                    except TimeoutError:
                         yield ": keep-alive\n\n"
                         continue
                     if event is None:  # the server is shutting down
@@ -281,10 +281,6 @@ class Routes:
                         headers={"Content-Security-Policy": f"{SANDBOX}; frame-ancestors 'self'"})
 
 
-class NotJson(Exception):
-    """A POST whose body is not JSON: answered 415."""
-
-
 async def not_json(request: Request, exc: Exception) -> Response:
     return JSONResponse({"error": "send application/json"}, 415)
 
@@ -300,7 +296,7 @@ async def json_body(request: Request) -> Any:
         raise NotJson from None
 
 
-def watch(session: WebSession, workspace: Workspace) -> None:
+def watch(session: WebSession, workspace: FileView) -> None:
     """File changes go to every open page (not into the replay log: a new page asks for the list)."""
     from .files import Watcher
 

@@ -1,6 +1,6 @@
 """The workspace as the results panel sees it: a file list, a viewer, change polling, confinement.
 
-Every path the page sends is relative to the workspace root. `Workspace.open` is the only way in:
+Every path the page sends is relative to the workspace root. `FileView.open` is the only way in:
 it refuses absolute paths, `..`, hidden names (`.bantam.cfg`, `.git`) and anything a symlink
 leads out of the root, and it checks the opened file descriptor again, so a path swapped for a
 symlink between the check and the open is refused too.
@@ -16,6 +16,8 @@ from typing import Callable
 
 from ..config import CONFIG_FILES
 from ..envpolicy import redact
+from ..errors import Refused
+from ..fsutil import confine, open_confined
 
 MAX_FILES = 2000              # entries listed; a huge tree is cut, not walked forever
 MAX_TEXT = 512 * 1024         # bytes of a text file highlighted in the viewer
@@ -24,14 +26,6 @@ POLL_SECONDS = 0.5            # how often the workspace is scanned for changes
 SKIP_DIRS = {"node_modules", "__pycache__", "venv", "site-packages"}  # and every hidden folder
 IMAGE_TYPES = {".png", ".jpg", ".jpeg", ".gif", ".webp", ".svg", ".bmp", ".ico", ".avif"}
 HTML_TYPES = {".html", ".htm", ".xhtml"}
-
-
-class Refused(Exception):
-    """A path the page may not see: `status` is 403 (outside, hidden) or 404 (not a file)."""
-
-    def __init__(self, status: int, message: str):
-        super().__init__(message)
-        self.status = status
 
 
 @dataclass(frozen=True)
@@ -45,7 +39,7 @@ class Entry:
         return {"path": self.path, "size": self.size, "mtime": self.mtime, "version": self.version}
 
 
-class Workspace:
+class FileView:
     def __init__(self, root: str | os.PathLike, secrets: tuple[str, ...] = ()):
         self.root = Path(root).resolve()
         self.secrets = tuple(s for s in secrets if s and len(s) >= 4)  # blanked in the text viewer
@@ -55,31 +49,22 @@ class Workspace:
     def check(self, rel: str) -> Path:
         """The real path of `rel` inside the workspace, or Refused."""
         if not rel or "\x00" in rel:
-            raise Refused(404, "no such file")
+            raise Refused("no such file", 404)
         parts = PurePosixPath(rel).parts
         if rel.startswith(("/", "\\")) or any(p.startswith(".") or "\\" in p for p in parts):
-            raise Refused(403, f"{rel}: outside the workspace, or hidden")
-        path = Path(os.path.realpath(self.root / rel))  # follows every symlink on the way
-        if not path.is_relative_to(self.root):
-            raise Refused(403, f"{rel}: leads outside the workspace")
+            raise Refused(f"{rel}: outside the workspace, or hidden", 403)
+        path = confine(self.root, rel)
         if any(p.startswith(".") for p in path.relative_to(self.root).parts):  # `g` -> .git
-            raise Refused(403, f"{rel}: leads to a hidden file")
+            raise Refused(f"{rel}: leads to a hidden file", 403)
         if not path.is_file():
-            raise Refused(404, f"{rel}: no such file")
+            raise Refused(f"{rel}: no such file", 404)
         return path
 
     def read(self, rel: str, limit: int) -> tuple[bytes, os.stat_result]:
         """Up to `limit` bytes of the file, opened without following a last-moment symlink."""
-        path = self.check(rel)
-        try:
-            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-        except OSError as e:
-            raise Refused(404, f"{rel}: {e.strerror}") from None
-        with os.fdopen(fd, "rb") as f:
-            real = f"/proc/self/fd/{fd}"
-            if os.path.exists(real) and not Path(os.readlink(real)).is_relative_to(self.root):
-                raise Refused(403, f"{rel}: leads outside the workspace")
-            return f.read(limit + 1), os.fstat(fd)
+        self.check(rel)
+        with os.fdopen(open_confined(self.root, rel), "rb") as f:
+            return f.read(limit + 1), os.fstat(f.fileno())
 
     # --- what the page shows ------------------------------------------------------------------
 
@@ -135,10 +120,10 @@ class Workspace:
     def raw(self, rel: str) -> tuple[bytes, str]:
         """The bytes and content type for the sandboxed frame or an <img>."""
         if not self.servable(rel):
-            raise Refused(403, f"{rel}: configuration files are not served to the viewer")
+            raise Refused(f"{rel}: configuration files are not served to the viewer", 403)
         data, _ = self.read(rel, MAX_RAW)
         if len(data) > MAX_RAW:
-            raise Refused(403, f"{rel}: larger than {MAX_RAW} bytes")
+            raise Refused(f"{rel}: larger than {MAX_RAW} bytes", 403)
         kind = mimetypes.guess_type(rel)[0] or "application/octet-stream"
         if kind.startswith("text/") or kind in ("application/javascript", "application/json"):
             kind += "; charset=utf-8"
@@ -166,7 +151,7 @@ class Watcher:
     second costs a few milliseconds, and it only runs while a page is connected.
     """
 
-    def __init__(self, workspace: Workspace, changed: Callable[[list[Entry]], None],
+    def __init__(self, workspace: FileView, changed: Callable[[list[Entry]], None],
                  wanted: Callable[[], bool], interval: float = POLL_SECONDS):
         self.workspace, self.changed, self.wanted = workspace, changed, wanted
         self.interval = interval

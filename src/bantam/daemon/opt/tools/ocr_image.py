@@ -21,7 +21,7 @@ def ocr_image(args, agent):
 
 def layout(items, cell=12.0):
     """Text placed on a character grid by its top-left corner: rows by y, columns by x."""
-    rows = {}
+    rows: dict = {}
     for y, x, text in sorted(items):
         row = rows.setdefault(round(y / (cell * 2)), [])
         row.append((int(x / cell), text))

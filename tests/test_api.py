@@ -1,0 +1,47 @@
+"""The public API: what `from bantam import ...` offers is pinned here, so a change to it is a
+decision in a diff, not an accident (as httpx does)."""
+import subprocess
+import sys
+
+import bantam
+
+PUBLIC = [
+    "__version__",
+    "run", "Limits", "Turn", "Guard",
+    "Provider", "Reply", "make_provider",
+    "Tool", "ToolContext", "Toolbox", "Outcome", "make_toolbox",
+    "Config", "load_config",
+    "Event", "OnEvent", "Usage", "RequestStarted", "Text", "Reasoning", "ToolCall", "ToolResult",
+    "UsageReport", "Retry", "Notice", "Error", "Done",
+    "BantamError", "ConfigError", "ProviderError", "LimitReached", "ToolError",
+]
+
+
+def test_public_api_is_pinned():
+    assert bantam.__all__ == PUBLIC
+    assert set(bantam._PUBLIC) == set(PUBLIC[1:])  # every public name has a module to come from
+
+
+def test_every_public_name_resolves_to_its_definition():
+    from bantam import config, errors, events, loop, providers, tools
+    for name in PUBLIC[1:]:
+        value = getattr(bantam, name)
+        assert value is not None
+    assert bantam.run is loop.run and bantam.Tool is tools.Tool and bantam.Provider is providers.Provider
+    assert bantam.load_config is config.load and bantam.ToolCall is events.ToolCall
+    assert issubclass(bantam.LimitReached, errors.BantamError)
+
+
+def test_unknown_names_are_attribute_errors():
+    try:
+        bantam.not_a_thing  # noqa: B018
+    except AttributeError as e:
+        assert "not_a_thing" in str(e)
+    else:
+        raise AssertionError("bantam.not_a_thing resolved")
+
+
+def test_import_bantam_loads_nothing_else():
+    code = "import sys, bantam; print(sorted(m for m in sys.modules if m.startswith('bantam')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "['bantam']"
