@@ -149,12 +149,12 @@ def test_write_file_obeys_the_same_roots(home, outside):
 
 
 def test_controlled_run_checks_run_in_the_sandbox(home, outside):
-    from bantam.runs.tools import Shell, Workspace
+    from bantam.runs.tools import RunShell, Workspace
     from bantam.sandbox import Sandbox
     check = ["bash", "-c", f"echo ok > inside.txt; echo no > {outside}/x.txt"]
     ws = Workspace(home, commands={"check": check}, sandbox=Sandbox.for_config(Config(), home))
-    result = Shell().run({"command": "check"}, ws)
-    assert not result.ok and "Read-only file system" in result.output
+    result = RunShell().run({"command": "check"}, ws)
+    assert result.is_error and "Read-only file system" in result.content
     assert (home / "inside.txt").exists() and not (outside / "x.txt").exists()
 
 
