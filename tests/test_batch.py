@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import base_cfg, run_bantam, write_cfg
+from tests.conftest import wait_for, base_cfg, run_bantam, write_cfg
 from tests.fakes.task_server import TaskServer
 
 
@@ -36,14 +36,6 @@ def start_batch(home: Path, *args: str) -> subprocess.Popen:
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def wait_for(condition, timeout: float = 60, what: str = "the condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def agents_alive(home: Path) -> list[int]:

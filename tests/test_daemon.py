@@ -18,6 +18,7 @@ from bantam.daemon.bus import Conversation
 from bantam.daemon.stash import SUMMARY_PROMPT
 from tests.fakes.openai_server import FakeServer, text_reply, tool_reply
 from tests.fakes.telegram_server import FakeTelegram
+from tests.conftest import wait_for  # noqa: F401 (test_daemon_bus and others import it from here)
 
 # every interval short, so that a test waits for milliseconds, not the seed's minutes
 FAST = {"model": "test-model", "retry_delays": [0], "trigger_tick": 0.2, "inbox_tick": 0.2,
@@ -102,14 +103,6 @@ def configure(agent: Path, model, **extra) -> Path:
     return agent
 
 
-def wait_for(check, what: str, timeout: float = 15.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def messages(agent: Path) -> list[dict]:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from bantam.daemon.bus import Conversation
-from tests.conftest import base_cfg, write_cfg
+from tests.conftest import wait_for as poll, base_cfg, write_cfg
 from tests.fakes.openai_server import text_reply, tool_reply
 from tests.test_daemon import configure, messages, model, started  # noqa: F401 (model: a fixture)
 
@@ -23,14 +23,6 @@ RSS_LIMIT_KB = 300 * 1024
 BASE = 100_000 + os.getpid() % 50_000 * 10  # sleep lengths unique to this test session
 
 
-def poll(check, what: str, timeout: float = 20.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def processes_with(marker: str) -> list[int]:
