@@ -106,7 +106,7 @@ class Toolbox:
 
     def schemas(self) -> list[dict[str, Any]]:
         return [{"type": "function", "function": {"name": t.name, "description": t.description,
-                                                  "parameters": t.parameters}}
+                                                  "parameters": _parameters(t, self.ctx)}}
                 for t in self.tools.values()]
 
     def execute(self, name: str, arguments: str) -> Outcome:
@@ -132,6 +132,12 @@ class Toolbox:
             return Outcome(sanitize(f"error: {e}"), True, e)
         except Exception as e:  # a tool bug must not kill the session; the model sees what broke
             return Outcome(sanitize(f"error: {type(e).__name__}: {e}"), True, e)
+
+
+def _parameters(tool: Tool, ctx: ToolContext) -> dict[str, Any]:
+    """A tool's schema as offered in this context (a tool may leave out what cannot apply here)."""
+    offered = getattr(tool, "parameters_for", None)
+    return offered(ctx) if offered is not None else tool.parameters
 
 
 def make_toolbox(names: tuple[str, ...] | list[str], ctx: ToolContext) -> Toolbox:

@@ -48,6 +48,13 @@ class ShellExec:
                                               "only after the sandbox refused this command: why it "
                                               "must run outside the sandbox (the user is asked)"}}}
 
+    def parameters_for(self, ctx: Any) -> dict[str, Any]:
+        """`escalate` only where it can do something: a sandbox to cross and a person to ask
+        (otherwise a small model fills in the optional argument and is refused for it)."""
+        if ctx.cfg.sandbox != "off" and ctx.approvals.ask is not None:
+            return self.parameters
+        return {**self.parameters, "properties": {"command": self.parameters["properties"]["command"]}}
+
     def run(self, args: dict[str, Any], ctx: Any) -> str:
         from ..approval import check_command
         command, box = check_command(ctx.cfg, ctx.approvals, args["command"], args.get("escalate") or "")
