@@ -35,6 +35,9 @@ class ShellResult:
         return f"{self.output}\n\nexit: {self.exit_code}"
 
 
+COMMAND_PARAMETER = {"type": "string", "description": "the command line"}
+
+
 class ShellExec:
     name = "shell_exec"
     description = ("Run a shell command (bash) in the current directory and return its output "
@@ -43,7 +46,7 @@ class ShellExec:
                    "keep a server running, start it with `setsid nohup CMD > log 2>&1 &` (outside "
                    "a sandbox).")
     parameters = {"type": "object", "required": ["command"],
-                  "properties": {"command": {"type": "string", "description": "the command line"},
+                  "properties": {"command": COMMAND_PARAMETER,
                                  "escalate": {"type": "string", "description":
                                               "only after the sandbox refused this command: why it "
                                               "must run outside the sandbox (the user is asked)"}}}
@@ -53,7 +56,7 @@ class ShellExec:
         (otherwise a small model fills in the optional argument and is refused for it)."""
         if ctx.cfg.sandbox != "off" and ctx.approvals.ask is not None:
             return self.parameters
-        return {**self.parameters, "properties": {"command": self.parameters["properties"]["command"]}}
+        return {**self.parameters, "properties": {"command": COMMAND_PARAMETER}}
 
     def run(self, args: dict[str, Any], ctx: Any) -> str:
         from ..approval import check_command
