@@ -90,8 +90,8 @@ def run_task(task: dict, cfg: Config, provider: LocalProvider) -> dict[str, Any]
         finally:
             os.chdir(here)
     return {"id": task["id"], "kind": task["kind"], "ok": ok, "answer": answer, "error": error,
-            "trace": [f"{c.name}({c.arguments})" for c in calls], "calls": len(calls), "valid_calls": sum(c.name in schemas and valid(c.arguments, schemas[c.name])
-                                                    for c in calls),
+            "trace": [f"{c.name}({c.arguments})" for c in calls], "calls": len(calls),
+            "valid_calls": sum(c.name in schemas and valid(c.arguments, schemas[c.name]) for c in calls),
             "prompt_tokens": usage.prompt_tokens if usage else 0,
             "completion_tokens": usage.completion_tokens if usage else 0,
             "seconds": time.perf_counter() - start}

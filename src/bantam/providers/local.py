@@ -43,13 +43,17 @@ Tools:
 
 # One worked exchange, shown to the model after the system prompt when shell_exec is offered: a tiny
 # model copies the shape of what it has seen far better than it follows a description.
+def _call(command: str) -> str:
+    return f'{CALL_OPEN}{{"name": "shell_exec", "arguments": {{"command": "{command}"}}}}{CALL_CLOSE}'
+
+
 EXAMPLE = [
     {"role": "user", "content": "What is in hello.txt?"},
-    {"role": "assistant", "content": f'{CALL_OPEN}{{"name": "shell_exec", "arguments": {{"command": "cat hello.txt"}}}}{CALL_CLOSE}'},
+    {"role": "assistant", "content": _call("cat hello.txt")},
     {"role": "user", "content": "<tool_response>\nHi there\n\nexit: 0\n</tool_response>"},
     {"role": "assistant", "content": "hello.txt contains: Hi there"},
     {"role": "user", "content": "Which files are in the docs folder?"},
-    {"role": "assistant", "content": f'{CALL_OPEN}{{"name": "shell_exec", "arguments": {{"command": "ls docs"}}}}{CALL_CLOSE}'},
+    {"role": "assistant", "content": _call("ls docs")},
     {"role": "user", "content": "<tool_response>\nguide.md\nintro.md\n\nexit: 0\n</tool_response>"},
     {"role": "assistant", "content": "The docs folder has: guide.md, intro.md"},
 ]
@@ -307,7 +311,9 @@ def known_commands(tools: list[dict], messages: list[dict]) -> list[dict]:
     quoted = re.findall(r"`([^`\n]+)`", request if isinstance(request, str) else "")
     starts = "|".join(re.escape(w) for w in PROGRAMS)
     # (llama.cpp's schema-to-grammar converter knows plain groups only)
-    pattern = "^(" + "|".join([*(_literal(json.dumps(q)[1:-1]) for q in quoted), f"({starts})( ([^\"\\\\\\n]|\\\\[\"\\\\nt])*)?"]) + ")$"
+    # a program, then any JSON string characters (a quote or backslash only escaped)
+    program = f"({starts})( ([^\"\\\\\\n]|\\\\[\"\\\\nt])*)?"
+    pattern = "^(" + "|".join([*(_literal(json.dumps(q)[1:-1]) for q in quoted), program]) + ")$"
     shaped = []
     for tool in tools:
         if tool["function"]["name"] == "shell_exec":
