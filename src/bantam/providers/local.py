@@ -313,7 +313,8 @@ def known_commands(tools: list[dict], messages: list[dict]) -> list[dict]:
     # (llama.cpp's schema-to-grammar converter knows plain groups only)
     # a program, then any JSON string characters (a quote or backslash only escaped)
     program = f"({starts})( ([^\"\\\\\\n]|\\\\[\"\\\\nt])*)?"
-    pattern = "^(" + "|".join([*(_literal(json.dumps(q)[1:-1]) for q in quoted), program]) + ")$"
+    literals = [_literal(json.dumps(q)[1:-1]) for q in quoted]
+    pattern = "^(" + "|".join([*(q for q in literals if q), program]) + ")$"
     shaped = []
     for tool in tools:
         if tool["function"]["name"] == "shell_exec":
@@ -324,10 +325,13 @@ def known_commands(tools: list[dict], messages: list[dict]) -> list[dict]:
     return shaped
 
 
-def _literal(text: str) -> str:
-    """`text` as a regular expression matching itself, in the subset llama.cpp's converter reads
-    (re.escape would also escape spaces, which it does not know)."""
-    return re.sub(r"([\\^$.|?*+()\[\]{}])", r"\\\1", text)
+def _literal(text: str) -> str | None:
+    """`text` as a pattern matching itself, in the subset llama.cpp's schema converter turns into a
+    valid grammar: no backslash escapes there, so each special character goes in a class of its
+    own. None for text with brackets or backslashes, which that subset cannot say."""
+    if any(c in text for c in "[]\\"):
+        return None
+    return "".join(f"[{c}]" if c in ".|?*+(){}$^" else c for c in text)
 
 
 def tool_prompt(tools: list[dict]) -> str:
