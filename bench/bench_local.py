@@ -8,6 +8,9 @@
 2. Time to first token as a conversation grows (turns 1, 10 and 20, 32 new tokens a turn), with
    bantam's prefix reuse, and with the KV cache cleared before each turn (what a harness that
    re-sends the history to a cache-less backend pays).
+3. Simple agent work offline: the evaluation set of bench/local_eval/tasks.jsonl (25 tasks in five
+   kinds), once per row of EVAL_VARIANTS, from the model deciding alone to every aid bantam gives a
+   small model, so the gain of each is visible. `--eval-only` runs just this part.
 """
 from __future__ import annotations
 
@@ -26,6 +29,18 @@ from bantam.prompt import SYSTEM_PROMPT  # noqa: E402
 from bantam.providers.local import LocalProvider, bundled_model  # noqa: E402
 
 BEGIN, END = "<!-- bench_local:begin -->", "<!-- bench_local:end -->"
+EVAL_BEGIN, EVAL_END = "<!-- bench_local_eval:begin -->", "<!-- bench_local_eval:end -->"
+# Each row adds one aid to the row above it; the last row is bantam's default.
+EVAL_VARIANTS = [
+    ("model decides alone (0.1)", {"local_example": False, "local_tool_first": "off", "local_commands": False,
+                                   "local_grounded": False}),
+    ("+ worked tool calls shown", {"local_example": True, "local_tool_first": "off", "local_commands": False,
+                                   "local_grounded": False}),
+    ("+ tool call first when the request needs the machine", {"local_tool_first": "auto", "local_commands": False,
+                                                               "local_grounded": False}),
+    ("+ commands start with a known program", {"local_commands": True, "local_grounded": False}),
+    ("+ answers after a result use its words", {"local_grounded": True}),
+]
 NEW_TOKENS = 128
 QUESTION = "Write a short story about a lighthouse keeper and a storm."
 
@@ -86,11 +101,41 @@ def ttft_table() -> str:
                       "(tok: tokens in the KV cache after the turn, i.e. the conversation's length.)"])
 
 
+def eval_table() -> str:
+    from bench.local_eval import evaluate, tasks
+    kinds = list(dict.fromkeys(t["kind"] for t in tasks()))
+    rows = []
+    for label, values in EVAL_VARIANTS:
+        results = evaluate(values)
+        print(label, [(r["id"], r["ok"], r["trace"]) for r in results], file=sys.stderr, flush=True)
+        by_kind = [sum(r["ok"] for r in results if r["kind"] == k) for k in kinds]
+        per_kind = [len([r for r in results if r["kind"] == k]) for k in kinds]
+        calls, valid = sum(r["calls"] for r in results), sum(r["valid_calls"] for r in results)
+        n = len(results)
+        rows.append(f"| {label} | " + " | ".join(f"{a}/{b}" for a, b in zip(by_kind, per_kind))
+                    + f" | **{sum(by_kind)}/{n}** | {valid}/{calls} | "
+                    f"{sum(r['prompt_tokens'] for r in results) / n:.0f} + {sum(r['completion_tokens'] for r in results) / n:.0f}"
+                    f" | {statistics.median(r['seconds'] for r in results):.1f} |")
+    return "\n".join([
+        f"### Simple agent work offline ({len(tasks())} tasks of bench/local_eval/tasks.jsonl, greedy, seed 1)", "",
+        "| bantam | " + " | ".join(kinds) + " | solved | valid tool calls | tokens per task (prompt + completion) | median s per task |",
+        "|---|" + "---:|" * (len(kinds) + 4), *rows])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--write", action="store_true")
+    ap.add_argument("--eval-only", action="store_true", help="only the evaluation set")
     args = ap.parse_args()
+    evaluation = "\n".join(["## Local model: simple agent work offline (bundled SmolLM2-135M-Instruct Q4_1)", "",
+                             "Command: `.venv/bin/python bench/bench_local.py --write` (or `--eval-only`)", "",
+                             f"Machine: {machine()}", "", eval_table()])
+    print(evaluation)
+    if args.write:
+        write_results(evaluation, EVAL_BEGIN, EVAL_END)
+    if args.eval_only:
+        return
     section = "\n".join(["## Local model (bundled SmolLM2-135M-Instruct Q4_1, CPU)", "",
                          "Command: `.venv/bin/python bench/bench_local.py --write`", "",
                          f"Machine: {machine()}", "", speed_table(args.reps), "", ttft_table()])

@@ -62,6 +62,10 @@ class Config:
     env_passthrough: tuple[str, ...] = ()  # secret-looking variables commands may see (GH_TOKEN, AWS_*)
     n_ctx: int | None = None              # provider=local: context size (default 8192)
     n_threads: int | None = None          # provider=local: CPU threads (default: llama.cpp's)
+    local_tool_first: str = "auto"        # provider=local: a request that needs the machine gets a tool call first
+    local_example: bool = True            # provider=local: show the model one worked tool call
+    local_commands: bool = True           # provider=local: shell_exec commands start with a known program
+    local_grounded: bool = True           # provider=local: an answer after a tool result uses its words
     retry_delays: tuple[float, ...] = FIBONACCI_DELAYS  # seconds between retries of a request
     max_tokens_limit: int = 32_768        # an answer cut at max_tokens is asked again, doubled, up to this
     sandbox: str = "workspace"            # off | workspace | read-only: around the model's commands (sandbox.py)
@@ -164,6 +168,10 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "env_passthrough": _names,
     "n_ctx": _number(int, 16),
     "n_threads": _number(int, 1),
+    "local_tool_first": _choice("auto", "off"),
+    "local_example": _bool,
+    "local_commands": _bool,
+    "local_grounded": _bool,
     "retry_delays": _delays,
     "max_tokens_limit": _number(int, 1),
     "sandbox": _choice("off", "workspace", "read-only"),

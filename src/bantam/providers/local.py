@@ -12,6 +12,7 @@ from __future__ import annotations
 import atexit
 import importlib.util
 import json
+import re
 import threading
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,42 @@ You can call one tool per reply. To call a tool, reply with exactly
 and nothing else; its result comes back in <tool_response>. Otherwise reply in plain text.
 Tools:
 {tools}"""
+
+# One worked exchange, shown to the model after the system prompt when shell_exec is offered: a tiny
+# model copies the shape of what it has seen far better than it follows a description.
+def _call(command: str) -> str:
+    return f'{CALL_OPEN}{{"name": "shell_exec", "arguments": {{"command": "{command}"}}}}{CALL_CLOSE}'
+
+
+EXAMPLE = [
+    {"role": "user", "content": "What is in hello.txt?"},
+    {"role": "assistant", "content": _call("cat hello.txt")},
+    {"role": "user", "content": "<tool_response>\nHi there\n\nexit: 0\n</tool_response>"},
+    {"role": "assistant", "content": "hello.txt contains: Hi there"},
+    {"role": "user", "content": "Which files are in the docs folder?"},
+    {"role": "assistant", "content": _call("ls docs")},
+    {"role": "user", "content": "<tool_response>\nguide.md\nintro.md\n\nexit: 0\n</tool_response>"},
+    {"role": "assistant", "content": "The docs folder has: guide.md, intro.md"},
+]
+# A request that plainly needs the machine: a file or path name, a command in backticks, or a word
+# about files and commands. Then the first reply is a tool call (grammar-forced), not a guess.
+MACHINE_WORDS = re.compile(r"`[^`]+`|\b(?!e\.g\b|i\.e\b)[\w-]+\.[A-Za-z][A-Za-z0-9]{0,4}\b|\b[\w.-]+/[\w./-]+|"
+                           r"\b(?:run|execute|ls|list|count|files?|folders?|director(?:y|ies)|"
+                           r"exit (?:code|status))\b", re.I)
+
+# With local_commands=on, shell_exec's command starts with one of these programs (or is a command
+# the user wrote in backticks): a tiny model otherwise "runs" a file name or the user's own words.
+PROGRAMS = ("ls cat head tail wc grep find echo printf date pwd cd stat file du df sort uniq cut tr sed awk "
+            "diff cp mv mkdir touch rm tree basename dirname realpath test true false exit bash sh python3 "
+            "python git make pytest env uname whoami id ps which seq expr md5sum sha256sum tee xargs").split()
+
+ANY_ANSWER = "[^<\\x00] [^\\x00]*"
+# With local_grounded=on, an answer that follows a tool result is made of the words of that result
+# and of the request, and these: a tiny model then reports what it saw instead of inventing.
+GLUE = ("the a an is are was were has have had of in on at to for and or not no yes it its this that "
+        "there these those file files folder directory contains contain lines line number exit code "
+        "status returned returns output command ran run wrote written with as by from".split())
+EVIDENCE_WORDS = 400  # at most this many distinct words from the evidence
 
 _models: dict[tuple[str, int, int], Any] = {}  # one loaded model per file and settings, per process
 _lock = threading.Lock()                          # llama.cpp contexts are not thread-safe
@@ -95,7 +132,12 @@ class LocalProvider:
         return _models[key]
 
     def complete(self, messages: list[dict], tools: list[dict], on_event: OnEvent) -> Reply:
-        tools = offered(tools, self.cfg.forward.get("tool_choice"))
+        choice = self.cfg.forward.get("tool_choice")
+        tools = offered(tools, choice)
+        required = bool(tools) and (choice == "required" or (
+            choice is None and self.cfg.local_tool_first == "auto" and needs_machine(messages)))
+        if self.cfg.local_commands:
+            tools = known_commands(tools, messages)
         with _lock:
             llama = self.llama
             prompt = self.format(messages, tools)
@@ -107,20 +149,21 @@ class LocalProvider:
             on_event(RequestStarted(model=self.model))
             self._warm_prefix(llama, messages, tools, tokens, on_event)
             cached = _common_prefix(list(llama._input_ids[: llama.n_tokens]), tokens)
-            text = self._generate(llama, tokens, tools, limit, on_event)
+            text = self._generate(llama, tokens, tools, limit, on_event, required, messages)
         completion = len(llama.tokenize(text.encode("utf-8"), add_bos=False, special=True))
         usage = Usage(len(tokens), completion, cached, len(tokens))
         message = self.message(text, tools)
         return Reply(message, usage, "tool_calls" if message.get("tool_calls") else "stop")
 
     def _generate(self, llama: Any, tokens: list[int], tools: list[dict], limit: int,
-                  on_event: OnEvent) -> str:
+                  on_event: OnEvent, required: bool, messages: list[dict]) -> str:
         options = {"repeat_penalty": REPEAT_PENALTY,
                    **{k: self.cfg.forward[k] for k in SAMPLING_KEYS if k in self.cfg.forward}}
         options.update(max_tokens=min(limit, self.n_ctx - len(tokens)), temperature=self.cfg.temperature,
                        stream=True, stop=options.get("stop") or self.stop)
         if tools:
-            options["grammar"] = tool_grammar(tools, required=self.cfg.forward.get("tool_choice") == "required")
+            answer = grounded_answer(messages) if self.cfg.local_grounded else ANY_ANSWER
+            options["grammar"] = tool_grammar(tools, required=required, answer=answer, llama=llama)
         pieces: list[str] = []
         streaming = not tools  # with tools, the first character tells an answer from a tool call
         for chunk in llama.create_completion(tokens, **options):
@@ -158,7 +201,8 @@ class LocalProvider:
         chat = self.chat(messages, tools)
         if not chat or chat[0]["role"] != "system":
             return []
-        text = self.formatter(generation_prompt=False)(messages=chat[:1]).prompt
+        fixed = 1 + (len(EXAMPLE) if chat[1: 1 + len(EXAMPLE)] == EXAMPLE else 0)
+        text = self.formatter(generation_prompt=False)(messages=chat[:fixed]).prompt
         return self.llama.tokenize(text.encode("utf-8"), add_bos=False, special=True)
 
     @property
@@ -174,6 +218,8 @@ class LocalProvider:
         chat = to_chat(messages)
         if tools and chat and chat[0]["role"] == "system":
             chat[0] = {"role": "system", "content": chat[0]["content"] + tool_prompt(tools)}
+            if self.cfg.local_example and any(t["function"]["name"] == "shell_exec" for t in tools):
+                chat[1:1] = EXAMPLE
         return chat
 
     def formatter(self, generation_prompt: bool = True) -> Any:
@@ -232,6 +278,62 @@ def to_chat(messages: list[dict]) -> list[dict]:
     return chat
 
 
+def needs_machine(messages: list[dict]) -> bool:
+    """Is this the start of a turn (the last message is the user's) whose request names a file, a
+    path or a command, or asks to run, list or count something?"""
+    last = messages[-1] if messages else {}
+    content = last.get("content")
+    return last.get("role") == "user" and isinstance(content, str) and bool(MACHINE_WORDS.search(content))
+
+
+def grounded_answer(messages: list[dict]) -> str:
+    """A GBNF rule for an answer after a tool result: words of the results since the request, of
+    the request, and GLUE, joined by spaces and punctuation. Before any result: any text."""
+    if not messages or messages[-1].get("role") != "tool":
+        return ANY_ANSWER
+    evidence = []
+    for m in reversed(messages):
+        if isinstance(m.get("content"), str):
+            evidence.append(m["content"])
+        if m.get("role") == "user":
+            break
+    words = list(dict.fromkeys(re.findall(r"[A-Za-z0-9_./+-]+", "\n".join(reversed(evidence)))))[:EVIDENCE_WORDS]
+    words = [w.rstrip(".") or w for w in words]
+    words = list(dict.fromkeys(words + GLUE + [w.capitalize() for w in GLUE]))
+    alternatives = " | ".join(json.dumps(w) for w in words)
+    return f'word (sep word)* "."?\nword ::= {alternatives}\nsep ::= " " | ", " | ": " | "\\n" | "\\n- "'
+
+
+def known_commands(tools: list[dict], messages: list[dict]) -> list[dict]:
+    """shell_exec's schema with its command held to a known program or a command the user quoted
+    in backticks in the latest request."""
+    request = next((m.get("content") for m in reversed(messages) if m.get("role") == "user"), "")
+    quoted = re.findall(r"`([^`\n]+)`", request if isinstance(request, str) else "")
+    starts = "|".join(re.escape(w) for w in PROGRAMS)
+    # (llama.cpp's schema-to-grammar converter knows plain groups only)
+    # a program, then any JSON string characters (a quote or backslash only escaped)
+    program = f"({starts})( ([^\"\\\\\\n]|\\\\[\"\\\\nt])*)?"
+    literals = [_literal(json.dumps(q)[1:-1]) for q in quoted]
+    pattern = "^(" + "|".join([*(q for q in literals if q), program]) + ")$"
+    shaped = []
+    for tool in tools:
+        if tool["function"]["name"] == "shell_exec":
+            parameters = json.loads(json.dumps(tool["function"].get("parameters") or {}))
+            parameters.setdefault("properties", {}).setdefault("command", {"type": "string"})["pattern"] = pattern
+            tool = {**tool, "function": {**tool["function"], "parameters": parameters}}
+        shaped.append(tool)
+    return shaped
+
+
+def _literal(text: str) -> str | None:
+    """`text` as a pattern matching itself, in the subset llama.cpp's schema converter turns into a
+    valid grammar: no backslash escapes there, so each special character goes in a class of its
+    own. None for text with brackets or backslashes, which that subset cannot say."""
+    if any(c in text for c in "[]\\"):
+        return None
+    return "".join(f"[{c}]" if c in ".|?*+(){}$^" else c for c in text)
+
+
 def tool_prompt(tools: list[dict]) -> str:
     lines = [f"- {t['function']['name']}: {t['function'].get('description', '')} "
              f"Arguments: {json.dumps(t['function'].get('parameters', {}).get('properties', {}))}"
@@ -252,22 +354,37 @@ def offered(tools: list[dict], choice: Any) -> list[dict]:
     return tools
 
 
-def tool_grammar(tools: list[dict], required: bool = False) -> Any:
-    """Plain text that does not start with '<', or one tool call valid for its schema; with
-    `required`, only the call."""
+def tool_grammar(tools: list[dict], required: bool = False, answer: str = ANY_ANSWER, llama: Any = None) -> Any:
+    """Plain text that does not start with '<' (or what the `answer` rule allows), or one tool call
+    valid for its schema; with `required`, only the call. Given the model, the grammar is parsed
+    once here: llama.cpp would crash the process on a grammar it cannot parse."""
     from llama_cpp import LlamaGrammar
     from llama_cpp.llama_grammar import json_schema_to_gbnf
     schema = {"anyOf": [{"type": "object", "required": ["name", "arguments"],
                          "properties": {"name": {"const": t["function"]["name"]},
                                         "arguments": t["function"].get("parameters") or {"type": "object"}}}
                         for t in tools]}
-    key = json.dumps([schema, required], sort_keys=True)
+    key = json.dumps([schema, required, answer], sort_keys=True)
     if key not in _grammars:
+        if len(_grammars) > 64:  # one per tool list and quoted command: bounded
+            _grammars.clear()
         call = json_schema_to_gbnf(json.dumps(schema)).replace("root ::=", "call ::=", 1)
         gbnf = (f'root ::= {"" if required else "answer | "}"{CALL_OPEN}" call "{CALL_CLOSE}"\n'
-                'answer ::= [^<\\x00] [^\\x00]*\n' + call)
+                f'answer ::= {answer}\n' + call)
+        if llama is not None:
+            check_grammar(llama, gbnf)
         _grammars[key] = LlamaGrammar.from_string(gbnf, verbose=False)
     return _grammars[key]
+
+
+def check_grammar(llama: Any, gbnf: str) -> None:
+    import llama_cpp
+    sampler = llama_cpp.llama_sampler_init_grammar(llama_cpp.llama_model_get_vocab(llama.model),
+                                                   gbnf.encode(), b"root")
+    if not sampler:
+        raise ProviderError("the tool-call grammar for this request does not parse (a bantam bug: "
+                            "set local_commands=off or local_grounded=off to go on)", retryable=False)
+    llama_cpp.llama_sampler_free(sampler)
 
 
 def _json(text: str) -> Any:
