@@ -153,3 +153,11 @@ def test_llama_cpp_server_end_to_end(home, tmp_path):
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+def test_a_tool_call_cut_at_the_output_limit_is_reported_as_cut_not_a_crash(home):
+    cfg = Config(provider="local", temperature=0.0, forward={"tool_choice": "required", "max_tokens": 6})
+    toolbox = make_toolbox(("shell_exec",), ToolContext(cfg))
+    reply = LocalProvider(cfg).complete([SYSTEM, {"role": "user", "content": "List the files."}],
+                                        toolbox.schemas(), lambda e: None)
+    assert reply.finish_reason == "length" and reply.message["tool_calls"]  # the loop never runs it

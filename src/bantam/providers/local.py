@@ -112,6 +112,7 @@ class LocalProvider:
         self.n_ctx = cfg.n_ctx or DEFAULT_CTX
         self.n_threads = cfg.n_threads
         self._llama = None
+        self.output_tokens: int | None = None  # set by the loop to ask again for a cut answer
 
     @property
     def llama(self) -> Any:
@@ -142,7 +143,7 @@ class LocalProvider:
             llama = self.llama
             prompt = self.format(messages, tools)
             tokens = llama.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
-            limit = int(self.cfg.forward.get("max_tokens") or DEFAULT_MAX_TOKENS)
+            limit = self.output_budget()
             if len(tokens) + min(limit, 256) > self.n_ctx:
                 raise APIError(f"context length exceeded: the prompt is {len(tokens)} tokens and "
                                f"n_ctx is {self.n_ctx}", status=400)
@@ -152,8 +153,23 @@ class LocalProvider:
             text = self._generate(llama, tokens, tools, limit, on_event, required, messages)
         completion = len(llama.tokenize(text.encode("utf-8"), add_bos=False, special=True))
         usage = Usage(len(tokens), completion, cached, len(tokens))
-        message = self.message(text, tools)
-        return Reply(message, usage, "tool_calls" if message.get("tool_calls") else "stop")
+        cut = completion >= min(limit, self.n_ctx - len(tokens))  # stopped by the output limit
+        try:
+            message = self.message(text, tools)
+        except (ValueError, KeyError, TypeError):
+            if not cut:  # the grammar makes a finished call parse: this is a bug, said in one line
+                raise ProviderError(f"the local model's tool call does not parse: {text[:200]!r}",
+                                    retryable=False) from None
+            # a call cut at the output limit: the loop asks again with more room, and never runs it
+            message = {"role": "assistant", "content": None, "tool_calls": [{
+                "id": f"call_{abs(hash(text)) % 10**8}", "type": "function",
+                "function": {"name": "(cut off)", "arguments": text}}]}
+        finish = "length" if cut else "tool_calls" if message.get("tool_calls") else "stop"
+        return Reply(message, usage, finish)
+
+    def output_budget(self) -> int:
+        """New tokens one answer may have: what the loop asks for after a cut, else max_tokens."""
+        return int(self.output_tokens or self.cfg.forward.get("max_tokens") or DEFAULT_MAX_TOKENS)
 
     def _generate(self, llama: Any, tokens: list[int], tools: list[dict], limit: int,
                   on_event: OnEvent, required: bool, messages: list[dict]) -> str:
