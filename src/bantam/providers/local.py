@@ -65,8 +65,9 @@ MACHINE_WORDS = re.compile(r"`[^`]+`|\b(?!e\.g\b|i\.e\b)[\w-]+\.[A-Za-z][A-Za-z0
 
 # With local_commands=on, shell_exec's command starts with one of these programs (or is a command
 # the user wrote in backticks): a tiny model otherwise "runs" a file name or the user's own words.
+# No rm: given it, the 135M model deleted files it was asked to list or write.
 PROGRAMS = ("ls cat head tail wc grep find echo printf date pwd cd stat file du df sort uniq cut tr sed awk "
-            "diff cp mv mkdir touch rm tree basename dirname realpath test true false exit bash sh python3 "
+            "diff cp mv mkdir touch tree basename dirname realpath test true false exit bash sh python3 "
             "python git make pytest env uname whoami id ps which seq expr md5sum sha256sum tee xargs").split()
 
 ANY_ANSWER = "[^<\\x00] [^\\x00]*"
