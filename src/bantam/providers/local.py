@@ -142,14 +142,15 @@ class LocalProvider:
             tools = known_commands(tools, messages)
         with _lock:
             llama = self.llama
-            prompt = self.format(messages, tools)
+            chat = self.chat(messages, tools)  # once: both the prompt and its fixed prefix come from it
+            prompt = self.formatter()(messages=chat).prompt
             tokens = llama.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
             limit = self.output_budget()
             if len(tokens) + min(limit, 256) > self.n_ctx:
                 raise APIError(f"context length exceeded: the prompt is {len(tokens)} tokens and "
                                f"n_ctx is {self.n_ctx}", status=400)
             on_event(RequestStarted(model=self.model))
-            self._warm_prefix(llama, messages, tools, tokens, on_event)
+            self._warm_prefix(llama, chat, tokens, on_event)
             cached = _common_prefix(list(llama._input_ids[: llama.n_tokens]), tokens)
             text = self._generate(llama, tokens, tools, limit, on_event, required, messages)
         completion = len(llama.tokenize(text.encode("utf-8"), add_bos=False, special=True))
@@ -193,11 +194,10 @@ class LocalProvider:
                 on_event(Text(text="".join(pieces)))
         return "".join(pieces)
 
-    def _warm_prefix(self, llama: Any, messages: list[dict], tools: list[dict], tokens: list[int],
-                     on_event: OnEvent) -> None:
+    def _warm_prefix(self, llama: Any, chat: list[dict], tokens: list[int], on_event: OnEvent) -> None:
         """Put the system prompt's KV state in place before generating: already there (a later turn),
         loaded from the disk cache (a new process), or evaluated now and saved for the next one."""
-        prefix = self.prefix_tokens(messages, tools)
+        prefix = self.prefix_tokens(chat)
         if len(prefix) < kv_cache.MIN_PREFIX or tokens[: len(prefix)] != prefix:
             return
         if _common_prefix(list(llama._input_ids[: llama.n_tokens]), prefix) == len(prefix):
@@ -213,9 +213,9 @@ class LocalProvider:
         except OSError as e:
             on_event(Notice(message=f"could not save the prompt state: {e}"))
 
-    def prefix_tokens(self, messages: list[dict], tools: list[dict]) -> list[int]:
-        """The tokens of the conversation's fixed start: its system message, tool list included."""
-        chat = self.chat(messages, tools)
+    def prefix_tokens(self, chat: list[dict]) -> list[int]:
+        """The tokens of the conversation's fixed start (from `chat`): its system message, tool
+        list and worked examples included."""
         if not chat or chat[0]["role"] != "system":
             return []
         fixed = 1 + (len(EXAMPLE) if chat[1: 1 + len(EXAMPLE)] == EXAMPLE else 0)
