@@ -66,6 +66,7 @@ class Config:
     local_example: bool = True            # provider=local: show the model one worked tool call
     local_commands: bool = True           # provider=local: shell_exec commands start with a known program
     local_grounded: bool = True           # provider=local: an answer after a tool result uses its words
+    local_cite: bool = True               # provider=local: ... and cites at least one word only the result has
     retry_delays: tuple[float, ...] = FIBONACCI_DELAYS  # seconds between retries of a request
     max_tokens_limit: int = 32_768        # an answer cut at max_tokens is asked again, doubled, up to this
     sandbox: str = "workspace"            # off | workspace | read-only: around the model's commands (sandbox.py)
@@ -172,6 +173,7 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "local_example": _bool,
     "local_commands": _bool,
     "local_grounded": _bool,
+    "local_cite": _bool,
     "retry_delays": _delays,
     "max_tokens_limit": _number(int, 1),
     "sandbox": _choice("off", "workspace", "read-only"),
