@@ -92,7 +92,7 @@ class Repl:
         if self.cfg.embedded:
             self.say(config.EMBEDDED_NOTICE)
         self.cmd_sandbox("")
-        if (sessions.sessions_dir() / f"{self.autosave.id}.json").exists():
+        if sessions.exists(self.autosave.id):
             self.say("this project has a saved conversation: " + self.continue_hint)
 
     def run(self) -> int:
@@ -127,7 +127,7 @@ class Repl:
         self.changed = True
         try:
             done = loop.run(self.provider, self.messages, self.toolbox, loop.Limits.from_config(self.cfg),
-                            self.render)
+                            self.render, lambda _: self.save_auto())  # appended after every step
             self.render(Done(text=done.text, usage=done.usage))
         except KeyboardInterrupt:
             self.render.reset()
@@ -212,7 +212,10 @@ class Repl:
 
     def load(self, key: str) -> None:
         try:
-            found, messages = sessions.load(key)
+            if key == self.autosave.id:  # read by autosave itself, so that its next save appends
+                found, messages = key, self.autosave.resume(self.say)
+            else:
+                found, messages = sessions.load(key, self.say)
         except sessions.SessionError as e:
             if key == self.autosave.id and "no session" in str(e):
                 raise sessions.SessionError("no saved conversation for this project yet") from None
