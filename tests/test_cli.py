@@ -29,7 +29,8 @@ def test_one_shot_answer_on_stdout_traces_on_stderr(cfg, server):
     assert r.stdout == "The shell said hello.\n"
     assert '[tool call: shell_exec({"command": "echo from-the-shell"})]' in r.stderr
     assert "[tool result: shell_exec]\nfrom-the-shell" in r.stderr
-    assert ("[test-model: 300 prompt (150 cached, 150 uncached) + 30 completion | "
+    # the prompt tokens of both requests add up; the context is the last request's alone
+    assert ("[test-model: 300 prompt sent in 2 requests (150 cached, 150 uncached) + 30 completion | "
             "context: 200/200000 (0.1%)]") in r.stderr
     assert "\033[" not in r.stdout + r.stderr  # no colour when not a terminal
     assert server.chat_requests()[0].body["messages"][1] == {"role": "user", "content": "say hello"}
