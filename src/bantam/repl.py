@@ -262,6 +262,8 @@ class Repl:
         self.flags.pop(key, None)  # the value just set must win over a flag given at start
         self.configure(config.load(self.flags))
         self.say(f"{key}={self.shown(key)} (written to {path if user else path.name})")
+        if self.cfg.warning:  # e.g. a project endpoint your environment's key is not sent to
+            self.say(f"warning: {self.cfg.warning}")
 
     def cmd_model(self, arg: str) -> None:
         self.cmd_cfg(f"model {arg}")
