@@ -305,3 +305,17 @@ def test_json_without_prompt_is_an_error(cfg):
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 2 and "--json needs a prompt" in child.before
+
+
+def test_the_terminals_prompt_offers_escalate_and_says_how(cfg, server):
+    write_cfg(cfg, **base_cfg(server, sandbox="workspace", approval="on-request"))
+    server.add(text_reply("ok"))
+    term = Term(cfg)
+    term.enter("hi")
+    term.expect("ok")
+    term.quit()
+    body = server.chat_requests()[0].body
+    shell = next(t["function"]["parameters"]["properties"] for t in body["tools"]
+                 if t["function"]["name"] == "shell_exec")
+    assert "escalate" in shell  # a person is here to approve: offered, and the prompt says how
+    assert "call shell_exec with `escalate` set to the reason" in body["messages"][0]["content"]

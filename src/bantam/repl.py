@@ -76,13 +76,13 @@ class Repl:
         self.render = make_renderer(cfg, False, self.out, self.err, self.window)
         if hasattr(self.render, "session_cost"):
             self.render.session_cost = spent  # a new model or endpoint: the session's cost goes on
-        self.toolbox = make_toolbox(cfg.tools, ToolContext(cfg, self.provider, system_prompt(cfg), self.render,
+        self.toolbox = make_toolbox(cfg.tools, ToolContext(cfg, self.provider, self.system()["content"], self.render,
                                                            approvals=self.approvals))
         if self.messages:
             self.messages[0] = self.system()
 
     def system(self) -> dict:
-        return {"role": "system", "content": system_prompt(self.cfg)}
+        return {"role": "system", "content": system_prompt(self.cfg, can_ask=self.approvals.ask is not None)}
 
     # --- the main loop ------------------------------------------------------------------------
 
