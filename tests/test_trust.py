@@ -44,9 +44,11 @@ def assert_clean(text: str) -> None:
 @pytest.mark.parametrize("mode", [["-p", "list the environment"], ["--json", "-p", "list the environment"],
                                   ["--thread", "t1", "-p", "list the environment"], ["handler"]])
 def test_a_model_running_env_reads_no_secret(home, server, mode):
-    write_cfg(home, **base_cfg(server))  # no api_key: OPENAI_API_KEY is the one used, for this endpoint
+    write_cfg(home, model="test-model", retry_delays="0")
     server.add(tool_reply("shell_exec", ENV_COMMAND), text_reply("done"))
-    r = run_bantam(*mode, cwd=home, env=SECRETS, input="list the environment" if mode == ["handler"] else None)
+    # no api_key: OPENAI_API_KEY is the one used, for the endpoint the user chose (LLM_URL)
+    r = run_bantam(*mode, cwd=home, env={**SECRETS, "LLM_URL": server.url},
+                   input="list the environment" if mode == ["handler"] else None)
     assert r.returncode == 0, r.stderr
     result = tool_results(server)[0]
     assert "env-listed" in result and "PATH=" in result
