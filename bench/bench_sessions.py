@@ -32,9 +32,9 @@ PYTHONPATH=src:. .venv/bin/python bench/bench_sessions.py --reps 21`, same machi
 
 | messages | session file | load ms | autosave ms (whole file) | thread append of one step ms | compact ms |
 |---:|---:|---:|---:|---:|---:|
-| 100 | 35 KB | 0.1 | 5.3 | 0.6 | 1.7 |
-| 1000 | 341 KB | 1.1 | 11.7 | 0.3 | 9.3 |
-| 10000 | 3413 KB | 13.7 | 63.2 | 0.7 | 88.0 |"""
+| 100 | 35 KB | 0.1 | 7.9 | 4.0 | 3.8 |
+| 1000 | 341 KB | 1.0 | 16.0 | 4.0 | 10.9 |
+| 10000 | 3413 KB | 24.1 | 112.0 | 4.0 | 93.2 |"""
 
 
 def conversation(n: int) -> list[dict]:
@@ -98,7 +98,8 @@ def main() -> None:
         "|---:|---:|---:|---:|---:|---:|---:|", *rows, "",
         f"Medians of {args.reps} runs. A session is JSON Lines (`~/.bantam/sessions/<id>.jsonl`): the "
         "autosave after each step appends that step's messages (one fsynced write), so its cost does not "
-        "grow with the session; the whole rewrite (atomic: temp file, fsync, rename) is paid only by "
+        "grow with the session (it is about one fsync: compare the thread column, the same append); "
+        "the whole rewrite (atomic: temp file, fsync, rename) is paid only by "
         "/clear, a compaction or /save. Load reads every line. Compaction sends the whole conversation "
         "once (tool results clipped) and replaces it with two messages.", "",
         BEFORE])
