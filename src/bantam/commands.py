@@ -72,11 +72,11 @@ def sessions_main(argv: list[str]) -> int:
     if not args.id:
         raise ConfigError(f"bantam sessions {args.action}: which session? (bantam sessions lists them)")
     try:
-        session_id, messages = sessions.load(args.id)
+        session_id, messages = sessions.load(args.id, lambda text: print(f"bantam: {text}", file=sys.stderr))
     except sessions.SessionError as e:
         raise ConfigError(str(e).replace("; /list shows them", "; bantam sessions lists them")) from None
     if args.action == "delete":
-        (sessions.sessions_dir() / f"{session_id}.json").unlink()
+        sessions.delete(session_id)
         print(f"deleted {session_id}", file=sys.stderr)
         return 0
     text = to_markdown(session_id, messages)

@@ -308,12 +308,39 @@ def load(flags: Mapping[str, str] | None = None, directory: str | os.PathLike = 
         values["temperature"] = LOCAL_TEMPERATURE
     elif values["provider"] == "anthropic" and "endpoint" not in values:
         values["endpoint"] = ANTHROPIC_ENDPOINT
+    withheld = ""
     if not values.get("api_key") and not embedded and values.get("endpoint"):
         fallback = "ANTHROPIC_API_KEY" if values["provider"] == "anthropic" else "OPENAI_API_KEY"
-        values["api_key"] = environ.get("LLM_API_KEY") or environ.get(fallback) or ""
+        var = "LLM_API_KEY" if environ.get("LLM_API_KEY") else fallback
+        withheld = withheld_key(var, values["endpoint"], raw.get("endpoint"), path, environ)
+        values["api_key"] = "" if withheld else environ.get(var) or ""
     _protect(values)
     return Config(**values, forward=forward, file=str(path) if path else "", embedded=embedded,
-                  warning=exposed_key_warning(path, entries))
+                  warning=exposed_key_warning(path, entries) or withheld)
+
+
+def withheld_key(var: str, endpoint: str, source: tuple[str, str] | None, path: Path | None,
+                 environ: Mapping[str, str]) -> str:
+    """Why the key in `var` must not go to `endpoint`, or "" when it may. A project's file (a
+    cloned repository's) may not send the user's key elsewhere than its own API or an endpoint
+    the user chose: a flag, the user's file or the environment."""
+    if not environ.get(var) or source is None or path is None or not source[1].startswith(f"{path}:"):
+        return ""  # no key, or an endpoint the user chose
+    chosen = [environ.get("LLM_URL", ""), KEY_HOMES[var][1]]
+    user = user_config_path(environ)
+    chosen += [value for key, value, _ in (read_entries(user) if user.is_file() else []) if key == "endpoint"]
+    if any(c and _host(c) == _host(endpoint) for c in chosen):
+        return ""
+    return (f"{source[1]} sets endpoint={endpoint}, so your {var} is not sent (a project's file may not "
+            f"send your key to a server you did not choose); to send it there, put api_key= in {path}, "
+            f"or pass --endpoint {endpoint}, or set endpoint={endpoint} in {user}")
+
+
+def _host(url: str) -> str:
+    """`scheme://host:port` of an endpoint: where a key would be sent."""
+    from urllib.parse import urlsplit
+    parts = urlsplit(url.strip().lower())
+    return f"{parts.scheme}://{parts.hostname}:{parts.port or (443 if parts.scheme == 'https' else 80)}"
 
 
 def _route_env_key(values: dict[str, Any], environ: Mapping[str, str]) -> None:

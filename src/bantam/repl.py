@@ -76,13 +76,13 @@ class Repl:
         self.render = make_renderer(cfg, False, self.out, self.err, self.window)
         if hasattr(self.render, "session_cost"):
             self.render.session_cost = spent  # a new model or endpoint: the session's cost goes on
-        self.toolbox = make_toolbox(cfg.tools, ToolContext(cfg, self.provider, system_prompt(cfg), self.render,
+        self.toolbox = make_toolbox(cfg.tools, ToolContext(cfg, self.provider, self.system()["content"], self.render,
                                                            approvals=self.approvals))
         if self.messages:
             self.messages[0] = self.system()
 
     def system(self) -> dict:
-        return {"role": "system", "content": system_prompt(self.cfg)}
+        return {"role": "system", "content": system_prompt(self.cfg, can_ask=self.approvals.ask is not None)}
 
     # --- the main loop ------------------------------------------------------------------------
 
@@ -92,7 +92,7 @@ class Repl:
         if self.cfg.embedded:
             self.say(config.EMBEDDED_NOTICE)
         self.cmd_sandbox("")
-        if (sessions.sessions_dir() / f"{self.autosave.id}.json").exists():
+        if sessions.exists(self.autosave.id):
             self.say("this project has a saved conversation: " + self.continue_hint)
 
     def run(self) -> int:
@@ -127,7 +127,7 @@ class Repl:
         self.changed = True
         try:
             done = loop.run(self.provider, self.messages, self.toolbox, loop.Limits.from_config(self.cfg),
-                            self.render)
+                            self.render, lambda _: self.save_auto())  # appended after every step
             self.render(Done(text=done.text, usage=done.usage))
         except KeyboardInterrupt:
             self.render.reset()
@@ -212,7 +212,10 @@ class Repl:
 
     def load(self, key: str) -> None:
         try:
-            found, messages = sessions.load(key)
+            if key == self.autosave.id:  # read by autosave itself, so that its next save appends
+                found, messages = key, self.autosave.resume(self.say)
+            else:
+                found, messages = sessions.load(key, self.say)
         except sessions.SessionError as e:
             if key == self.autosave.id and "no session" in str(e):
                 raise sessions.SessionError("no saved conversation for this project yet") from None
@@ -259,6 +262,8 @@ class Repl:
         self.flags.pop(key, None)  # the value just set must win over a flag given at start
         self.configure(config.load(self.flags))
         self.say(f"{key}={self.shown(key)} (written to {path if user else path.name})")
+        if self.cfg.warning:  # e.g. a project endpoint your environment's key is not sent to
+            self.say(f"warning: {self.cfg.warning}")
 
     def cmd_model(self, arg: str) -> None:
         self.cmd_cfg(f"model {arg}")

@@ -161,13 +161,14 @@ class Sandbox:
         net = "on" if self.network else "off"
         return f"sandbox={self.mode}: commands may write only {self.writable_text()}; network {net}"
 
-    def for_prompt(self, approval: str) -> str:
-        """One or two sentences for the system prompt: the boundary and how to ask for more."""
+    def for_prompt(self, approval: str, can_ask: bool) -> str:
+        """One or two sentences for the system prompt: the boundary and how to ask for more. Only
+        with a person to ask (`can_ask`) is shell_exec's `escalate` offered, and mentioned."""
         if not self.on:
             return ""
         net = "on" if self.network else "off (localhost included)"
         ask = ("To run one command outside the sandbox, call shell_exec with `escalate` set to the "
-               "reason; the user is asked." if approval != "never" else
+               "reason; the user is asked." if approval != "never" and can_ask else
                "Nothing runs outside the sandbox; if you need more, say so in your answer.")
         return (f"Sandbox: your commands and write_file may write only {self.writable_text()} "
                 f"(.git, .bantam.cfg and model.cfg stay read-only); the network is {net}; background "
