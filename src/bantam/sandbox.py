@@ -56,6 +56,7 @@ class Sandbox:
     roots: tuple[Path, ...] = ()  # writable (workspace mode), absolute and resolved
     network: bool = False
     absent: list[Path] = field(default_factory=list)  # protected names missing when the command started
+    can_escalate: bool = False  # shell_exec's `escalate` is offered: a person is there to ask
 
     @classmethod
     def for_config(cls, cfg: Config, cwd: str | os.PathLike | None = None) -> Sandbox:
@@ -115,13 +116,13 @@ class Sandbox:
         found = []
         if any(words in output for words in WRITE_REFUSED):
             found.append(f"[sandbox: writes are refused outside {self.writable_text()}, and to "
-                         f".git, .bantam.cfg and model.cfg; {ASK_HINT}]")
+                         f".git, .bantam.cfg and model.cfg; {self.ask_hint}]")
         if "/tmp/" in output and "No such file or directory" in output:
             found.append("[sandbox: /tmp is private to each command: the host's /tmp and what earlier "
                          "commands left there are not visible; use the working directory instead]")
         if not self.network and any(words in output for words in NETWORK_REFUSED):
             found.append(f"[sandbox: the network is off for commands (sandbox_network=off), localhost "
-                         f"included; {ASK_HINT}]")
+                         f"included; {self.ask_hint}]")
         return found
 
     # --- write_file ------------------------------------------------------------------------
@@ -146,6 +147,11 @@ class Sandbox:
         return any(_within(path, root) for root in self.roots)
 
     # --- words -----------------------------------------------------------------------------
+
+    @property
+    def ask_hint(self) -> str:
+        """What the model can do about a refusal: escalate where a person can be asked, else say so."""
+        return ASK_HINT if self.can_escalate else NO_ASK_HINT
 
     def writable_text(self) -> str:
         roots = ", ".join(str(r) for r in self.roots)
@@ -177,6 +183,8 @@ class Sandbox:
 
 ASK_HINT = ("if the task needs this, call shell_exec again with `escalate` set to the reason "
             "(the user is asked) or tell the user; retrying the same way will fail the same way")
+NO_ASK_HINT = ("nothing runs outside the sandbox here: if the task needs this, tell the user in your "
+               "answer; retrying the same way will fail the same way")
 
 
 def bwrap_prefix(roots: Iterable[Path], network: bool, protected: Iterable[Path],
