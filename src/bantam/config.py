@@ -1,8 +1,16 @@
 """Configuration: flags over `.bantam.cfg` (else `model.cfg`) over the user's
 `~/.config/bantam/config` over the environment over defaults.
 
-Every key the seeds define is a field of `Config` below, with its default and a comment. Keys
-bantam does not know are kept in `Config.forward` and sent with each API request (`top_p`,
+This module holds bantam's one configuration schema. Every knob is a field of `Config` below,
+written with `key(...)`: its default, how a value is checked (`Kind`), its unit, a comment, its
+environment variable and the other names it is accepted under (the daemon's config.json and the
+runs' TOML files name some knobs as their seeds do: `api_base` is `endpoint`, `context_tokens` is
+`context_window`, `bash_timeout` and `command_timeout_seconds` are `shell_timeout`,
+`output_limit_bytes` is `tool_output_limit`). The daemon and controlled runs read their own files
+onto these same keys, with their own defaults, and describe their mode's own knobs with the same
+`key(...)` and `Kind`s; `check` is the one checker for all of them.
+
+Keys bantam does not know are kept in `Config.forward` and sent with each API request (`top_p`,
 `max_tokens`, ...). A bad value raises ConfigError naming where it came from:
 `.bantam.cfg:3: temperature: expected a number, got 'hot'`.
 """
@@ -13,7 +21,7 @@ import math
 import os
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, TypeVar
 
 from .errors import ConfigError
 
@@ -37,41 +45,222 @@ PROVIDERS = ("openai", "anthropic", "local")
 ALIAS = "alias."  # `alias.fast=openrouter/some/model`: `--model fast` means that model
 
 
+# --- kinds: how a value is checked, from text (key=value files, flags, the environment) or from a
+# typed file (JSON, TOML: "5" is not a number there). Each raises ValueError with a short reason.
+
+class Kind:
+    """A string; numbers are taken as their text (chat ids are often written as numbers)."""
+
+    def text(self, text: str) -> Any:
+        return self.value(text.strip())
+
+    def value(self, value: Any) -> Any:
+        if isinstance(value, (dict, list)) or value is None:
+            raise ValueError(f"expected a string, got {value!r}")
+        return str(value)
+
+
+class Flag(Kind):
+    def text(self, text: str) -> bool:
+        low = text.strip().lower()
+        if low in ("true", "yes", "on", "1"):
+            return True
+        if low in ("false", "no", "off", "0"):
+            return False
+        raise ValueError(f"expected true or false, got {text!r}")
+
+    def value(self, value: Any) -> bool:
+        if not isinstance(value, bool):
+            raise ValueError(f"expected true or false, got {value!r}")
+        return value
+
+
+class Number(Kind):
+    """An integer or a number, finite, at least `minimum` (`above`: more than it)."""
+
+    def __init__(self, kind: type, minimum: float | None = None, above: bool = False):
+        self.kind, self.minimum, self.above = kind, minimum, above
+        self.expected = "an integer" if kind is int else "a number"
+
+    def text(self, text: str) -> Any:
+        try:
+            value = self.kind(text.strip())
+        except ValueError:
+            raise ValueError(f"expected {self.expected}, got {text!r}") from None
+        return self._bounded(value, text)
+
+    def value(self, value: Any) -> Any:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"expected {self.expected}, got {value!r}")
+        if self.kind is int and value != int(value):
+            raise ValueError(f"expected an integer, got {value!r}")
+        return self._bounded(self.kind(value), value)
+
+    def _bounded(self, value: Any, given: Any) -> Any:
+        if not math.isfinite(value):  # nan, inf, 1e400
+            raise ValueError(f"expected a finite number, got {given!r}")
+        if self.minimum is not None and self.above and value <= self.minimum:
+            raise ValueError(f"must be greater than {self.minimum:g}, got {given!r}")
+        if self.minimum is not None and value < self.minimum:
+            raise ValueError(f"must be at least {self.minimum}, got {given!r}")
+        return value
+
+
+class Choice(Kind):
+    def __init__(self, *options: str):
+        self.options = options
+
+    def value(self, value: Any) -> str:
+        text = value.strip().lower() if isinstance(value, str) else None
+        if text not in self.options:
+            raise ValueError(f"expected one of {', '.join(self.options)}, got {value!r}")
+        return text
+
+
+class Url(Kind):
+    def value(self, value: Any) -> str:
+        url = value.strip().rstrip("/") if isinstance(value, str) else ""
+        if not url.lower().startswith(("http://", "https://")):
+            raise ValueError(f"expected an http:// or https:// URL, got {value!r}")
+        return url
+
+
+class Names(Kind):
+    """A list of strings: a JSON or TOML array, or a comma list in text."""
+
+    def text(self, text: str) -> tuple[str, ...]:
+        return self.value([n.strip() for n in text.split(",") if n.strip()])
+
+    def value(self, value: Any) -> tuple[str, ...]:
+        if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+            raise ValueError(f"expected a list of strings, got {value!r}")
+        return tuple(value)
+
+
+class Numbers(Kind):
+    """A list of numbers of at least 0: an array, or a comma list in text."""
+    each = Number(float, 0)
+
+    def text(self, text: str) -> tuple[float, ...]:
+        return tuple(self.each.text(part) for part in text.split(",") if part.strip())
+
+    def value(self, value: Any) -> tuple[float, ...]:
+        if not isinstance(value, (list, tuple)):
+            raise ValueError(f"expected a list of numbers, got {value!r}")
+        return tuple(self.each.value(v) for v in value)
+
+
+class ToolNames(Names):
+    def value(self, value: Any) -> tuple[str, ...]:
+        from .tools import REGISTRY  # names only; no tool module is imported
+        names = super().value(value)
+        unknown = [n for n in names if n not in REGISTRY and "__" not in n]  # server__tool: MCP's
+        if unknown:
+            raise ValueError(f"unknown tool {unknown[0]!r} (known: {', '.join(REGISTRY)})")
+        return names
+
+
+@dataclass(frozen=True)
+class Key:
+    """One knob: its one name, how its values are checked, its unit and comment, the environment
+    variable it may come from and the other names files may give it."""
+    name: str
+    kind: Kind
+    default: Any
+    comment: str
+    unit: str = ""
+    env: str = ""
+    aliases: tuple[str, ...] = ()
+
+
+T = TypeVar("T")
+
+
+def key(default: T, kind: Kind, comment: str, unit: str = "", env: str = "",
+        aliases: tuple[str, ...] = (), secret: bool = False) -> T:
+    """A dataclass field described by a Key (its name is filled in by `keys_of`)."""
+    spec = Key("", kind, default, comment, unit, env, aliases)
+    return field(default=default, repr=not secret, metadata={"key": spec})
+
+
+def keys_of(cls: type) -> dict[str, Key]:
+    """The Keys of a dataclass whose fields were written with `key(...)`, by name."""
+    return {f.name: replace(f.metadata["key"], name=f.name, default=f.default)
+            for f in fields(cls) if "key" in f.metadata}
+
+
+def aliases_of(table: Mapping[str, Key]) -> dict[str, str]:
+    """alias -> the key's one name."""
+    return {alias: k.name for k in table.values() for alias in k.aliases}
+
+
+def check(spec: Key, value: Any, where: str, typed: bool = False) -> Any:
+    """The one checker: a value as the key's kind wants it, from text (key=value files, flags, the
+    environment) or, with `typed`, from a JSON or TOML file. ConfigError `where: name: reason`."""
+    try:
+        return spec.kind.value(value) if typed else spec.kind.text(value)
+    except ValueError as e:
+        raise ConfigError(f"{where}: {spec.name}: {e}") from None
+
+
+def canonical(data: Mapping[str, Any], table: Mapping[str, Key], where: str) -> dict[str, Any]:
+    """`data` with every alias replaced by its key's one name; both names given is an error."""
+    names = aliases_of(table)
+    out: dict[str, Any] = {}
+    for name, value in data.items():
+        one = names.get(name, name)
+        if one in out:
+            raise ConfigError(f"{where}: {name}: the same key as {one!r}, given twice; keep one")
+        out[one] = value
+    return out
+
+
 @dataclass(frozen=True)
 class Config:
-    endpoint: str = DEFAULT_ENDPOINT      # API base; bantam appends /chat/completions or /messages
-    model: str = DEFAULT_MODEL
-    temperature: float = 0.7
-    api_key: str = field(default="", repr=False)  # bearer token; never written anywhere
-    stream: bool = True                   # stream tokens as they arrive
-    color: str = "auto"                   # auto (terminal only), always, never
-    timeout: float = 300.0                # seconds to connect and between bytes of a response
-    shell_timeout: float = 120.0          # seconds before shell_exec kills the process group
-    max_al_iterations: int = 1000         # model requests per turn
-    context_window: int | None = None     # used when the server does not say (then 200000)
-    reasoning_effort: str = "high"        # forwarded to the API; empty to leave it out
-    bantam_tools_dir: str = ""            # extra shell tools, announced in the system prompt
-    provider: str = ""                    # openai | anthropic | local; inferred from endpoint
-    tools: tuple[str, ...] = ("shell_exec", "write_file", "run_subagent")
-    tool_budget: int = 200                # tool calls per turn
-    max_fanout: int = 8                   # sub-agents one call may start
-    tool_output_limit: int = 30_000       # bytes of tool output the model sees; the rest is clipped
-    mcp: bool = True                      # false: no MCP server starts, whatever mcp.json files say
-    model_path: str = ""                  # a local GGUF file for provider=local (default: bundled)
-    web_password: str = field(default="", repr=False)  # `bantam web`: instead of a random token
-    env_passthrough: tuple[str, ...] = ()  # secret-looking variables commands may see (GH_TOKEN, AWS_*)
-    n_ctx: int | None = None              # provider=local: context size (default 8192)
-    n_threads: int | None = None          # provider=local: CPU threads (default: llama.cpp's)
-    local_tool_first: str = "auto"        # provider=local: a request that needs the machine gets a tool call first
-    local_example: bool = True            # provider=local: show the model one worked tool call
-    local_commands: bool = True           # provider=local: shell_exec commands start with a known program
-    local_grounded: bool = True           # provider=local: an answer after a tool result uses its words
-    retry_delays: tuple[float, ...] = FIBONACCI_DELAYS  # seconds between retries of a request
-    max_tokens_limit: int = 32_768        # an answer cut at max_tokens is asked again, doubled, up to this
-    sandbox: str = "workspace"            # off | workspace | read-only: around the model's commands (sandbox.py)
-    sandbox_writable: tuple[str, ...] = ()  # writable roots for sandbox=workspace (default: the working dir)
-    sandbox_network: bool = False         # sandboxed commands may use the network
-    approval: str = "on-request"          # never | on-request | always: when a person is asked (approval.py)
+    endpoint: str = key(DEFAULT_ENDPOINT, Url(), "API base; bantam appends /chat/completions or /messages",
+                        env="LLM_URL", aliases=("api_base",))
+    model: str = key(DEFAULT_MODEL, Kind(), "model name, or an alias.NAME", env="LLM_MODEL")
+    temperature: float = key(0.7, Number(float, 0), "sampling temperature (provider=local: 0.2)")
+    api_key: str = key("", Kind(), "bearer token; never written anywhere", secret=True)
+    stream: bool = key(True, Flag(), "stream tokens as they arrive")
+    color: str = key("auto", Choice("auto", "always", "never"), "auto (terminal only), always, never")
+    timeout: float = key(300.0, Number(float, 0.001), "to connect and between bytes of a response", "seconds")
+    shell_timeout: float = key(120.0, Number(float, 0.001), "before a command's process group is killed",
+                               "seconds", aliases=("bash_timeout", "command_timeout_seconds"))
+    max_al_iterations: int = key(1000, Number(int, 1), "model requests per turn")
+    context_window: int | None = key(None, Number(int, 1), "used when the server does not say (then 200000)",
+                                     "tokens", aliases=("context_tokens",))
+    reasoning_effort: str = key("high", Kind(), "forwarded to the API; empty to leave it out")
+    bantam_tools_dir: str = key("", Kind(), "extra shell tools, announced in the system prompt",
+                                env="BANTAM_TOOLS_DIR")
+    provider: str = key("", Choice(*PROVIDERS), "openai | anthropic | local; inferred from endpoint")
+    tools: tuple[str, ...] = key(("shell_exec", "write_file", "run_subagent"), ToolNames(), "enabled tools")
+    tool_budget: int = key(200, Number(int, 1), "tool calls per turn", env="AGENT_TOOL_BUDGET")
+    max_fanout: int = key(8, Number(int, 1), "sub-agents one call may start", env="AGENT_MAX_FANOUT")
+    # A command's output is cut at this many bytes, which is never more characters; files that
+    # gave the limit in bytes (a run's output_limit_bytes) keep their number.
+    tool_output_limit: int = key(30_000, Number(int, 200), "of one tool result the model sees; the rest "
+                                 "is clipped, head and tail kept", "characters", aliases=("output_limit_bytes",))
+    mcp: bool = key(True, Flag(), "false: no MCP server starts, whatever mcp.json files say")
+    model_path: str = key("", Kind(), "a local GGUF file for provider=local (default: bundled)")
+    web_password: str = key("", Kind(), "`bantam web`: instead of a random token", secret=True)
+    env_passthrough: tuple[str, ...] = key((), Names(), "secret-looking variables commands may see (GH_TOKEN, AWS_*)")
+    n_ctx: int | None = key(None, Number(int, 16), "provider=local: context size (default 8192)", "tokens")
+    n_threads: int | None = key(None, Number(int, 1), "provider=local: CPU threads (default: llama.cpp's)")
+    local_tool_first: str = key("auto", Choice("auto", "off"),
+                                "provider=local: a request that needs the machine gets a tool call first")
+    local_example: bool = key(True, Flag(), "provider=local: show the model one worked tool call")
+    local_commands: bool = key(True, Flag(), "provider=local: shell_exec commands start with a known program")
+    local_grounded: bool = key(True, Flag(), "provider=local: an answer after a tool result uses its words")
+    retry_delays: tuple[float, ...] = key(FIBONACCI_DELAYS, Numbers(), "between retries of a request", "seconds")
+    max_tokens_limit: int = key(32_768, Number(int, 1), "an answer cut at max_tokens is asked again, "
+                                "doubled, up to this", "tokens")
+    sandbox: str = key("workspace", Choice("off", "workspace", "read-only"),
+                       "around the model's commands (sandbox.py)")
+    sandbox_writable: tuple[str, ...] = key((), Names(), "writable roots for sandbox=workspace (default: the working dir)")
+    sandbox_network: bool = key(False, Flag(), "sandboxed commands may use the network")
+    approval: str = key("on-request", Choice("never", "on-request", "always"),
+                        "when a person is asked (approval.py)")
     forward: Mapping[str, Any] = field(default_factory=dict)  # unknown keys, sent to the API
     file: str = ""                        # the config file that was read, if any
     warning: str = ""                     # something the user should hear about the config file
@@ -81,113 +270,11 @@ class Config:
         return replace(self, **changes)
 
 
-# --- parsers: text -> value, raising ValueError with a short reason -------------------------
-
-def _bool(text: str) -> bool:
-    low = text.strip().lower()
-    if low in ("true", "yes", "on", "1"):
-        return True
-    if low in ("false", "no", "off", "0"):
-        return False
-    raise ValueError(f"expected true or false, got {text!r}")
-
-
-def _number(kind: type, minimum: float | None = None) -> Callable[[str], Any]:
-    def parse(text: str) -> Any:
-        try:
-            value = kind(text.strip())
-        except ValueError:
-            raise ValueError(f"expected {'an integer' if kind is int else 'a number'}, got {text!r}") from None
-        if not math.isfinite(value):  # nan, inf, 1e400
-            raise ValueError(f"expected a finite number, got {text!r}")
-        if minimum is not None and value < minimum:
-            raise ValueError(f"must be at least {minimum}, got {text!r}")
-        return value
-    return parse
-
-
-def _choice(*options: str) -> Callable[[str], str]:
-    def parse(text: str) -> str:
-        value = text.strip().lower()
-        if value not in options:
-            raise ValueError(f"expected one of {', '.join(options)}, got {text!r}")
-        return value
-    return parse
-
-
-def _names(text: str) -> tuple[str, ...]:
-    return tuple(n.strip() for n in text.split(",") if n.strip())
-
-
-def _delays(text: str) -> tuple[float, ...]:
-    parse = _number(float, 0)
-    return tuple(parse(part) for part in text.split(",") if part.strip())
-
-
-def _text(text: str) -> str:
-    return text.strip()
-
-
-def _endpoint(text: str) -> str:
-    url = text.strip().rstrip("/")
-    if not url.lower().startswith(("http://", "https://")):
-        raise ValueError(f"expected an http:// or https:// URL, got {text.strip()!r}")
-    return url
-
-
-def _tool_names(text: str) -> tuple[str, ...]:
-    from .tools import REGISTRY  # names only; no tool module is imported
-    names = _names(text)
-    unknown = [n for n in names if n not in REGISTRY and "__" not in n]  # server__tool: MCP's
-    if unknown:
-        raise ValueError(f"unknown tool {unknown[0]!r} (known: {', '.join(REGISTRY)})")
-    return names
-
-
-PARSERS: dict[str, Callable[[str], Any]] = {
-    "endpoint": _endpoint,
-    "model": _text,
-    "temperature": _number(float, 0),
-    "api_key": _text,
-    "stream": _bool,
-    "color": _choice("auto", "always", "never"),
-    "timeout": _number(float, 0.001),
-    "shell_timeout": _number(float, 0.001),
-    "max_al_iterations": _number(int, 1),
-    "context_window": _number(int, 1),
-    "reasoning_effort": _text,
-    "bantam_tools_dir": _text,
-    "provider": _choice(*PROVIDERS),
-    "tools": _tool_names,
-    "tool_budget": _number(int, 1),
-    "max_fanout": _number(int, 1),
-    "tool_output_limit": _number(int, 200),
-    "mcp": _bool,
-    "model_path": _text,
-    "web_password": _text,
-    "env_passthrough": _names,
-    "n_ctx": _number(int, 16),
-    "n_threads": _number(int, 1),
-    "local_tool_first": _choice("auto", "off"),
-    "local_example": _bool,
-    "local_commands": _bool,
-    "local_grounded": _bool,
-    "retry_delays": _delays,
-    "max_tokens_limit": _number(int, 1),
-    "sandbox": _choice("off", "workspace", "read-only"),
-    "sandbox_writable": _names,
-    "sandbox_network": _bool,
-    "approval": _choice("never", "on-request", "always"),
-}
-
+KEYS = keys_of(Config)
+PARSERS: dict[str, Callable[[str], Any]] = {name: k.kind.text for name, k in KEYS.items()}
 # environment variable -> key; the config file and flags win over these
-ENVIRONMENT = {
-    "LLM_URL": "endpoint",
-    "LLM_MODEL": "model",
-    "AGENT_TOOL_BUDGET": "tool_budget",
-    "AGENT_MAX_FANOUT": "max_fanout",
-    "BANTAM_TOOLS_DIR": "bantam_tools_dir",
-}
+ENVIRONMENT = {k.env: name for name, k in KEYS.items() if k.env}
+ALIASES = aliases_of(KEYS)  # api_base -> endpoint, ...
 
 
 def forwarded_value(text: str) -> Any:
@@ -282,16 +369,15 @@ def load(flags: Mapping[str, str] | None = None, directory: str | os.PathLike = 
     forward: dict[str, Any] = {}
     aliases = {key[len(ALIAS):]: text.strip() for key, (text, _) in raw.items() if key.startswith(ALIAS)}
     for key, (text, where) in raw.items():
-        parser = PARSERS.get(key)
         if key.startswith(ALIAS):
             continue
         if key == "model":  # `--model fast` with `alias.fast=openrouter/...` in a config file
             text = aliases.get(text.strip(), text)
+        if key in KEYS:
+            values[key] = check(KEYS[key], text, where)
+            continue
         try:
-            if parser is None:
-                forward[key] = forwarded_value(text)
-            else:
-                values[key] = parser(text)
+            forward[key] = forwarded_value(text)
         except ValueError as e:
             raise ConfigError(f"{where}: {key}: {e}") from None
     if not values.get("api_key") and "endpoint" not in values:
@@ -344,17 +430,17 @@ def layers(flags: Mapping[str, str] | None, directory: str | os.PathLike,
             raw[key] = (environ[var], f"environment variable {var}")
     user = user_config_path(environ)
     for key, value, where in read_entries(user) if user.is_file() else []:
-        raw[key] = (value, where)
+        raw[ALIASES.get(key, key)] = (value, where)
     path, entries = read_config_file(directory)
     for key, value, where in entries:
-        raw[key] = (value, where)
+        raw[ALIASES.get(key, key)] = (value, where)
     for key, value in (flags or {}).items():
-        raw[key] = (value, f"command-line {key}")
+        raw[ALIASES.get(key, key)] = (value, f"command-line {key}")
     return raw, path, entries
 
 
 def known_keys() -> list[str]:
-    return [f.name for f in fields(Config) if f.name in PARSERS]
+    return list(KEYS)
 
 
 def check_value(key: str, value: str) -> Any:
@@ -363,9 +449,9 @@ def check_value(key: str, value: str) -> Any:
         raise ConfigError(f"{key!r} is not a configuration key")
     if "\n" in value or "\r" in value:  # it would become a second line of the config file
         raise ConfigError(f"{key}: a value is one line; this one holds a line break")
-    parser = PARSERS.get(key)
+    key = ALIASES.get(key, key)
     try:
-        return parser(value) if parser else forwarded_value(value)
+        return KEYS[key].kind.text(value) if key in KEYS else forwarded_value(value)
     except ValueError as e:
         raise ConfigError(f"{key}: {e}") from None
 
