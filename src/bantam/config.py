@@ -194,24 +194,26 @@ def aliases_of(table: Mapping[str, Key]) -> dict[str, str]:
     return {alias: k.name for k in table.values() for alias in k.aliases}
 
 
-def check(spec: Key, value: Any, where: str, typed: bool = False) -> Any:
+def check(spec: Key, value: Any, where: str, typed: bool = False, named: str = "") -> Any:
     """The one checker: a value as the key's kind wants it, from text (key=value files, flags, the
-    environment) or, with `typed`, from a JSON or TOML file. ConfigError `where: name: reason`."""
+    environment) or, with `typed`, from a JSON or TOML file. ConfigError `where: name: reason`,
+    the name as the file gave it (`named`, an alias)."""
     try:
         return spec.kind.value(value) if typed else spec.kind.text(value)
     except ValueError as e:
-        raise ConfigError(f"{where}: {spec.name}: {e}") from None
+        raise ConfigError(f"{where}: {named or spec.name}: {e}") from None
 
 
-def canonical(data: Mapping[str, Any], table: Mapping[str, Key], where: str) -> dict[str, Any]:
-    """`data` with every alias replaced by its key's one name; both names given is an error."""
+def canonical(data: Mapping[str, Any], table: Mapping[str, Key], where: str) -> dict[str, tuple[str, Any]]:
+    """The key's one name -> (the name `data` gave it, its value); an alias and its key both
+    given is an error."""
     names = aliases_of(table)
-    out: dict[str, Any] = {}
-    for name, value in data.items():
-        one = names.get(name, name)
+    out: dict[str, tuple[str, Any]] = {}
+    for given, value in data.items():
+        one = names.get(given, given)
         if one in out:
-            raise ConfigError(f"{where}: {name}: the same key as {one!r}, given twice; keep one")
-        out[one] = value
+            raise ConfigError(f"{where}: {given}: the same key as {out[one][0]!r}, given twice; keep one")
+        out[one] = (given, value)
     return out
 
 
