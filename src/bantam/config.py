@@ -369,14 +369,14 @@ def load(flags: Mapping[str, str] | None = None, directory: str | os.PathLike = 
     raw, path, entries = layers(flags, directory, environ)
     values: dict[str, Any] = {}
     forward: dict[str, Any] = {}
-    aliases = {key[len(ALIAS):]: text.strip() for key, (text, _) in raw.items() if key.startswith(ALIAS)}
-    for key, (text, where) in raw.items():
+    aliases = {key[len(ALIAS):]: text.strip() for key, (text, _, _) in raw.items() if key.startswith(ALIAS)}
+    for key, (text, where, given) in raw.items():
         if key.startswith(ALIAS):
             continue
         if key == "model":  # `--model fast` with `alias.fast=openrouter/...` in a config file
             text = aliases.get(text.strip(), text)
         if key in KEYS:
-            values[key] = check(KEYS[key], text, where)
+            values[key] = check(KEYS[key], text, where, named=given)
             continue
         try:
             forward[key] = forwarded_value(text)
@@ -423,21 +423,22 @@ def _protect(values: dict[str, Any]) -> None:
 
 
 def layers(flags: Mapping[str, str] | None, directory: str | os.PathLike,
-           environ: Mapping[str, str]) -> tuple[dict[str, tuple[str, str]], Path | None, list]:
-    """Every key's text and where it came from, the higher layer winning: flags > project file
-    > user file > environment. Also the project file and its entries."""
-    raw: dict[str, tuple[str, str]] = {}  # key -> (text, where it came from)
+           environ: Mapping[str, str]) -> tuple[dict[str, tuple[str, str, str]], Path | None, list]:
+    """Every key's text, where it came from and the name it had there (an alias: `api_base`), by
+    its one name, the higher layer winning: flags > project file > user file > environment. Also
+    the project file and its entries."""
+    raw: dict[str, tuple[str, str, str]] = {}  # key -> (text, where it came from, the name given there)
     for var, key in ENVIRONMENT.items():
         if environ.get(var):
-            raw[key] = (environ[var], f"environment variable {var}")
+            raw[key] = (environ[var], f"environment variable {var}", key)
     user = user_config_path(environ)
     for key, value, where in read_entries(user) if user.is_file() else []:
-        raw[ALIASES.get(key, key)] = (value, where)
+        raw[ALIASES.get(key, key)] = (value, where, key)
     path, entries = read_config_file(directory)
     for key, value, where in entries:
-        raw[ALIASES.get(key, key)] = (value, where)
+        raw[ALIASES.get(key, key)] = (value, where, key)
     for key, value in (flags or {}).items():
-        raw[ALIASES.get(key, key)] = (value, f"command-line {key}")
+        raw[ALIASES.get(key, key)] = (value, f"command-line {key}", key)
     return raw, path, entries
 
 

@@ -142,7 +142,7 @@ def _unblock(run: Run, retry: bool) -> str:
 def _assemble(state: RunState, store: RunDir, flags: dict[str, str], on_event: OnEvent) -> Run:
     tools = state.config.tools
     workspace = Workspace(store.workspace, tuple(tools.write_paths), dict(tools.commands),
-                          tools.command_timeout_seconds, tools.output_limit_bytes,
+                          tools.shell_timeout, tools.tool_output_limit,
                           Sandbox.for_config(load_bantam_config(flags), store.workspace))
     return Run(state, store, workspace, _model(state, flags, workspace), list(CALL_GATES),
                list(STEP_GATES), on_event)
