@@ -47,10 +47,8 @@ class Blobs:
         if len(text) <= limit:
             return text
         digest = self.put(text)
-        half = limit // 2
-        cut = len(text) - 2 * half
-        return (f"{text[:half]}\n... {cut} chars truncated, [stash {digest}] "
-                f"(READ_FILE {self.rel}/{digest}) ...\n{text[-half:]}")
+        return clip_middle(text, limit, mark=lambda cut, total: f"... {cut} chars truncated, [stash {digest}] "
+                           f"(READ_FILE {self.rel}/{digest}) ...")[0]
 
 
 def directive(message: dict) -> str | tuple[int, int] | None:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Callable
 
 from .. import reaper
+from ..clip import HeadTail
 from ..envpolicy import StreamRedactor, redact_cut, tool_env
 from ..errors import Refused, ToolError
 from ..fsutil import bantam_home, private_dir
@@ -197,29 +198,23 @@ def _kill_group(proc: subprocess.Popen) -> None:
 
 
 class ClippedOutput:
-    """Keeps the head and the tail in memory; once past the limit, the whole output goes to a file."""
+    """Keeps the head and the tail in memory (clip.HeadTail); once past the limit, the whole
+    output goes to a file."""
 
     def __init__(self, limit: int):
-        self.limit = limit
-        self.head = bytearray()
-        self.tail = bytearray()
-        self.total = 0
+        self.keep = HeadTail(limit, b"")
         self.path: str | None = None
         self.spool: IO[bytes] | None = None
 
     def add(self, data: bytes) -> None:
-        self.total += len(data)
-        if self.spool is None:
-            self.head += data
-            if len(self.head) <= self.limit:
-                return
-            self._open_spool()
-            self._save(bytes(self.head))
-            self.tail = self.head[-(self.limit // 2):]
-            del self.head[self.limit // 2:]
+        if self.keep.over:
+            self._save(data)
+            self.keep.add(data)
             return
-        self._save(data)
-        self.tail = (self.tail + data)[-(self.limit // 2):]
+        whole = self.keep.head + data
+        if self.keep.add(data):  # just went past the limit: everything so far goes to the file
+            self._open_spool()
+            self._save(whole)
 
     def _open_spool(self) -> None:
         folder = private_dir(bantam_home() / "tool-output")
@@ -236,12 +231,12 @@ class ClippedOutput:
             self.saved += min(room, len(data))
 
     def text(self) -> str:
+        keep = self.keep
         if self.spool is None:
-            return self.head.decode("utf-8", "replace")
+            return keep.head.decode("utf-8", "replace")
         self.spool.write(self.redactor.flush())
         self.spool.close()
-        clipped = self.total - len(self.head) - len(self.tail)
-        kept = f"full output in {self.path}" if self.saved == self.total else \
+        kept = f"full output in {self.path}" if self.saved == keep.total else \
             f"the first {self.saved} bytes are in {self.path}"
-        head, tail = redact_cut(self.head.decode("utf-8", "replace"), self.tail.decode("utf-8", "replace"))
-        return f"{head}\n\n[... {clipped} bytes clipped of {self.total}; {kept} ...]\n\n{tail}"
+        head, tail = redact_cut(keep.head.decode("utf-8", "replace"), keep.tail.decode("utf-8", "replace"))
+        return f"{head}\n\n[... {keep.cut} bytes clipped of {keep.total}; {kept} ...]\n\n{tail}"
