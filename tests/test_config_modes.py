@@ -79,3 +79,13 @@ def test_run_bad_values_are_one_line_naming_file_section_and_key(tmp_path, text,
         run_settings.load(write(tmp_path, text))
     assert message in str(info.value) and "run.toml" in str(info.value), str(info.value)
     assert "\n" not in str(info.value)
+
+
+def test_the_readme_table_names_every_key_and_alias():
+    from pathlib import Path
+
+    from bantam import config
+    readme = Path(__file__).resolve().parent.parent.joinpath("README.md").read_text()
+    table = readme[readme.index("## Configuration"):readme.index("## The local model")]
+    for name in [*config.KEYS, *config.ALIASES]:
+        assert f"`{name}`" in table, name
