@@ -119,13 +119,22 @@ def test_anthropic_provider_without_endpoint_uses_anthropic(home):
 # --- one schema: the seeds' other names for bantam's keys, and the checker every file shares ---
 
 def test_other_files_names_are_aliases_with_the_same_meaning(home):
-    write_cfg(home, api_base="http://h/v1/", context_tokens="5000", bash_timeout="7",
-              command_timeout_seconds="8")  # the last of two names for one key wins, as a repeated key does
+    write_cfg(home, api_base="http://h/v1/", context_tokens="5000", bash_timeout="7")
     cfg = load(environ={})
-    assert (cfg.endpoint, cfg.context_window, cfg.shell_timeout) == ("http://h/v1", 5000, 8.0)
+    assert (cfg.endpoint, cfg.context_window, cfg.shell_timeout) == ("http://h/v1", 5000, 7.0)
     assert "api_base" not in cfg.forward and "context_tokens" not in cfg.forward
     assert load({"output_limit_bytes": "4096"}, environ={}).tool_output_limit == 4096  # bytes: same number
     assert load({"endpoint": "http://flag/v1"}, environ={}).endpoint == "http://flag/v1"  # flags over file
+
+
+def test_one_key_under_two_names_in_one_file_is_an_error(home):
+    write_cfg(home, model="m", shell_timeout="5", command_timeout_seconds="6")
+    with pytest.raises(ConfigError) as info:
+        load(environ={})
+    assert str(info.value) == (".bantam.cfg:3: command_timeout_seconds: the same key as 'shell_timeout', "
+                               "given twice; keep one")
+    (home / ".bantam.cfg").write_text("shell_timeout=5\nshell_timeout=6\n")  # one name twice: the last wins
+    assert load(environ={}).shell_timeout == 6.0
 
 
 def test_a_bad_value_under_an_alias_names_the_alias(home):

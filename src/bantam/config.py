@@ -432,11 +432,14 @@ def layers(flags: Mapping[str, str] | None, directory: str | os.PathLike,
         if environ.get(var):
             raw[key] = (environ[var], f"environment variable {var}", key)
     user = user_config_path(environ)
-    for key, value, where in read_entries(user) if user.is_file() else []:
-        raw[ALIASES.get(key, key)] = (value, where, key)
     path, entries = read_config_file(directory)
-    for key, value, where in entries:
-        raw[ALIASES.get(key, key)] = (value, where, key)
+    for file_entries in (read_entries(user) if user.is_file() else [], entries):
+        named: dict[str, str] = {}  # a key's one name -> the name this file gave it
+        for key, value, where in file_entries:
+            one = ALIASES.get(key, key)
+            if named.setdefault(one, key) != key:
+                raise ConfigError(f"{where}: {key}: the same key as {named[one]!r}, given twice; keep one")
+            raw[one] = (value, where, key)
     for key, value in (flags or {}).items():
         raw[ALIASES.get(key, key)] = (value, f"command-line {key}", key)
     return raw, path, entries
