@@ -2,13 +2,13 @@
 `~/.config/bantam/config` over the environment over defaults.
 
 This module holds bantam's one configuration schema. Every knob is a field of `Config` below,
-written with `key(...)`: its default, how a value is checked (`Kind`), its unit, a comment, its
-environment variable and the other names it is accepted under (the daemon's config.json and the
-runs' TOML files name some knobs as their seeds do: `api_base` is `endpoint`, `context_tokens` is
-`context_window`, `bash_timeout` and `command_timeout_seconds` are `shell_timeout`,
-`output_limit_bytes` is `tool_output_limit`). The daemon and controlled runs read their own files
-onto these same keys, with their own defaults, and describe their mode's own knobs with the same
-`key(...)` and `Kind`s; `check` is the one checker for all of them.
+written with `knob(...)` (kinds.py): its default, how a value is checked (`Kind`), its unit, a
+comment, its environment variable and the other names it is accepted under (the daemon's
+config.json and the runs' TOML files name some knobs as their seeds do: `api_base` is `endpoint`,
+`context_tokens` is `context_window`, `bash_timeout` and `command_timeout_seconds` are
+`shell_timeout`, `output_limit_bytes` is `tool_output_limit`). The daemon and controlled runs read
+their own files onto these same keys, with their own defaults, and describe their mode's own
+knobs with the same `knob(...)` and `Kind`s; `check` is the one checker for all of them.
 
 Keys bantam does not know are kept in `Config.forward` and sent with each API request (`top_p`,
 `max_tokens`, ...). A bad value raises ConfigError naming where it came from:
@@ -19,11 +19,16 @@ from __future__ import annotations
 import json
 import math
 import os
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Mapping, TypeVar
+from typing import Any, Callable, Mapping
 
 from .errors import ConfigError
+from .kinds import (Choice, Flag, Key, Kind, Names, Number, Numbers, Url, aliases_of, canonical, check,
+                    keys_of, knob)
+
+__all__ = ["Config", "load", "KEYS", "ALIASES", "Key", "Kind", "Flag", "Number", "Choice", "Url", "Names",
+           "Numbers", "ToolNames", "knob", "keys_of", "aliases_of", "canonical", "check"]
 
 DEFAULT_ENDPOINT = "https://api.kilo.ai/api/openrouter"  # seed 001's default
 DEFAULT_MODEL = "openrouter/free"
@@ -45,111 +50,6 @@ PROVIDERS = ("openai", "anthropic", "local")
 ALIAS = "alias."  # `alias.fast=openrouter/some/model`: `--model fast` means that model
 
 
-# --- kinds: how a value is checked, from text (key=value files, flags, the environment) or from a
-# typed file (JSON, TOML: "5" is not a number there). Each raises ValueError with a short reason.
-
-class Kind:
-    """A string; numbers are taken as their text (chat ids are often written as numbers)."""
-
-    def text(self, text: str) -> Any:
-        return self.value(text.strip())
-
-    def value(self, value: Any) -> Any:
-        if isinstance(value, (dict, list)) or value is None:
-            raise ValueError(f"expected a string, got {value!r}")
-        return str(value)
-
-
-class Flag(Kind):
-    def text(self, text: str) -> bool:
-        low = text.strip().lower()
-        if low in ("true", "yes", "on", "1"):
-            return True
-        if low in ("false", "no", "off", "0"):
-            return False
-        raise ValueError(f"expected true or false, got {text!r}")
-
-    def value(self, value: Any) -> bool:
-        if not isinstance(value, bool):
-            raise ValueError(f"expected true or false, got {value!r}")
-        return value
-
-
-class Number(Kind):
-    """An integer or a number, finite, at least `minimum` (`above`: more than it)."""
-
-    def __init__(self, kind: type, minimum: float | None = None, above: bool = False):
-        self.kind, self.minimum, self.above = kind, minimum, above
-        self.expected = "an integer" if kind is int else "a number"
-
-    def text(self, text: str) -> Any:
-        try:
-            value = self.kind(text.strip())
-        except ValueError:
-            raise ValueError(f"expected {self.expected}, got {text!r}") from None
-        return self._bounded(value, text)
-
-    def value(self, value: Any) -> Any:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ValueError(f"expected {self.expected}, got {value!r}")
-        if self.kind is int and value != int(value):
-            raise ValueError(f"expected an integer, got {value!r}")
-        return self._bounded(self.kind(value), value)
-
-    def _bounded(self, value: Any, given: Any) -> Any:
-        if not math.isfinite(value):  # nan, inf, 1e400
-            raise ValueError(f"expected a finite number, got {given!r}")
-        if self.minimum is not None and self.above and value <= self.minimum:
-            raise ValueError(f"must be greater than {self.minimum:g}, got {given!r}")
-        if self.minimum is not None and value < self.minimum:
-            raise ValueError(f"must be at least {self.minimum}, got {given!r}")
-        return value
-
-
-class Choice(Kind):
-    def __init__(self, *options: str):
-        self.options = options
-
-    def value(self, value: Any) -> str:
-        text = value.strip().lower() if isinstance(value, str) else None
-        if text not in self.options:
-            raise ValueError(f"expected one of {', '.join(self.options)}, got {value!r}")
-        return text
-
-
-class Url(Kind):
-    def value(self, value: Any) -> str:
-        url = value.strip().rstrip("/") if isinstance(value, str) else ""
-        if not url.lower().startswith(("http://", "https://")):
-            raise ValueError(f"expected an http:// or https:// URL, got {value!r}")
-        return url
-
-
-class Names(Kind):
-    """A list of strings: a JSON or TOML array, or a comma list in text."""
-
-    def text(self, text: str) -> tuple[str, ...]:
-        return self.value([n.strip() for n in text.split(",") if n.strip()])
-
-    def value(self, value: Any) -> tuple[str, ...]:
-        if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
-            raise ValueError(f"expected a list of strings, got {value!r}")
-        return tuple(value)
-
-
-class Numbers(Kind):
-    """A list of numbers of at least 0: an array, or a comma list in text."""
-    each = Number(float, 0)
-
-    def text(self, text: str) -> tuple[float, ...]:
-        return tuple(self.each.text(part) for part in text.split(",") if part.strip())
-
-    def value(self, value: Any) -> tuple[float, ...]:
-        if not isinstance(value, (list, tuple)):
-            raise ValueError(f"expected a list of numbers, got {value!r}")
-        return tuple(self.each.value(v) for v in value)
-
-
 class ToolNames(Names):
     def value(self, value: Any) -> tuple[str, ...]:
         from .tools import REGISTRY  # names only; no tool module is imported
@@ -161,107 +61,50 @@ class ToolNames(Names):
 
 
 @dataclass(frozen=True)
-class Key:
-    """One knob: its one name, how its values are checked, its unit and comment, the environment
-    variable it may come from and the other names files may give it."""
-    name: str
-    kind: Kind
-    default: Any
-    comment: str
-    unit: str = ""
-    env: str = ""
-    aliases: tuple[str, ...] = ()
-
-
-T = TypeVar("T")
-
-
-def key(default: T, kind: Kind, comment: str, unit: str = "", env: str = "",
-        aliases: tuple[str, ...] = (), secret: bool = False) -> T:
-    """A dataclass field described by a Key (its name is filled in by `keys_of`)."""
-    spec = Key("", kind, default, comment, unit, env, aliases)
-    return field(default=default, repr=not secret, metadata={"key": spec})
-
-
-def keys_of(cls: type) -> dict[str, Key]:
-    """The Keys of a dataclass whose fields were written with `key(...)`, by name."""
-    return {f.name: replace(f.metadata["key"], name=f.name, default=f.default)
-            for f in fields(cls) if "key" in f.metadata}
-
-
-def aliases_of(table: Mapping[str, Key]) -> dict[str, str]:
-    """alias -> the key's one name."""
-    return {alias: k.name for k in table.values() for alias in k.aliases}
-
-
-def check(spec: Key, value: Any, where: str, typed: bool = False, named: str = "") -> Any:
-    """The one checker: a value as the key's kind wants it, from text (key=value files, flags, the
-    environment) or, with `typed`, from a JSON or TOML file. ConfigError `where: name: reason`,
-    the name as the file gave it (`named`, an alias)."""
-    try:
-        return spec.kind.value(value) if typed else spec.kind.text(value)
-    except ValueError as e:
-        raise ConfigError(f"{where}: {named or spec.name}: {e}") from None
-
-
-def canonical(data: Mapping[str, Any], table: Mapping[str, Key], where: str) -> dict[str, tuple[str, Any]]:
-    """The key's one name -> (the name `data` gave it, its value); an alias and its key both
-    given is an error."""
-    names = aliases_of(table)
-    out: dict[str, tuple[str, Any]] = {}
-    for given, value in data.items():
-        one = names.get(given, given)
-        if one in out:
-            raise ConfigError(f"{where}: {given}: the same key as {out[one][0]!r}, given twice; keep one")
-        out[one] = (given, value)
-    return out
-
-
-@dataclass(frozen=True)
 class Config:
-    endpoint: str = key(DEFAULT_ENDPOINT, Url(), "API base; bantam appends /chat/completions or /messages",
+    endpoint: str = knob(DEFAULT_ENDPOINT, Url(), "API base; bantam appends /chat/completions or /messages",
                         env="LLM_URL", aliases=("api_base",))
-    model: str = key(DEFAULT_MODEL, Kind(), "model name, or an alias.NAME", env="LLM_MODEL")
-    temperature: float = key(0.7, Number(float, 0), "sampling temperature (provider=local: 0.2)")
-    api_key: str = key("", Kind(), "bearer token; never written anywhere", secret=True)
-    stream: bool = key(True, Flag(), "stream tokens as they arrive")
-    color: str = key("auto", Choice("auto", "always", "never"), "auto (terminal only), always, never")
-    timeout: float = key(300.0, Number(float, 0.001), "to connect and between bytes of a response", "seconds")
-    shell_timeout: float = key(120.0, Number(float, 0.001), "before a command's process group is killed",
+    model: str = knob(DEFAULT_MODEL, Kind(), "model name, or an alias.NAME", env="LLM_MODEL")
+    temperature: float = knob(0.7, Number(float, 0), "sampling temperature (provider=local: 0.2)")
+    api_key: str = knob("", Kind(), "bearer token; never written anywhere", secret=True)
+    stream: bool = knob(True, Flag(), "stream tokens as they arrive")
+    color: str = knob("auto", Choice("auto", "always", "never"), "auto (terminal only), always, never")
+    timeout: float = knob(300.0, Number(float, 0.001), "to connect and between bytes of a response", "seconds")
+    shell_timeout: float = knob(120.0, Number(float, 0.001), "before a command's process group is killed",
                                "seconds", aliases=("bash_timeout", "command_timeout_seconds"))
-    max_al_iterations: int = key(1000, Number(int, 1), "model requests per turn")
-    context_window: int | None = key(None, Number(int, 1), "used when the server does not say (then 200000)",
+    max_al_iterations: int = knob(1000, Number(int, 1), "model requests per turn")
+    context_window: int | None = knob(None, Number(int, 1), "used when the server does not say (then 200000)",
                                      "tokens", aliases=("context_tokens",))
-    reasoning_effort: str = key("high", Kind(), "forwarded to the API; empty to leave it out")
-    bantam_tools_dir: str = key("", Kind(), "extra shell tools, announced in the system prompt",
+    reasoning_effort: str = knob("high", Kind(), "forwarded to the API; empty to leave it out")
+    bantam_tools_dir: str = knob("", Kind(), "extra shell tools, announced in the system prompt",
                                 env="BANTAM_TOOLS_DIR")
-    provider: str = key("", Choice(*PROVIDERS), "openai | anthropic | local; inferred from endpoint")
-    tools: tuple[str, ...] = key(("shell_exec", "write_file", "run_subagent"), ToolNames(), "enabled tools")
-    tool_budget: int = key(200, Number(int, 1), "tool calls per turn", env="AGENT_TOOL_BUDGET")
-    max_fanout: int = key(8, Number(int, 1), "sub-agents one call may start", env="AGENT_MAX_FANOUT")
+    provider: str = knob("", Choice(*PROVIDERS), "openai | anthropic | local; inferred from endpoint")
+    tools: tuple[str, ...] = knob(("shell_exec", "write_file", "run_subagent"), ToolNames(), "enabled tools")
+    tool_budget: int = knob(200, Number(int, 1), "tool calls per turn", env="AGENT_TOOL_BUDGET")
+    max_fanout: int = knob(8, Number(int, 1), "sub-agents one call may start", env="AGENT_MAX_FANOUT")
     # A command's output is cut at this many bytes, which is never more characters; files that
     # gave the limit in bytes (a run's output_limit_bytes) keep their number.
-    tool_output_limit: int = key(30_000, Number(int, 200), "of one tool result the model sees; the rest "
+    tool_output_limit: int = knob(30_000, Number(int, 200), "of one tool result the model sees; the rest "
                                  "is clipped, head and tail kept", "characters", aliases=("output_limit_bytes",))
-    mcp: bool = key(True, Flag(), "false: no MCP server starts, whatever mcp.json files say")
-    model_path: str = key("", Kind(), "a local GGUF file for provider=local (default: bundled)")
-    web_password: str = key("", Kind(), "`bantam web`: instead of a random token", secret=True)
-    env_passthrough: tuple[str, ...] = key((), Names(), "secret-looking variables commands may see (GH_TOKEN, AWS_*)")
-    n_ctx: int | None = key(None, Number(int, 16), "provider=local: context size (default 8192)", "tokens")
-    n_threads: int | None = key(None, Number(int, 1), "provider=local: CPU threads (default: llama.cpp's)")
-    local_tool_first: str = key("auto", Choice("auto", "off"),
+    mcp: bool = knob(True, Flag(), "false: no MCP server starts, whatever mcp.json files say")
+    model_path: str = knob("", Kind(), "a local GGUF file for provider=local (default: bundled)")
+    web_password: str = knob("", Kind(), "`bantam web`: instead of a random token", secret=True)
+    env_passthrough: tuple[str, ...] = knob((), Names(), "secret-looking variables commands may see (GH_TOKEN, AWS_*)")
+    n_ctx: int | None = knob(None, Number(int, 16), "provider=local: context size (default 8192)", "tokens")
+    n_threads: int | None = knob(None, Number(int, 1), "provider=local: CPU threads (default: llama.cpp's)")
+    local_tool_first: str = knob("auto", Choice("auto", "off"),
                                 "provider=local: a request that needs the machine gets a tool call first")
-    local_example: bool = key(True, Flag(), "provider=local: show the model one worked tool call")
-    local_commands: bool = key(True, Flag(), "provider=local: shell_exec commands start with a known program")
-    local_grounded: bool = key(True, Flag(), "provider=local: an answer after a tool result uses its words")
-    retry_delays: tuple[float, ...] = key(FIBONACCI_DELAYS, Numbers(), "between retries of a request", "seconds")
-    max_tokens_limit: int = key(32_768, Number(int, 1), "an answer cut at max_tokens is asked again, "
+    local_example: bool = knob(True, Flag(), "provider=local: show the model one worked tool call")
+    local_commands: bool = knob(True, Flag(), "provider=local: shell_exec commands start with a known program")
+    local_grounded: bool = knob(True, Flag(), "provider=local: an answer after a tool result uses its words")
+    retry_delays: tuple[float, ...] = knob(FIBONACCI_DELAYS, Numbers(), "between retries of a request", "seconds")
+    max_tokens_limit: int = knob(32_768, Number(int, 1), "an answer cut at max_tokens is asked again, "
                                 "doubled, up to this", "tokens")
-    sandbox: str = key("workspace", Choice("off", "workspace", "read-only"),
+    sandbox: str = knob("workspace", Choice("off", "workspace", "read-only"),
                        "around the model's commands (sandbox.py)")
-    sandbox_writable: tuple[str, ...] = key((), Names(), "writable roots for sandbox=workspace (default: the working dir)")
-    sandbox_network: bool = key(False, Flag(), "sandboxed commands may use the network")
-    approval: str = key("on-request", Choice("never", "on-request", "always"),
+    sandbox_writable: tuple[str, ...] = knob((), Names(), "writable roots for sandbox=workspace (default: the working dir)")
+    sandbox_network: bool = knob(False, Flag(), "sandboxed commands may use the network")
+    approval: str = knob("on-request", Choice("never", "on-request", "always"),
                         "when a person is asked (approval.py)")
     forward: Mapping[str, Any] = field(default_factory=dict)  # unknown keys, sent to the API
     file: str = ""                        # the config file that was read, if any

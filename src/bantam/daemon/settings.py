@@ -20,7 +20,7 @@ from typing import Any, Mapping
 from urllib.parse import urlparse
 
 from .. import config as bantam_config
-from ..config import Choice, Kind, Number, key
+from ..config import Choice, Kind, Number, knob
 from ..envpolicy import register_secret
 from ..errors import ConfigError
 
@@ -33,17 +33,17 @@ def core(name: str, default: Any) -> Any:
     """A knob of bantam's configuration (config.KEYS: its kind, unit and aliases) with the
     daemon's default."""
     spec = bantam_config.KEYS[name]
-    return key(default, spec.kind, spec.comment, spec.unit, spec.env, spec.aliases, secret=name == "api_key")
+    return knob(default, spec.kind, spec.comment, spec.unit, spec.env, spec.aliases, secret=name == "api_key")
 
 
 @dataclass(frozen=True)
 class Settings:
     # chat (all optional: no telegram_token, no chat channel)
-    telegram_token: str = key("", Kind(), "the bot's token", secret=True)
-    telegram_chat_id: str = key("", Kind(), "required with a token: the one chat accepted")
-    telegram_thread_id: str = key("", Kind(), "a forum topic, when the chat is a supergroup")
-    telegram_api_base: str = key("https://api.telegram.org", bantam_config.Url(), "a local fake Bot API in tests")
-    telegram_poll_s: float = key(30.0, POSITIVE, "getUpdates long-poll timeout", "seconds")
+    telegram_token: str = knob("", Kind(), "the bot's token", secret=True)
+    telegram_chat_id: str = knob("", Kind(), "required with a token: the one chat accepted")
+    telegram_thread_id: str = knob("", Kind(), "a forum topic, when the chat is a supergroup")
+    telegram_api_base: str = knob("https://api.telegram.org", bantam_config.Url(), "a local fake Bot API in tests")
+    telegram_poll_s: float = knob(30.0, POSITIVE, "getUpdates long-poll timeout", "seconds")
     # the model: bantam's own keys, with seed 003's defaults (api_base and context_tokens are its names)
     api_key: str = core("api_key", "")
     model: str = core("model", "deepseek-v4-pro")
@@ -51,29 +51,29 @@ class Settings:
     temperature: float = core("temperature", 1.0)
     reasoning_effort: str = core("reasoning_effort", "medium")
     context_window: int = core("context_window", 100_000)  # auto-stash past 80% (4 characters a token)
-    multimodal_support: bool = key(False, bantam_config.Flag(), "READ_FILE sends images to the model")
-    provider: str = key("", Kind(), '"" = OpenAI-compatible; anthropic, local, or providers/<name>.py')
-    opt: tuple[str, ...] = key((), bantam_config.Names(), 'opt/ add-ons copied in at first boot ("tools/nudge")')
-    primary_dir: str = key("agent", Kind(), "a subconscious: the directory it reviews")
+    multimodal_support: bool = knob(False, bantam_config.Flag(), "READ_FILE sends images to the model")
+    provider: str = knob("", Kind(), '"" = OpenAI-compatible; anthropic, local, or providers/<name>.py')
+    opt: tuple[str, ...] = knob((), bantam_config.Names(), 'opt/ add-ons copied in at first boot ("tools/nudge")')
+    primary_dir: str = knob("agent", Kind(), "a subconscious: the directory it reviews")
     # tunables
-    life_tail: int = key(30, COUNT, "LIFE.md lines that ride along after the conversation", "lines")
-    memory_limit: int = key(10_000, COUNT, "MEMORY.md characters before its middle is elided", "characters")
-    tool_timeout: float = key(30.0, POSITIVE, "in the foreground before a tool is backgrounded", "seconds")
+    life_tail: int = knob(30, COUNT, "LIFE.md lines that ride along after the conversation", "lines")
+    memory_limit: int = knob(10_000, COUNT, "MEMORY.md characters before its middle is elided", "characters")
+    tool_timeout: float = knob(30.0, POSITIVE, "in the foreground before a tool is backgrounded", "seconds")
     tool_output_limit: int = core("tool_output_limit", 5_000)  # the rest is clipped and stashed
-    trigger_tick: float = key(30.0, POSITIVE, "between trigger scans", "seconds")
-    cmd_timeout: float = key(60.0, POSITIVE, "a trigger's cmd may run", "seconds")
-    heartbeat_s: float = key(225.0, Number(float, 0), "the heartbeat's tick; 0 = no heartbeat", "seconds")
-    heartbeat_max_s: float = key(3600.0, POSITIVE, "... backed off to this while idle", "seconds")
-    inbox_tick: float = key(10.0, POSITIVE, "between mail_inbox/ scans", "seconds")
-    inbox_preview: int = key(2_000, COUNT, "of a mail shown in its message", "characters")
-    chat_msg_max: int = key(4_000, COUNT, "per chat message (Telegram allows 4096)", "characters")
+    trigger_tick: float = knob(30.0, POSITIVE, "between trigger scans", "seconds")
+    cmd_timeout: float = knob(60.0, POSITIVE, "a trigger's cmd may run", "seconds")
+    heartbeat_s: float = knob(225.0, Number(float, 0), "the heartbeat's tick; 0 = no heartbeat", "seconds")
+    heartbeat_max_s: float = knob(3600.0, POSITIVE, "... backed off to this while idle", "seconds")
+    inbox_tick: float = knob(10.0, POSITIVE, "between mail_inbox/ scans", "seconds")
+    inbox_preview: int = knob(2_000, COUNT, "of a mail shown in its message", "characters")
+    chat_msg_max: int = knob(4_000, COUNT, "per chat message (Telegram allows 4096)", "characters")
     shell_timeout: float = core("shell_timeout", 3600.0)  # BASH kills its command's process group after this
-    search_url: str = key("https://html.duckduckgo.com/html/", Kind(), "SEARCH posts q= here")
-    watch: str = key("auto", Choice("auto", "poll"), "auto: inotify via watchfiles when installed; poll")
-    poll_s: float = key(1.0, POSITIVE, "polling interval without inotify", "seconds")
-    retry_turn_s: float = key(15.0, POSITIVE, "an unanswered turn (model down) is tried again after this", "seconds")
-    retry_turn_max_s: float = key(300.0, POSITIVE, "... doubling each time, up to this", "seconds")
-    outbox_retry_max_s: float = key(60.0, POSITIVE, "a Telegram send that failed is retried, backing off to this",
+    search_url: str = knob("https://html.duckduckgo.com/html/", Kind(), "SEARCH posts q= here")
+    watch: str = knob("auto", Choice("auto", "poll"), "auto: inotify via watchfiles when installed; poll")
+    poll_s: float = knob(1.0, POSITIVE, "polling interval without inotify", "seconds")
+    retry_turn_s: float = knob(15.0, POSITIVE, "an unanswered turn (model down) is tried again after this", "seconds")
+    retry_turn_max_s: float = knob(300.0, POSITIVE, "... doubling each time, up to this", "seconds")
+    outbox_retry_max_s: float = knob(60.0, POSITIVE, "a Telegram send that failed is retried, backing off to this",
                                     "seconds")
 
 

@@ -37,7 +37,7 @@ from ..errors import ConfigError
 RESUMABLE = ("limits", "runtime", "model")        # what a resume config may change
 
 
-def knob(kind: Kind, optional: bool = False) -> PlainValidator:
+def checked(kind: Kind, optional: bool = False) -> PlainValidator:
     """A section field whose value bantam's one checker reads (config.Kind, as from a typed file:
     TOML's "5" is not a number); pydantic only holds the sections and their cross-checks."""
     def read(value: Any) -> Any:
@@ -47,7 +47,7 @@ def knob(kind: Kind, optional: bool = False) -> PlainValidator:
 
 def core(name: str, optional: bool = False) -> PlainValidator:
     """A field that is one of bantam's own keys (config.KEYS): its kind, its name and unit."""
-    return knob(bantam_config.KEYS[name].kind, optional)
+    return checked(bantam_config.KEYS[name].kind, optional)
 
 
 class Listed(Names):
@@ -99,24 +99,24 @@ Count = Number(int, 1)
 
 
 class RunLimits(Section):
-    max_replans: Annotated[int | Literal["unlimited"], knob(Replans())] = 20  # repair plans; 0 disables them; "unlimited"
-    max_iterations: Annotated[int, knob(Count)] = 200        # loop turns: inferences and direct executions
-    max_tool_calls: Annotated[int, knob(Count)] = 160        # executed tool calls, failed ones included
-    max_tokens: Annotated[int, knob(Count)] = 500_000        # prompt + completion, reserved before inference
-    max_consecutive_failures: Annotated[int, knob(Count)] = 20  # parse errors, rejections, failed tools in a row
-    max_parse_retries: Annotated[int, knob(Number(int, 0))] = 5  # unusable answers in a row, after the first
-    max_runtime_seconds: Annotated[float, knob(Number(float, 0, above=True))] = 3600.0  # from creation, pauses included
-    max_repeats: Annotated[int, knob(Count)] = 3             # the same call on unchanged files, in a row
+    max_replans: Annotated[int | Literal["unlimited"], checked(Replans())] = 20  # repair plans; 0 disables them; "unlimited"
+    max_iterations: Annotated[int, checked(Count)] = 200        # loop turns: inferences and direct executions
+    max_tool_calls: Annotated[int, checked(Count)] = 160        # executed tool calls, failed ones included
+    max_tokens: Annotated[int, checked(Count)] = 500_000        # prompt + completion, reserved before inference
+    max_consecutive_failures: Annotated[int, checked(Count)] = 20  # parse errors, rejections, failed tools in a row
+    max_parse_retries: Annotated[int, checked(Number(int, 0))] = 5  # unusable answers in a row, after the first
+    max_runtime_seconds: Annotated[float, checked(Number(float, 0, above=True))] = 3600.0  # from creation, pauses included
+    max_repeats: Annotated[int, checked(Count)] = 3             # the same call on unchanged files, in a row
 
 
 class Runtime(Section):
-    file_output_format: Annotated[str, knob(Choice("fenced", "json"))] = "fenced"  # in a code fence, or JSON
-    planning_strategy: Annotated[str, knob(Choice("llm", "files"))] = "llm"  # who writes the first plan
-    execute_plan: Annotated[bool, knob(Flag())] = False  # run fully specified steps without asking the model
-    repair_strategy: Annotated[str, knob(Choice("llm", "rewrite"))] = "llm"  # who writes the repair plan
-    repair_paths: Annotated[list[str], knob(Listed())] = []  # files a "rewrite" repair writes again (default: write_paths)
-    keep_best: Annotated[bool, knob(Flag())] = False  # show the best tested attempt when repairing
-    repair_edit: Annotated[str, knob(Choice("file", "lines", "function"))] = "file"  # a write to an existing
+    file_output_format: Annotated[str, checked(Choice("fenced", "json"))] = "fenced"  # in a code fence, or JSON
+    planning_strategy: Annotated[str, checked(Choice("llm", "files"))] = "llm"  # who writes the first plan
+    execute_plan: Annotated[bool, checked(Flag())] = False  # run fully specified steps without asking the model
+    repair_strategy: Annotated[str, checked(Choice("llm", "rewrite"))] = "llm"  # who writes the repair plan
+    repair_paths: Annotated[list[str], checked(Listed())] = []  # files a "rewrite" repair writes again (default: write_paths)
+    keep_best: Annotated[bool, checked(Flag())] = False  # show the best tested attempt when repairing
+    repair_edit: Annotated[str, checked(Choice("file", "lines", "function"))] = "file"  # a write to an existing
     # file may replace named lines or one function instead of the whole file (fenced format; runs/patch.py)
 
 
@@ -126,19 +126,19 @@ class Model(Section):
     endpoint: Annotated[str | None, core("endpoint", True)] = None
     model_path: Annotated[str | None, core("model_path", True)] = None
     temperature: Annotated[float | None, core("temperature", True)] = None
-    max_output_tokens: Annotated[int, knob(Number(int, 16))] = 1024  # per answer; reserved before each inference
-    context_window: Annotated[int | None, knob(Number(int, 256), True)] = None  # tokens, when the provider does not say
-    n_ctx: Annotated[int | None, knob(Number(int, 256), True)] = None  # provider=local: context size, tokens
-    seed: Annotated[int | None, knob(Number(int), True)] = None
-    grammar: Annotated[bool, knob(Flag())] = True  # provider=local: constrain proposals by a JSON-schema grammar
+    max_output_tokens: Annotated[int, checked(Number(int, 16))] = 1024  # per answer; reserved before each inference
+    context_window: Annotated[int | None, checked(Number(int, 256), True)] = None  # tokens, when the provider does not say
+    n_ctx: Annotated[int | None, checked(Number(int, 256), True)] = None  # provider=local: context size, tokens
+    seed: Annotated[int | None, checked(Number(int), True)] = None
+    grammar: Annotated[bool, checked(Flag())] = True  # provider=local: constrain proposals by a JSON-schema grammar
 
 
 class Tools(Section):
-    write_paths: Annotated[list[str], knob(Listed())] = []  # the only files write_file may write
-    required_verifications: Annotated[list[str], knob(Listed())] = []  # commands that must pass on the current files
+    write_paths: Annotated[list[str], checked(Listed())] = []  # the only files write_file may write
+    required_verifications: Annotated[list[str], checked(Listed())] = []  # commands that must pass on the current files
     shell_timeout: Annotated[float, core("shell_timeout")] = 20.0  # seconds (seed 002: command_timeout_seconds)
     tool_output_limit: Annotated[int, core("tool_output_limit")] = 8192  # of any tool output (seed: output_limit_bytes)
-    commands: Annotated[dict[str, list[str]], knob(Commands())] = {}  # name -> fixed argv, run without a shell
+    commands: Annotated[dict[str, list[str]], checked(Commands())] = {}  # name -> fixed argv, run without a shell
 
     @model_validator(mode="after")
     def _policy(self) -> "Tools":
