@@ -153,11 +153,11 @@ def test_write_file_obeys_the_same_roots(home, outside):
 
 
 def test_controlled_run_checks_run_in_the_sandbox(home, outside):
-    from bantam.runs.tools import RunShell, Workspace
+    from bantam.runs.tools import TOOLS, Workspace
     from bantam.sandbox import Sandbox
     check = ["bash", "-c", f"echo ok > inside.txt; echo no > {outside}/x.txt"]
     ws = Workspace(home, commands={"check": check}, sandbox=Sandbox.for_config(Config(), home))
-    result = RunShell().run({"command": "check"}, ws)
+    result = TOOLS["shell"].run({"command": "check"}, ws)
     assert result.is_error and "Read-only file system" in result.content
     assert (home / "inside.txt").exists() and not (outside / "x.txt").exists()
 

@@ -32,7 +32,7 @@ def config_main(argv: list[str]) -> int:
         value = getattr(cfg, key)
         where = raw[key][1] if key in raw else _implied(key, value, cfg)
         print(f"{key} = {_shown(key, value)}  ({where})")
-    for key, (text, where) in sorted(raw.items()):
+    for key, (text, where, _) in sorted(raw.items()):
         if key not in config.PARSERS:  # aliases and keys forwarded to the API
             print(f"{key} = {'***' if _secret(key) else text}  ({where})")
     return 0

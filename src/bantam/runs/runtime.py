@@ -28,6 +28,7 @@ from .model import ProviderModel, RunModel, ScriptedModel, read_script
 from .planning import files_plan, plan_md
 from .state import RunState
 from .store import RunDir
+from .testing import find_report
 from .tools import Workspace
 
 # The gate pipelines, in order. A plan's steps pass the same checks as a call, except that a
@@ -142,8 +143,8 @@ def _unblock(run: Run, retry: bool) -> str:
 def _assemble(state: RunState, store: RunDir, flags: dict[str, str], on_event: OnEvent) -> Run:
     tools = state.config.tools
     workspace = Workspace(store.workspace, tuple(tools.write_paths), dict(tools.commands),
-                          tools.command_timeout_seconds, tools.output_limit_bytes,
-                          Sandbox.for_config(load_bantam_config(flags), store.workspace))
+                          tools.shell_timeout, tools.tool_output_limit,
+                          Sandbox.for_config(load_bantam_config(flags), store.workspace), find_report)
     return Run(state, store, workspace, _model(state, flags, workspace), list(CALL_GATES),
                list(STEP_GATES), on_event)
 
