@@ -250,7 +250,7 @@ def load(flags: Mapping[str, str] | None = None, directory: str | os.PathLike = 
                   warning=exposed_key_warning(path, entries) or withheld)
 
 
-def withheld_key(var: str, endpoint: str, source: tuple[str, str] | None, path: Path | None,
+def withheld_key(var: str, endpoint: str, source: tuple[str, ...] | None, path: Path | None,
                  environ: Mapping[str, str]) -> str:
     """Why the key in `var` must not go to `endpoint`, or "" when it may. A project's file (a
     cloned repository's) may not send the user's key elsewhere than its own API or an endpoint
