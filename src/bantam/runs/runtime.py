@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -49,7 +50,10 @@ class Options:
     saved_config: settings.RunConfig | None = None  # instead of --config: a run's own (/fix)
 
 
-def start(flags: dict[str, str], goal: str, options: Options, on_event: OnEvent) -> tuple[RunDir, RunState]:
+def start(flags: dict[str, str], goal: str, options: Options, on_event: OnEvent,
+          pause: threading.Event | None = None) -> tuple[RunDir, RunState]:
+    """A new run, driven until it ends or pauses. `pause`, set from any thread, pauses it at the
+    next safe point (the terminal's /pause, the page's Stop)."""
     if not goal.strip():
         raise ConfigError("the goal is empty")
     config = options.saved_config or settings.load(options.config)
@@ -69,7 +73,7 @@ def start(flags: dict[str, str], goal: str, options: Options, on_event: OnEvent)
             state.plan, state.phase = files_plan(config, required), "act"
         store.save(state, plan_md(state))
         try:
-            run = _assemble(state, store, flags, on_event)
+            run = _assemble(state, store, flags, on_event, pause)
         except ConfigError:  # e.g. provider=local without llama-cpp-python: nothing ran, keep nothing
             shutil.rmtree(store.path, ignore_errors=True)
             raise
@@ -82,7 +86,8 @@ def start(flags: dict[str, str], goal: str, options: Options, on_event: OnEvent)
         store.unlock()
 
 
-def resume(flags: dict[str, str], ref: str, options: Options, on_event: OnEvent) -> tuple[RunDir, RunState]:
+def resume(flags: dict[str, str], ref: str, options: Options, on_event: OnEvent,
+           pause: threading.Event | None = None) -> tuple[RunDir, RunState]:
     store = RunDir.find(ref, Path(options.runs_dir))
     store.lock()
     try:
@@ -95,7 +100,7 @@ def resume(flags: dict[str, str], ref: str, options: Options, on_event: OnEvent)
             if new != state.scripted:  # another file starts at its first answer
                 state.scripted_used = 0
             state.model = {"scripted": new}
-        run = _assemble(state, store, flags, on_event)
+        run = _assemble(state, store, flags, on_event, pause)
         for note in repaired:
             run.emit("healed", note)
         if changes:
@@ -139,13 +144,14 @@ def _unblock(run: Run, retry: bool) -> str:
     return gate
 
 
-def _assemble(state: RunState, store: RunDir, flags: dict[str, str], on_event: OnEvent) -> Run:
+def _assemble(state: RunState, store: RunDir, flags: dict[str, str], on_event: OnEvent,
+              pause: threading.Event | None = None) -> Run:
     tools = state.config.tools
     workspace = Workspace(store.workspace, tuple(tools.write_paths), dict(tools.commands),
                           tools.command_timeout_seconds, tools.output_limit_bytes,
                           Sandbox.for_config(load_bantam_config(flags), store.workspace))
     return Run(state, store, workspace, _model(state, flags, workspace), list(CALL_GATES),
-               list(STEP_GATES), on_event)
+               list(STEP_GATES), on_event, pause=pause or threading.Event())
 
 
 def _model(state: RunState, flags: dict[str, str], workspace: Workspace) -> RunModel:
