@@ -40,6 +40,7 @@ from .evidence import evidence_note, record_evidence
 from .gates import Blocked, Budgets, CallGate, GateContext, Rejected, call_key, check_final, unmet
 from .model import RunModel
 from .parser import Answer, ParseError, parse_file, parse_json
+from .prompts import Artifact
 from .planning import describe_call, direct, matching_step, plan_md, replace_plan, rewrite_plan
 from .schema import Action, FileContent, Final, Plan, SchemaError, validate
 from .settings import RunConfig
@@ -68,6 +69,7 @@ class Run:
     via: str = "model"              # who proposed it: the model, or the plan (execute_plan)
     recovered: str | None = None    # the fallback parser that read the answer, if one did
     pause: threading.Event = field(default_factory=threading.Event)  # set: pause at the next safe point
+    prompt: Artifact | None = None  # the run's frozen prompt artifact (prompts.py), if it has one
 
     @property
     def config(self) -> RunConfig:
@@ -164,7 +166,7 @@ class RunProvider:
         if st.phase == "act" and index is not None and direct(st.plan[index], run.config):
             step = st.plan[index]
             return self.call("plan", "call", step.tool, dict(step.arguments))
-        request = context.build(st, run.config, run.workspace, run.store.path)
+        request = context.build(st, run.config, run.workspace, run.store.path, run.prompt)
         try:
             answer, usage = infer(run, request)
         except ProviderError as e:  # failed for good; plain, so the loop does not try to repair it
@@ -229,8 +231,8 @@ def reserve(run: Run, request: Request) -> None:
     run.commit()
     prompt_file = run.store.artifact(f"prompt-{c.model_calls:04d}.txt", "\n\n".join(
         f"[{m['role']}]\n{m['content']}" for m in request.messages))
-    run.emit("llm_request", purpose=request.purpose, prompt=prompt_file, prompt_tokens=prompt,
-             reserved=prompt + output)
+    run.emit("llm_request", purpose=request.purpose, path=request.path, prompt=prompt_file,
+             prompt_tokens=prompt, reserved=prompt + output)
 
 
 def record(run: Run, request: Request, reply: Any) -> PendingAnswer:
