@@ -327,3 +327,23 @@ def test_pause_stops_a_working_run_at_its_next_step_and_resume_finishes_it(cfg):
     term.child.expect(pexpect.EOF)
     term.child.close()
     assert term.child.exitstatus == 0
+
+
+def test_ctrl_c_at_the_prompt_pauses_a_working_run_and_a_chat_message_waits(cfg, server):
+    from tests.test_runs import held_run
+    term = Term(cfg)
+    term.enter("/run " + held_run(cfg, ["a.txt"]))
+    held = wait_for(lambda: next(cfg.glob("runs/*/workspace/held"), None), "the run's command to start")
+    term.enter("what is the weather?")
+    term.expect("a run is working: /pause pauses it at its next step")
+    term.child.expect_exact(PROMPT_READY)
+    term.child.sendcontrol("c")
+    term.expect("pausing the run at its next safe point")
+    (held.parent / "go").write_text("")
+    term.expect("paused on request at a safe point")
+    assert json.loads((held.parent.parent / "state.json").read_text())["status"] == "paused"
+    assert server.chat_requests() == []  # the chat message was not sent while the run worked
+    term.child.send("/quit\r")
+    term.child.expect(pexpect.EOF)
+    term.child.close()
+    assert term.child.exitstatus == 0
