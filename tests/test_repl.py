@@ -9,7 +9,7 @@ import pexpect
 import pytest
 
 from bantam.sessions import project_id
-from tests.conftest import process_gone, base_cfg, write_cfg
+from tests.conftest import process_gone, base_cfg, wait_for, write_cfg
 from tests.fakes.openai_server import chunk, json_reply, sse, text_reply, tool_reply, usage
 
 PROMPT_READY = "\x1b[?2004h"  # prompt_toolkit turns on bracketed paste whenever it starts a prompt
@@ -319,3 +319,53 @@ def test_the_terminals_prompt_offers_escalate_and_says_how(cfg, server):
                  if t["function"]["name"] == "shell_exec")
     assert "escalate" in shell  # a person is here to approve: offered, and the prompt says how
     assert "call shell_exec with `escalate` set to the reason" in body["messages"][0]["content"]
+
+
+def test_pause_stops_a_working_run_at_its_next_step_and_resume_finishes_it(cfg):
+    """/run works in the background, so /pause reaches it; the step in progress (a command)
+    finishes, no model request follows it, and /resume goes on from there."""
+    from tests.test_runs import held_run
+    term = Term(cfg)
+    term.enter("/run " + held_run(cfg, ["a.txt", "b.txt"]))
+    held = wait_for(lambda: next(cfg.glob("runs/*/workspace/held"), None), "the run's command to start")
+    term.enter("/status")  # the prompt is back while the run works
+    term.expect("status: running")
+    term.enter("/pause")
+    term.expect("pausing the run at its next safe point")
+    (held.parent / "go").write_text("")
+    term.expect("paused on request at a safe point")
+    run = held.parent.parent
+    state = json.loads((run / "state.json").read_text())
+    assert state["status"] == "paused" and [s["status"] for s in state["plan"]] == ["done", "pending", "pending"]
+    assert state["scripted_used"] == 2  # the plan and the command's call: nothing asked after /pause
+    assert state["pending_answer"] is None and state["pending_call"] is None
+    term.child.send("/resume\r")  # the run's output came after the prompt was drawn: it is waiting
+    term.expect(f"run {run.name} completed (")  # the outcome line, once the run has ended
+    state = json.loads((run / "state.json").read_text())
+    assert state["status"] == "completed" and state["final"] == "done" and state["scripted_used"] == 5
+    tools = [json.loads(line)["tool"] for line in (run / "observations.jsonl").read_text().splitlines()]
+    assert tools == ["shell", "read_file", "read_file"]  # the command ran once
+    term.child.send("/quit\r")
+    term.child.expect(pexpect.EOF)
+    term.child.close()
+    assert term.child.exitstatus == 0
+
+
+def test_ctrl_c_at_the_prompt_pauses_a_working_run_and_a_chat_message_waits(cfg, server):
+    from tests.test_runs import held_run
+    term = Term(cfg)
+    term.enter("/run " + held_run(cfg, ["a.txt"]))
+    held = wait_for(lambda: next(cfg.glob("runs/*/workspace/held"), None), "the run's command to start")
+    term.enter("what is the weather?")
+    term.expect("a run is working: /pause pauses it at its next step")
+    term.child.expect_exact(PROMPT_READY)
+    term.child.sendcontrol("c")
+    term.expect("pausing the run at its next safe point")
+    (held.parent / "go").write_text("")
+    term.expect("paused on request at a safe point")
+    assert json.loads((held.parent.parent / "state.json").read_text())["status"] == "paused"
+    assert server.chat_requests() == []  # the chat message was not sent while the run worked
+    term.child.send("/quit\r")
+    term.child.expect(pexpect.EOF)
+    term.child.close()
+    assert term.child.exitstatus == 0

@@ -324,3 +324,28 @@ def test_approvals_are_asked_and_answered_on_the_page(browser, home, server):
     finally:
         context.close()
         w.close()
+
+
+def test_stop_pauses_a_controlled_run_and_resume_finishes_it(page, web):
+    """A run with four planned reads, one model answer each: Stop while its first step (a command)
+    works pauses it before the next request; /resume asks for the four reads and finishes."""
+    from tests.conftest import wait_for
+    from tests.test_runs import held_run
+    send(page, "/run " + held_run(web.workspace, ["a.txt", "b.txt", "c.txt", "d.txt"]))
+    held = wait_for(lambda: next(web.workspace.glob("runs/*/workspace/held"), None), "the run's command to start")
+    page.click("#stop")
+    expect(page.locator(".notice").last).to_contain_text("pausing the run at its next safe point")
+    (held.parent / "go").write_text("")
+    expect(page.locator(".notice").last).to_contain_text("paused: pause: paused on request at a safe point")
+    idle(page)
+    run = held.parent.parent
+    state = json.loads((run / "state.json").read_text())
+    assert state["status"] == "paused" and state["scripted_used"] == 2  # no model answer after Stop
+    assert [s["status"] for s in state["plan"]] == ["done"] + ["pending"] * 4
+    send(page, "/resume")
+    expect(page.locator(".output").last).to_have_text("done")
+    idle(page)
+    state = json.loads((run / "state.json").read_text())
+    assert state["status"] == "completed" and state["scripted_used"] == 7
+    tools = [json.loads(line)["tool"] for line in (run / "observations.jsonl").read_text().splitlines()]
+    assert tools == ["shell"] + ["read_file"] * 4  # the command ran once

@@ -119,7 +119,7 @@ def to_markdown(session_id: str, messages: list[dict]) -> str:
     return "\n".join(parts)
 
 
-COMMANDS = ("models", "handler", "run", "status", "resume", "daemon", "web", "config", "sessions", "completion",
+COMMANDS = ("models", "handler", "run", "status", "resume", "optimize", "daemon", "web", "config", "sessions", "completion",
             "batch", "worker")
 FLAGS = ("-p", "--prompt", "--json", "--thread", "-c", "--continue", "--model", "--endpoint", "--provider",
          "--set", "--version", "--help")

@@ -117,6 +117,7 @@ class RunState(BaseModel):
     pending_answer: PendingAnswer | None = None
     pending_call: Call | None = None
     hint: str = ""                 # a correction for the next prompt (parse error, rejection)
+    prompt_artifact: dict[str, Any] = {}  # the frozen prompt artifact: file, source, sha256 (prompts.py)
     final: str = ""
 
     @property
