@@ -324,7 +324,7 @@ def test_the_terminals_prompt_offers_escalate_and_says_how(cfg, server):
 def test_pause_stops_a_working_run_at_its_next_step_and_resume_finishes_it(cfg):
     """/run works in the background, so /pause reaches it; the step in progress (a command)
     finishes, no model request follows it, and /resume goes on from there."""
-    from tests.test_runs import held_run
+    from tests.runs.test_runs import held_run
     term = Term(cfg)
     term.enter("/run " + held_run(cfg, ["a.txt", "b.txt"]))
     held = wait_for(lambda: next(cfg.glob("runs/*/workspace/held"), None), "the run's command to start")
@@ -352,7 +352,7 @@ def test_pause_stops_a_working_run_at_its_next_step_and_resume_finishes_it(cfg):
 
 
 def test_ctrl_c_at_the_prompt_pauses_a_working_run_and_a_chat_message_waits(cfg, server):
-    from tests.test_runs import held_run
+    from tests.runs.test_runs import held_run
     term = Term(cfg)
     term.enter("/run " + held_run(cfg, ["a.txt"]))
     held = wait_for(lambda: next(cfg.glob("runs/*/workspace/held"), None), "the run's command to start")

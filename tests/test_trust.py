@@ -325,7 +325,7 @@ def test_run_directories_are_private_and_a_named_pipe_is_refused(home):
 
 
 def test_the_daemons_bash_reads_no_secret_and_its_files_hold_none(home):
-    from tests.test_daemon import ModelServer, configure, messages, started, wait_for
+    from tests.daemon.test_daemon import ModelServer, configure, messages, started, wait_for
     from bantam.daemon.bus import Conversation
     with ModelServer() as model:
         agent = configure(home / "agent", model, watch="poll")

@@ -17,7 +17,7 @@ from tests.conftest import base_cfg, write_cfg
 from tests.conftest import wait_for as wait_until  # this file has a wait_for of its own (for a process)
 from tests.fakes.openai_server import text_reply
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 READ_GOAL = "Read example.txt and report twice the number in it."
 READ_NUMBER = ["--workspace", str(EXAMPLES / "read_number" / "workspace"), "--require-read", "example.txt"]

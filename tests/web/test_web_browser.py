@@ -18,12 +18,12 @@ import pytest
 from bantam import sessions
 from tests.conftest import base_cfg, write_cfg
 from tests.fakes.openai_server import chunk, sse, text_reply, tool_reply, usage
-from tests.test_web import WebServer, saved_messages
+from tests.web.test_web import WebServer, saved_messages
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-DOCS = Path(__file__).resolve().parent.parent / "docs"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 if not os.path.exists(CHROMIUM):
     pytest.skip("needs Debian's Chromium at /usr/bin/chromium (apt-get install -y chromium)",
@@ -330,7 +330,7 @@ def test_stop_pauses_a_controlled_run_and_resume_finishes_it(page, web):
     """A run with four planned reads, one model answer each: Stop while its first step (a command)
     works pauses it before the next request; /resume asks for the four reads and finishes."""
     from tests.conftest import wait_for
-    from tests.test_runs import held_run
+    from tests.runs.test_runs import held_run
     send(page, "/run " + held_run(web.workspace, ["a.txt", "b.txt", "c.txt", "d.txt"]))
     held = wait_for(lambda: next(web.workspace.glob("runs/*/workspace/held"), None), "the run's command to start")
     page.click("#stop")

@@ -12,7 +12,7 @@ import pytest
 
 from tests.conftest import base_cfg, write_cfg
 from tests.fakes.small_model import PROSE, SmallModel
-from tests.test_runs import bantam, only_run, records, script, state_of
+from tests.runs.test_runs import bantam, only_run, records, script, state_of
 
 TASKS = {"one": {"a.txt": "alpha\n"}, "two": {"b.txt": "bravo\n", "c.txt": "charlie\n"}, "three": {"d.txt": "delta\n"}}
 
