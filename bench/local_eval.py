@@ -7,7 +7,7 @@ prompt, greedy (temperature 0, seed 1), with at most 4 model requests and 3 tool
 when every expected string is in the final answer as a whole word (or the file holds the content).
 Every tool call is also checked against its tool's JSON schema.
 
-Used by bench/bench_local.py (the table in bench/RESULTS.md) and tests/test_local_eval.py.
+Used by bench/bench_local.py (the table in bench/RESULTS.md) and tests/providers/test_local_eval.py.
 """
 from __future__ import annotations
 

@@ -127,10 +127,11 @@ def check_repl(directory: Path, recovers: bool) -> str | None:
         child.close()
     if child.exitstatus != 0:
         return f"exit {child.exitstatus}"
-    sessions = list((directory / "home" / ".bantam" / "sessions").glob("*.json"))
-    messages = json.loads(sessions[0].read_text())["messages"] if sessions else []
+    sessions = list((directory / "home" / ".bantam" / "sessions").glob("*.jsonl"))
+    # a head record, then one line per message (the system prompt is rebuilt on load, not saved)
+    messages = [json.loads(line) for line in sessions[0].read_text().splitlines()][1:] if sessions else []
     roles = [m["role"] for m in messages]
-    wanted = ["system", "user", "assistant"] if recovers else ["system", "user"]
+    wanted = ["user", "assistant"] if recovers else ["user"]
     return None if roles == wanted else f"session holds {roles}, wanted {wanted}"
 
 

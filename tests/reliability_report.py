@@ -75,7 +75,7 @@ def TRUST_ROWS() -> list[str]:
                    "tests/test_lifetime.py", "one-shot, daemon, supervisor, run, models"),
         pytest_row("the browser view: a foreign Host (DNS rebinding), symlinks to model.cfg and .git, the "
                    "printed token reused from history, a short web_password, a model that cats model.cfg",
-                   "tests/test_trust_web.py", "web"),
+                   "tests/web/test_trust_web.py", "web"),
     ]
 
 
@@ -96,7 +96,7 @@ def main() -> None:
                    "thousands of tool calls, invisible-Unicode injection, wrong types, unknown tools, file modes, "
                    "a readable config holding a key", "tests/test_hostile.py", "tools, loop, one-shot"),
         pytest_row("gigabyte output, endless commands, process-group kill, clipping (tool tests)",
-                   "tests/test_tools.py", "shell_exec, write_file, sanitiser"),
+                   "tests/tools/test_tools.py", "shell_exec, write_file, sanitiser"),
         pytest_row("fuzzing (hypothesis): config file, SSE lines, OpenAI and Anthropic streams, tool arguments",
                    "tests/test_fuzz.py", "parsers"),
         *TRUST_ROWS(),

@@ -29,7 +29,8 @@ def test_one_shot_answer_on_stdout_traces_on_stderr(cfg, server):
     assert r.stdout == "The shell said hello.\n"
     assert '[tool call: shell_exec({"command": "echo from-the-shell"})]' in r.stderr
     assert "[tool result: shell_exec]\nfrom-the-shell" in r.stderr
-    assert ("[test-model: 300 prompt (150 cached, 150 uncached) + 30 completion | "
+    # the prompt tokens of both requests add up; the context is the last request's alone
+    assert ("[test-model: 300 prompt sent in 2 requests (150 cached, 150 uncached) + 30 completion | "
             "context: 200/200000 (0.1%)]") in r.stderr
     assert "\033[" not in r.stdout + r.stderr  # no colour when not a terminal
     assert server.chat_requests()[0].body["messages"][1] == {"role": "user", "content": "say hello"}
@@ -256,3 +257,24 @@ def test_context_overflow_compacts_and_retries(cfg, server):
     text = retry_req["messages"][1]["content"]
     assert "Original task (verbatim):\ndo the big task" in text and "Use tabs." in text
     assert "We ran step one." in text
+
+
+def offered(request) -> tuple[str, dict]:
+    """The system prompt of a request and shell_exec's parameters as the model was offered them."""
+    tools = {t["function"]["name"]: t["function"]["parameters"] for t in request.body["tools"]}
+    return request.body["messages"][0]["content"], tools["shell_exec"]["properties"]
+
+
+def test_the_one_shot_prompt_describes_only_the_tools_offered(cfg, server):
+    write_cfg(cfg, **base_cfg(server, sandbox="workspace", approval="on-request"))
+    server.add(text_reply("ok"))
+    assert run_bantam("-p", "hi", cwd=cfg).returncode == 0
+    system, shell = offered(server.chat_requests()[0])
+    assert "Sandbox:" in system  # the boundary is described...
+    assert "escalate" not in shell and "escalate" not in system  # ...but no way out no one could approve
+    assert "say so in your answer" in system
+    write_cfg(cfg, **base_cfg(server, tools="shell_exec"))
+    server.add(text_reply("ok"))
+    assert run_bantam("-p", "hi", cwd=cfg).returncode == 0
+    system, _ = offered(server.chat_requests()[1])
+    assert "shell_exec runs" in system and "write_file writes" not in system and "sub-agent" not in system

@@ -114,3 +114,62 @@ def test_known_keys_cover_the_seed():
 def test_anthropic_provider_without_endpoint_uses_anthropic(home):
     cfg = load({"provider": "anthropic"}, environ={"ANTHROPIC_API_KEY": "sk-ant"})
     assert cfg.endpoint == "https://api.anthropic.com/v1" and cfg.api_key == "sk-ant"
+
+
+# --- one schema: the seeds' other names for bantam's keys, and the checker every file shares ---
+
+def test_other_files_names_are_aliases_with_the_same_meaning(home):
+    write_cfg(home, api_base="http://h/v1/", context_tokens="5000", bash_timeout="7")
+    cfg = load(environ={})
+    assert (cfg.endpoint, cfg.context_window, cfg.shell_timeout) == ("http://h/v1", 5000, 7.0)
+    assert "api_base" not in cfg.forward and "context_tokens" not in cfg.forward
+    assert load({"output_limit_bytes": "4096"}, environ={}).tool_output_limit == 4096  # bytes: same number
+    assert load({"endpoint": "http://flag/v1"}, environ={}).endpoint == "http://flag/v1"  # flags over file
+
+
+def test_one_key_under_two_names_in_one_file_is_an_error(home):
+    write_cfg(home, model="m", shell_timeout="5", command_timeout_seconds="6")
+    with pytest.raises(ConfigError) as info:
+        load(environ={})
+    assert str(info.value) == (".bantam.cfg:3: command_timeout_seconds: the same key as 'shell_timeout', "
+                               "given twice; keep one")
+    (home / ".bantam.cfg").write_text("shell_timeout=5\nshell_timeout=6\n")  # one name twice: the last wins
+    assert load(environ={}).shell_timeout == 6.0
+
+
+def test_a_bad_value_under_an_alias_names_the_alias(home):
+    write_cfg(home, model="m", context_tokens="lots")
+    with pytest.raises(ConfigError) as info:
+        load(environ={})
+    assert str(info.value) == ".bantam.cfg:2: context_tokens: expected an integer, got 'lots'"
+
+
+def test_every_key_has_one_kind_a_comment_and_its_default():
+    for name, spec in config.KEYS.items():
+        assert spec.name == name and spec.comment, name
+        assert getattr(Config(), name) == spec.default, name
+    assert config.ALIASES == {"api_base": "endpoint", "context_tokens": "context_window",
+                              "bash_timeout": "shell_timeout", "command_timeout_seconds": "shell_timeout",
+                              "output_limit_bytes": "tool_output_limit"}
+    assert config.ENVIRONMENT["LLM_URL"] == "endpoint" and config.ENVIRONMENT["AGENT_TOOL_BUDGET"] == "tool_budget"
+
+
+@pytest.mark.parametrize("name,value,message", [
+    ("temperature", "0.5", "temperature: expected a number, got '0.5'"),  # typed files: a string is a string
+    ("stream", "yes", "stream: expected true or false, got 'yes'"),
+    ("tool_budget", 2.5, "tool_budget: expected an integer, got 2.5"),
+    ("retry_delays", [1, "x"], "retry_delays: expected a number, got 'x'"),
+    ("endpoint", "ftp://x", "endpoint: expected an http:// or https:// URL, got 'ftp://x'"),
+    ("tools", ["nope"], "tools: unknown tool 'nope'"),
+])
+def test_typed_values_are_checked_strictly(name, value, message):
+    with pytest.raises(ConfigError) as info:
+        config.check(config.KEYS[name], value, "f.json", typed=True)
+    assert str(info.value).startswith(f"f.json: {message}") and "\n" not in str(info.value)
+    assert config.check(config.KEYS["temperature"], 1, "f.json", typed=True) == 1.0
+    assert config.check(config.KEYS["tools"], ["shell_exec"], "f.json", typed=True) == ("shell_exec",)
+
+
+def test_an_alias_and_its_key_together_are_one_clear_error():
+    with pytest.raises(ConfigError, match=r"^f.json: api_base: the same key as 'endpoint', given twice; keep one$"):
+        config.canonical({"endpoint": "http://a", "api_base": "http://b"}, config.KEYS, "f.json")

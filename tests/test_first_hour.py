@@ -293,3 +293,39 @@ def test_a_long_markdown_answer_is_rendered_in_a_small_terminal(home, server):
     assert "...writing (" in output
     rendered = output[output.index("┌"):]
     assert "|---|" not in rendered and "| row39 |" not in rendered
+
+
+def test_an_old_json_session_is_continued_listed_and_moved_to_json_lines(home, server):
+    write_cfg(home, **base_cfg(server))
+    folder = home.parent / "home" / ".bantam" / "sessions"
+    folder.mkdir(parents=True)
+    old = folder / f"{sessions.project_id(home)}.json"
+    old.write_text(json.dumps({"id": old.stem, "summary": "arithmetic", "messages": [
+        {"role": "system", "content": "S"}, {"role": "user", "content": "what is 2+2?"},
+        {"role": "assistant", "content": "4"}]}))
+    listing = run_bantam("sessions", cwd=home).stdout
+    assert "2 messages  arithmetic" in listing
+    server.add(text_reply("6"))
+    r = run_bantam("-c", "-p", "and 3+3?", cwd=home)
+    assert r.returncode == 0 and r.stdout == "6\n", r.stderr
+    assert [m["content"] for m in server.chat_requests()[0].body["messages"][1:]] == ["what is 2+2?", "4", "and 3+3?"]
+    assert not old.exists()
+    records = [json.loads(line) for line in old.with_suffix(".jsonl").read_text().splitlines()]
+    assert [m.get("content") for m in records[1:]] == ["what is 2+2?", "4", "and 3+3?", "6"]
+    assert len(run_bantam("sessions", cwd=home).stdout.splitlines()) == 1
+
+
+def test_a_session_cut_off_mid_save_is_shown_with_a_notice(home, server):
+    write_cfg(home, **base_cfg(server))
+    saved(home)
+    path = home.parent / "home" / ".bantam" / "sessions" / f"{sessions.project_id(home)}.jsonl"
+    with open(path, "ab") as f:  # what a crash in the middle of an append leaves behind
+        f.write(b'{"role": "user", "content": "and 5+5')
+    shown = run_bantam("sessions", "show", sessions.project_id(home), cwd=home)
+    assert shown.returncode == 0 and "what is 2+2?" in shown.stdout and "5+5" not in shown.stdout
+    assert f"{path}:4: the last message was cut off" in shown.stderr
+    server.add(text_reply("6"))
+    r = run_bantam("-c", "-p", "and 3+3?", cwd=home)
+    assert r.returncode == 0 and "the last message was cut off" in r.stderr
+    records = [json.loads(line) for line in path.read_text().splitlines()]  # whole again, and appended
+    assert [m.get("content") for m in records[1:]] == ["what is 2+2?", "4", "and 3+3?", "6"]

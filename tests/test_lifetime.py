@@ -17,7 +17,7 @@ import pytest
 from bantam.daemon.bus import Conversation
 from tests.conftest import wait_for as poll, base_cfg, write_cfg
 from tests.fakes.openai_server import text_reply, tool_reply
-from tests.test_daemon import configure, messages, model, started  # noqa: F401 (model: a fixture)
+from tests.daemon.test_daemon import configure, messages, model, started  # noqa: F401 (model: a fixture)
 
 RSS_LIMIT_KB = 300 * 1024
 BASE = 100_000 + os.getpid() % 50_000 * 10  # sleep lengths unique to this test session

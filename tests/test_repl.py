@@ -9,7 +9,7 @@ import pexpect
 import pytest
 
 from bantam.sessions import project_id
-from tests.conftest import process_gone, base_cfg, write_cfg
+from tests.conftest import process_gone, base_cfg, wait_for, write_cfg
 from tests.fakes.openai_server import chunk, json_reply, sse, text_reply, tool_reply, usage
 
 PROMPT_READY = "\x1b[?2004h"  # prompt_toolkit turns on bracketed paste whenever it starts a prompt
@@ -44,7 +44,13 @@ def cfg(home, server):
 
 
 def session_file(directory: Path, name: str | None = None) -> Path:
-    return Path(os.environ["HOME"], ".bantam", "sessions", f"{name or project_id(directory)}.json")
+    return Path(os.environ["HOME"], ".bantam", "sessions", f"{name or project_id(directory)}.jsonl")
+
+
+def session_records(path: Path) -> tuple[dict, list[dict]]:
+    """A session file's head record and its messages (JSON Lines, parsed here, not by bantam)."""
+    head, *messages = [json.loads(line) for line in path.read_text().splitlines()]
+    return head, messages
 
 
 def test_multiline_prompt_with_ctrl_j_and_usage_line(cfg, server):
@@ -157,7 +163,7 @@ def test_save_list_load_clear(cfg, server):
     term.expect("saved 3 messages")
     term.enter("/list")
     term.expect("geo")
-    term.expect("3 msgs  Talk about the capital of France")
+    term.expect("2 msgs  Talk about the capital of France")
     term.enter("/clear")
     term.expect("conversation cleared")
     term.enter("/load ge")
@@ -165,9 +171,9 @@ def test_save_list_load_clear(cfg, server):
     term.enter("and again?")
     term.expect("Again")
     term.quit()
-    doc = json.loads(session_file(cfg, "geo").read_text())
-    assert doc["summary"] == "Talk about the capital of France"
-    assert [m["role"] for m in doc["messages"]] == ["system", "user", "assistant"]
+    head, messages = session_records(session_file(cfg, "geo"))
+    assert head["summary"] == "Talk about the capital of France"
+    assert [m["role"] for m in messages] == ["user", "assistant"]  # the system prompt is rebuilt on load
     assert session_file(cfg, "geo").stat().st_mode & 0o777 == 0o600
     summary_request = server.chat_requests()[1].body
     assert summary_request["messages"][-1]["content"].startswith("Summarize this conversation in one line")
@@ -183,8 +189,8 @@ def test_autosave_then_continue_in_a_new_process(cfg, server):
     term.enter("write 42 to answer.txt")
     term.expect("Wrote it.")
     term.quit()
-    saved = json.loads(session_file(cfg).read_text())
-    assert [m["role"] for m in saved["messages"]] == ["system", "user", "assistant", "tool", "assistant"]
+    _, saved = session_records(session_file(cfg))
+    assert [m["role"] for m in saved] == ["user", "assistant", "tool", "assistant"]
     term = Term(cfg)
     term.expect("/continue resumes it")
     term.enter("/cont")
@@ -197,7 +203,7 @@ def test_autosave_then_continue_in_a_new_process(cfg, server):
 
 
 def test_quitting_at_once_keeps_the_previous_autosave(cfg, server):
-    path = session_file(cfg)
+    path = session_file(cfg).with_suffix(".json")  # one of an earlier version, too
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps({"messages": [{"role": "system", "content": "s"},
                                              {"role": "user", "content": "old work"}]}))
@@ -206,17 +212,19 @@ def test_quitting_at_once_keeps_the_previous_autosave(cfg, server):
     assert path.read_text() == before
 
 
-def test_corrupt_autosave_is_reported_and_left_alone(cfg, server):
-    path = session_file(cfg)
+@pytest.mark.parametrize("suffix,damage", [(".json", '{"messages": [truncated'),
+                                           (".jsonl", '{"session": "x"}\n{"role": "us\n{"role": "user", "content": "a"}\n')])
+def test_corrupt_autosave_is_reported_and_left_alone(cfg, server, suffix, damage):
+    path = session_file(cfg).with_suffix(suffix)
     path.parent.mkdir(parents=True)
-    path.write_text('{"messages": [truncated')
+    path.write_text(damage)
     server.add(text_reply("hi"))
     term = Term(cfg)
     term.enter("hello")
     term.expect("not a readable session")
     term.expect("autosave will not overwrite it")
     term.quit()
-    assert path.read_text() == '{"messages": [truncated'
+    assert path.read_text() == damage
 
 
 def test_ctrl_c_during_a_slow_stream(cfg, server):
@@ -232,8 +240,8 @@ def test_ctrl_c_during_a_slow_stream(cfg, server):
     term.enter("now quickly")
     term.expect("Quick answer.")
     term.quit()
-    saved = json.loads(session_file(cfg).read_text())["messages"]
-    assert [(m["role"], m["content"]) for m in saved[1:]] == [
+    _, saved = session_records(session_file(cfg))
+    assert [(m["role"], m["content"]) for m in saved] == [
         ("user", "tell me slowly"), ("user", "now quickly"), ("assistant", "Quick answer.")]
 
 
@@ -254,8 +262,8 @@ def test_ctrl_c_during_a_shell_command(cfg, server):
     term.expect("after")
     term.quit()
     assert process_gone(int(pid_file.read_text()))
-    saved = json.loads(session_file(cfg).read_text())["messages"]
-    assert [m["role"] for m in saved] == ["system", "user", "user", "assistant"]  # no dangling tool call
+    _, saved = session_records(session_file(cfg))
+    assert [m["role"] for m in saved] == ["user", "user", "assistant"]  # no dangling tool call
 
 
 def test_compaction_offer_at_sixty_percent(cfg, server):
@@ -297,3 +305,67 @@ def test_json_without_prompt_is_an_error(cfg):
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 2 and "--json needs a prompt" in child.before
+
+
+def test_the_terminals_prompt_offers_escalate_and_says_how(cfg, server):
+    write_cfg(cfg, **base_cfg(server, sandbox="workspace", approval="on-request"))
+    server.add(text_reply("ok"))
+    term = Term(cfg)
+    term.enter("hi")
+    term.expect("ok")
+    term.quit()
+    body = server.chat_requests()[0].body
+    shell = next(t["function"]["parameters"]["properties"] for t in body["tools"]
+                 if t["function"]["name"] == "shell_exec")
+    assert "escalate" in shell  # a person is here to approve: offered, and the prompt says how
+    assert "call shell_exec with `escalate` set to the reason" in body["messages"][0]["content"]
+
+
+def test_pause_stops_a_working_run_at_its_next_step_and_resume_finishes_it(cfg):
+    """/run works in the background, so /pause reaches it; the step in progress (a command)
+    finishes, no model request follows it, and /resume goes on from there."""
+    from tests.runs.test_runs import held_run
+    term = Term(cfg)
+    term.enter("/run " + held_run(cfg, ["a.txt", "b.txt"]))
+    held = wait_for(lambda: next(cfg.glob("runs/*/workspace/held"), None), "the run's command to start")
+    term.enter("/status")  # the prompt is back while the run works
+    term.expect("status: running")
+    term.enter("/pause")
+    term.expect("pausing the run at its next safe point")
+    (held.parent / "go").write_text("")
+    term.expect("paused on request at a safe point")
+    run = held.parent.parent
+    state = json.loads((run / "state.json").read_text())
+    assert state["status"] == "paused" and [s["status"] for s in state["plan"]] == ["done", "pending", "pending"]
+    assert state["scripted_used"] == 2  # the plan and the command's call: nothing asked after /pause
+    assert state["pending_answer"] is None and state["pending_call"] is None
+    term.child.send("/resume\r")  # the run's output came after the prompt was drawn: it is waiting
+    term.expect(f"run {run.name} completed (")  # the outcome line, once the run has ended
+    state = json.loads((run / "state.json").read_text())
+    assert state["status"] == "completed" and state["final"] == "done" and state["scripted_used"] == 5
+    tools = [json.loads(line)["tool"] for line in (run / "observations.jsonl").read_text().splitlines()]
+    assert tools == ["shell", "read_file", "read_file"]  # the command ran once
+    term.child.send("/quit\r")
+    term.child.expect(pexpect.EOF)
+    term.child.close()
+    assert term.child.exitstatus == 0
+
+
+def test_ctrl_c_at_the_prompt_pauses_a_working_run_and_a_chat_message_waits(cfg, server):
+    from tests.runs.test_runs import held_run
+    term = Term(cfg)
+    term.enter("/run " + held_run(cfg, ["a.txt"]))
+    held = wait_for(lambda: next(cfg.glob("runs/*/workspace/held"), None), "the run's command to start")
+    term.enter("what is the weather?")
+    term.expect("a run is working: /pause pauses it at its next step")
+    term.child.expect_exact(PROMPT_READY)
+    term.child.sendcontrol("c")
+    term.expect("pausing the run at its next safe point")
+    (held.parent / "go").write_text("")
+    term.expect("paused on request at a safe point")
+    assert json.loads((held.parent.parent / "state.json").read_text())["status"] == "paused"
+    assert server.chat_requests() == []  # the chat message was not sent while the run worked
+    term.child.send("/quit\r")
+    term.child.expect(pexpect.EOF)
+    term.child.close()
+    assert term.child.exitstatus == 0

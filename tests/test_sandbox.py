@@ -83,7 +83,11 @@ def test_workspace_writes_inside_and_is_refused_outside(home, outside):
     assert not (outside / "escaped.txt").exists()
     assert "Read-only file system" in result
     assert f"[sandbox: writes are refused outside {home} and a private /tmp, and to .git," in result
-    assert "escalate" in result and result.endswith("]\n\nexit: 1")
+    assert "escalate" not in result and "tell the user in your answer" in result  # no person to ask
+    assert result.endswith("]\n\nexit: 1")
+    asked: list = []
+    result = shell(toolbox(asked, answers=[], sandbox="workspace"), f"echo out > {outside}/escaped.txt")
+    assert "call shell_exec again with `escalate` set to the reason" in result and not asked
 
 
 def test_git_and_config_files_stay_read_only_in_the_workspace(home):
@@ -149,11 +153,11 @@ def test_write_file_obeys_the_same_roots(home, outside):
 
 
 def test_controlled_run_checks_run_in_the_sandbox(home, outside):
-    from bantam.runs.tools import RunShell, Workspace
+    from bantam.runs.tools import TOOLS, Workspace
     from bantam.sandbox import Sandbox
     check = ["bash", "-c", f"echo ok > inside.txt; echo no > {outside}/x.txt"]
     ws = Workspace(home, commands={"check": check}, sandbox=Sandbox.for_config(Config(), home))
-    result = RunShell().run({"command": "check"}, ws)
+    result = TOOLS["shell"].run({"command": "check"}, ws)
     assert result.is_error and "Read-only file system" in result.content
     assert (home / "inside.txt").exists() and not (outside / "x.txt").exists()
 
@@ -303,7 +307,8 @@ def test_the_model_reads_why_the_sandbox_refused(home, server, outside):
     assert done.returncode == 0 and not (outside / "x").exists()
     result = server.chat_requests()[1].body["messages"][-1]["content"]
     assert "Read-only file system" in result and "[sandbox: writes are refused outside" in result
-    assert "call shell_exec again with `escalate` set to the reason" in result
+    # one-shot: nobody to ask, so `escalate` is neither offered nor suggested
+    assert "escalate" not in result and "tell the user in your answer" in result
 
 
 def test_yolo_turns_both_off(home, server):

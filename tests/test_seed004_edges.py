@@ -7,7 +7,7 @@ import pytest
 from bantam.tools.spawn import read_report
 from tests.conftest import base_cfg, run_bantam, write_cfg
 from tests.fakes.openai_server import text_reply, tool_reply, usage
-from tests.test_agents import RoutedServer, parent_run, results, spawn_calls
+from tests.tools.test_agents import RoutedServer, parent_run, results, spawn_calls
 
 
 @pytest.mark.parametrize("text, status, output", [

@@ -16,7 +16,7 @@ from bantam import config
 from bantam.errors import ConfigError
 from bantam.tools import ToolContext, make_toolbox
 from tests.conftest import base_cfg, run_bantam, write_cfg
-from tests.fakes.openai_server import text_reply, tool_reply
+from tests.fakes.openai_server import FakeServer, text_reply, tool_reply
 
 # Values that must never reach the model or any file. The names cover bantam's own key, a
 # secret-looking name, and a URL with a password in a variable that is otherwise kept.
@@ -44,9 +44,11 @@ def assert_clean(text: str) -> None:
 @pytest.mark.parametrize("mode", [["-p", "list the environment"], ["--json", "-p", "list the environment"],
                                   ["--thread", "t1", "-p", "list the environment"], ["handler"]])
 def test_a_model_running_env_reads_no_secret(home, server, mode):
-    write_cfg(home, **base_cfg(server))  # no api_key: OPENAI_API_KEY is the one used, for this endpoint
+    write_cfg(home, model="test-model", retry_delays="0")
     server.add(tool_reply("shell_exec", ENV_COMMAND), text_reply("done"))
-    r = run_bantam(*mode, cwd=home, env=SECRETS, input="list the environment" if mode == ["handler"] else None)
+    # no api_key: OPENAI_API_KEY is the one used, for the endpoint the user chose (LLM_URL)
+    r = run_bantam(*mode, cwd=home, env={**SECRETS, "LLM_URL": server.url},
+                   input="list the environment" if mode == ["handler"] else None)
     assert r.returncode == 0, r.stderr
     result = tool_results(server)[0]
     assert "env-listed" in result and "PATH=" in result
@@ -164,6 +166,53 @@ def test_key_routing_rules(home):
     assert cfg.api_key == "k1234"  # an endpoint the user configured is where the user sent it
 
 
+def keys_sent(server) -> list[str]:
+    """The Authorization headers of every request the server got (the model list's too)."""
+    return [r.headers.get("authorization", "") for r in server.requests]
+
+
+@pytest.mark.parametrize("chosen_by", ["user file", "environment"])
+def test_a_project_file_cannot_send_the_environments_key_to_its_own_server(home, chosen_by):
+    with FakeServer() as mine, FakeServer() as theirs:
+        env = {"OPENAI_API_KEY": "sk-env-key-0123456789"}
+        if chosen_by == "user file":
+            user = home.parent / "home" / ".config" / "bantam" / "config"
+            user.parent.mkdir(parents=True)
+            user.write_text(f"endpoint={mine.url}\n")
+        else:
+            env["LLM_URL"] = mine.url
+        write_cfg(home, **base_cfg(mine))  # the user's own project: their endpoint, their key goes
+        mine.add(text_reply("from mine"))
+        r = run_bantam("-p", "hi", cwd=home, env=env)
+        assert r.returncode == 0 and r.stdout == "from mine\n", r.stderr
+        assert "Bearer sk-env-key-0123456789" in keys_sent(mine) and "warning" not in r.stderr
+        write_cfg(home, **base_cfg(theirs))  # a cloned repository's file points elsewhere
+        theirs.add(text_reply("from theirs"))
+        r = run_bantam("-p", "hi", cwd=home, env=env)
+        assert r.returncode == 0 and r.stdout == "from theirs\n", r.stderr
+        assert theirs.requests and not any("sk-env-key" in k for k in keys_sent(theirs))
+        warnings = [line for line in r.stderr.splitlines() if "warning" in line]
+        assert len(warnings) == 1 and "your OPENAI_API_KEY is not sent" in warnings[0]
+        assert ".bantam.cfg:1 sets endpoint=" + theirs.url in warnings[0] and "--endpoint" in warnings[0]
+        theirs.add(text_reply("now with the key"))  # the user says so on the command line
+        r = run_bantam("-p", "hi", "--endpoint", theirs.url, cwd=home, env=env)
+        assert r.stdout == "now with the key\n" and "warning" not in r.stderr
+        assert keys_sent(theirs)[-1] == "Bearer sk-env-key-0123456789"
+
+
+def test_a_project_file_may_name_the_keys_own_api_or_its_own_key(home):
+    openai = config.load(directory=write_cfg(home, endpoint=config.OPENAI_ENDPOINT).parent,
+                         environ={"OPENAI_API_KEY": "sk-env-0123"})
+    assert openai.api_key == "sk-env-0123" and not openai.warning
+    write_cfg(home, endpoint="http://127.0.0.1:9/v1", api_key="sk-project-0123")
+    os.chmod(home / ".bantam.cfg", 0o600)
+    own = config.load(directory=home, environ={"OPENAI_API_KEY": "sk-env-0123"})
+    assert own.api_key == "sk-project-0123" and not own.warning
+    write_cfg(home, endpoint="http://127.0.0.1:9/v1")
+    withheld = config.load(directory=home, environ={"ANTHROPIC_API_KEY": "sk-ant-0123", "LLM_API_KEY": "sk-llm-0123"})
+    assert withheld.api_key == "" and "your LLM_API_KEY is not sent" in withheld.warning
+
+
 # --- piped input ------------------------------------------------------------------------------
 
 def test_piped_input_is_a_prompt_never_a_command(home, server):
@@ -239,7 +288,7 @@ def test_run_subprocess_sees_the_policy_too(home):
 # --- controlled runs --------------------------------------------------------------------------
 
 def test_a_run_write_through_a_link_is_refused(home):
-    from bantam.runs.tools import Refused, RunWriteFile, Workspace
+    from bantam.runs.tools import TOOLS, Refused, Workspace
     ws = home / "ws"
     ws.mkdir()
     (ws / "notes.txt").write_text("keep me\n")
@@ -251,10 +300,10 @@ def test_a_run_write_through_a_link_is_refused(home):
     space = Workspace(ws, write_paths=("out.txt", "cfg.txt", "dir/x.txt", "new.txt"))
     for path in ("out.txt", "cfg.txt", "dir/x.txt"):
         with pytest.raises(Refused, match="symbolic link"):
-            RunWriteFile().run({"path": path, "content": "overwritten"}, space)
+            TOOLS["write_file"].run({"path": path, "content": "overwritten"}, space)
     assert (ws / "notes.txt").read_text() == "keep me\n" and (ws / ".bantam.cfg").read_text() == "api_key=sk-keep\n"
     assert not (ws / "sub" / "x.txt").exists()
-    assert not RunWriteFile().run({"path": "new.txt", "content": "fine"}, space).is_error
+    assert not TOOLS["write_file"].run({"path": "new.txt", "content": "fine"}, space).is_error
 
 
 def test_run_directories_are_private_and_a_named_pipe_is_refused(home):
@@ -276,7 +325,7 @@ def test_run_directories_are_private_and_a_named_pipe_is_refused(home):
 
 
 def test_the_daemons_bash_reads_no_secret_and_its_files_hold_none(home):
-    from tests.test_daemon import ModelServer, configure, messages, started, wait_for
+    from tests.daemon.test_daemon import ModelServer, configure, messages, started, wait_for
     from bantam.daemon.bus import Conversation
     with ModelServer() as model:
         agent = configure(home / "agent", model, watch="poll")

@@ -98,6 +98,7 @@ def check_command(cfg: Config, approvals: Approvals, command: str, escalate: str
     """How the model's command runs: (the command, the sandbox around it). Raises ToolError with
     the reason when it is refused."""
     box = Sandbox.for_config(cfg, cwd)
+    box.can_escalate = box.on and approvals.ask is not None and cfg.approval != "never"
     if escalate.strip() and box.on:
         if cfg.approval == "never":
             raise ToolError(f"not run: approval=never, so no command runs outside the sandbox "

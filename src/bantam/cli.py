@@ -44,6 +44,7 @@ SUBCOMMANDS = {
     "run": "bantam.runs.cli:run_main",
     "status": "bantam.runs.cli:status_main",
     "resume": "bantam.runs.cli:resume_main",
+    "optimize": "bantam.runs.optimize:optimize_main",
     "daemon": "bantam.daemon:main",
     "web": "bantam.web:main",
     "config": "bantam.commands:config_main",

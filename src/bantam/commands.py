@@ -32,7 +32,7 @@ def config_main(argv: list[str]) -> int:
         value = getattr(cfg, key)
         where = raw[key][1] if key in raw else _implied(key, value, cfg)
         print(f"{key} = {_shown(key, value)}  ({where})")
-    for key, (text, where) in sorted(raw.items()):
+    for key, (text, where, _) in sorted(raw.items()):
         if key not in config.PARSERS:  # aliases and keys forwarded to the API
             print(f"{key} = {'***' if _secret(key) else text}  ({where})")
     return 0
@@ -72,11 +72,11 @@ def sessions_main(argv: list[str]) -> int:
     if not args.id:
         raise ConfigError(f"bantam sessions {args.action}: which session? (bantam sessions lists them)")
     try:
-        session_id, messages = sessions.load(args.id)
+        session_id, messages = sessions.load(args.id, lambda text: print(f"bantam: {text}", file=sys.stderr))
     except sessions.SessionError as e:
         raise ConfigError(str(e).replace("; /list shows them", "; bantam sessions lists them")) from None
     if args.action == "delete":
-        (sessions.sessions_dir() / f"{session_id}.json").unlink()
+        sessions.delete(session_id)
         print(f"deleted {session_id}", file=sys.stderr)
         return 0
     text = to_markdown(session_id, messages)
@@ -119,7 +119,7 @@ def to_markdown(session_id: str, messages: list[dict]) -> str:
     return "\n".join(parts)
 
 
-COMMANDS = ("models", "handler", "run", "status", "resume", "daemon", "web", "config", "sessions", "completion",
+COMMANDS = ("models", "handler", "run", "status", "resume", "optimize", "daemon", "web", "config", "sessions", "completion",
             "batch", "worker")
 FLAGS = ("-p", "--prompt", "--json", "--thread", "-c", "--continue", "--model", "--endpoint", "--provider",
          "--set", "--version", "--help")

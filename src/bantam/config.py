@@ -1,8 +1,16 @@
 """Configuration: flags over `.bantam.cfg` (else `model.cfg`) over the user's
 `~/.config/bantam/config` over the environment over defaults.
 
-Every key the seeds define is a field of `Config` below, with its default and a comment. Keys
-bantam does not know are kept in `Config.forward` and sent with each API request (`top_p`,
+This module holds bantam's one configuration schema. Every knob is a field of `Config` below,
+written with `knob(...)` (kinds.py): its default, how a value is checked (`Kind`), its unit, a
+comment, its environment variable and the other names it is accepted under (the daemon's
+config.json and the runs' TOML files name some knobs as their seeds do: `api_base` is `endpoint`,
+`context_tokens` is `context_window`, `bash_timeout` and `command_timeout_seconds` are
+`shell_timeout`, `output_limit_bytes` is `tool_output_limit`). The daemon and controlled runs read
+their own files onto these same keys, with their own defaults, and describe their mode's own
+knobs with the same `knob(...)` and `Kind`s; `check` is the one checker for all of them.
+
+Keys bantam does not know are kept in `Config.forward` and sent with each API request (`top_p`,
 `max_tokens`, ...). A bad value raises ConfigError naming where it came from:
 `.bantam.cfg:3: temperature: expected a number, got 'hot'`.
 """
@@ -11,11 +19,16 @@ from __future__ import annotations
 import json
 import math
 import os
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from .errors import ConfigError
+from .kinds import (Choice, Flag, Key, Kind, Names, Number, Numbers, Url, aliases_of, canonical, check,
+                    keys_of, knob)
+
+__all__ = ["Config", "load", "KEYS", "ALIASES", "Key", "Kind", "Flag", "Number", "Choice", "Url", "Names",
+           "Numbers", "ToolNames", "knob", "keys_of", "aliases_of", "canonical", "check"]
 
 DEFAULT_ENDPOINT = "https://api.kilo.ai/api/openrouter"  # seed 001's default
 DEFAULT_MODEL = "openrouter/free"
@@ -37,42 +50,63 @@ PROVIDERS = ("openai", "anthropic", "local")
 ALIAS = "alias."  # `alias.fast=openrouter/some/model`: `--model fast` means that model
 
 
+class ToolNames(Names):
+    def value(self, value: Any) -> tuple[str, ...]:
+        from .tools import REGISTRY  # names only; no tool module is imported
+        names = super().value(value)
+        unknown = [n for n in names if n not in REGISTRY and "__" not in n]  # server__tool: MCP's
+        if unknown:
+            raise ValueError(f"unknown tool {unknown[0]!r} (known: {', '.join(REGISTRY)})")
+        return names
+
+
 @dataclass(frozen=True)
 class Config:
-    endpoint: str = DEFAULT_ENDPOINT      # API base; bantam appends /chat/completions or /messages
-    model: str = DEFAULT_MODEL
-    temperature: float = 0.7
-    api_key: str = field(default="", repr=False)  # bearer token; never written anywhere
-    stream: bool = True                   # stream tokens as they arrive
-    color: str = "auto"                   # auto (terminal only), always, never
-    timeout: float = 300.0                # seconds to connect and between bytes of a response
-    shell_timeout: float = 120.0          # seconds before shell_exec kills the process group
-    max_al_iterations: int = 1000         # model requests per turn
-    context_window: int | None = None     # used when the server does not say (then 200000)
-    reasoning_effort: str = "high"        # forwarded to the API; empty to leave it out
-    bantam_tools_dir: str = ""            # extra shell tools, announced in the system prompt
-    provider: str = ""                    # openai | anthropic | local; inferred from endpoint
-    tools: tuple[str, ...] = ("shell_exec", "write_file", "run_subagent")
-    tool_budget: int = 200                # tool calls per turn
-    max_fanout: int = 8                   # sub-agents one call may start
-    tool_output_limit: int = 30_000       # bytes of tool output the model sees; the rest is clipped
-    mcp: bool = True                      # false: no MCP server starts, whatever mcp.json files say
-    model_path: str = ""                  # a local GGUF file for provider=local (default: bundled)
-    web_password: str = field(default="", repr=False)  # `bantam web`: instead of a random token
-    env_passthrough: tuple[str, ...] = ()  # secret-looking variables commands may see (GH_TOKEN, AWS_*)
-    n_ctx: int | None = None              # provider=local: context size (default 8192)
-    n_threads: int | None = None          # provider=local: CPU threads (default: llama.cpp's)
-    local_tool_first: str = "auto"        # provider=local: a request that needs the machine gets a tool call first
-    local_example: bool = True            # provider=local: show the model one worked tool call
-    local_commands: bool = True           # provider=local: shell_exec commands start with a known program
-    local_grounded: bool = True           # provider=local: an answer after a tool result uses its words
-    local_cite: bool = True               # provider=local: ... and cites at least one word only the result has
-    retry_delays: tuple[float, ...] = FIBONACCI_DELAYS  # seconds between retries of a request
-    max_tokens_limit: int = 32_768        # an answer cut at max_tokens is asked again, doubled, up to this
-    sandbox: str = "workspace"            # off | workspace | read-only: around the model's commands (sandbox.py)
-    sandbox_writable: tuple[str, ...] = ()  # writable roots for sandbox=workspace (default: the working dir)
-    sandbox_network: bool = False         # sandboxed commands may use the network
-    approval: str = "on-request"          # never | on-request | always: when a person is asked (approval.py)
+    endpoint: str = knob(DEFAULT_ENDPOINT, Url(), "API base; bantam appends /chat/completions or /messages",
+                        env="LLM_URL", aliases=("api_base",))
+    model: str = knob(DEFAULT_MODEL, Kind(), "model name, or an alias.NAME", env="LLM_MODEL")
+    temperature: float = knob(0.7, Number(float, 0), "sampling temperature (provider=local: 0.2)")
+    api_key: str = knob("", Kind(), "bearer token; never written anywhere", secret=True)
+    stream: bool = knob(True, Flag(), "stream tokens as they arrive")
+    color: str = knob("auto", Choice("auto", "always", "never"), "auto (terminal only), always, never")
+    timeout: float = knob(300.0, Number(float, 0.001), "to connect and between bytes of a response", "seconds")
+    shell_timeout: float = knob(120.0, Number(float, 0.001), "before a command's process group is killed",
+                               "seconds", aliases=("bash_timeout", "command_timeout_seconds"))
+    max_al_iterations: int = knob(1000, Number(int, 1), "model requests per turn")
+    context_window: int | None = knob(None, Number(int, 1), "used when the server does not say (then 200000)",
+                                     "tokens", aliases=("context_tokens",))
+    reasoning_effort: str = knob("high", Kind(), "forwarded to the API; empty to leave it out")
+    bantam_tools_dir: str = knob("", Kind(), "extra shell tools, announced in the system prompt",
+                                env="BANTAM_TOOLS_DIR")
+    provider: str = knob("", Choice(*PROVIDERS), "openai | anthropic | local; inferred from endpoint")
+    tools: tuple[str, ...] = knob(("shell_exec", "write_file", "run_subagent"), ToolNames(), "enabled tools")
+    tool_budget: int = knob(200, Number(int, 1), "tool calls per turn", env="AGENT_TOOL_BUDGET")
+    max_fanout: int = knob(8, Number(int, 1), "sub-agents one call may start", env="AGENT_MAX_FANOUT")
+    # A command's output is cut at this many bytes, which is never more characters; files that
+    # gave the limit in bytes (a run's output_limit_bytes) keep their number.
+    tool_output_limit: int = knob(30_000, Number(int, 200), "of one tool result the model sees; the rest "
+                                 "is clipped, head and tail kept", "characters", aliases=("output_limit_bytes",))
+    mcp: bool = knob(True, Flag(), "false: no MCP server starts, whatever mcp.json files say")
+    model_path: str = knob("", Kind(), "a local GGUF file for provider=local (default: bundled)")
+    web_password: str = knob("", Kind(), "`bantam web`: instead of a random token", secret=True)
+    env_passthrough: tuple[str, ...] = knob((), Names(), "secret-looking variables commands may see (GH_TOKEN, AWS_*)")
+    n_ctx: int | None = knob(None, Number(int, 16), "provider=local: context size (default 8192)", "tokens")
+    n_threads: int | None = knob(None, Number(int, 1), "provider=local: CPU threads (default: llama.cpp's)")
+    local_tool_first: str = knob("auto", Choice("auto", "off"),
+                                "provider=local: a request that needs the machine gets a tool call first")
+    local_example: bool = knob(True, Flag(), "provider=local: show the model one worked tool call")
+    local_commands: bool = knob(True, Flag(), "provider=local: shell_exec commands start with a known program")
+    local_grounded: bool = knob(True, Flag(), "provider=local: an answer after a tool result uses its words")
+    local_cite: bool = knob(True, Flag(), "provider=local: that answer cites a word only the tool result has")
+    retry_delays: tuple[float, ...] = knob(FIBONACCI_DELAYS, Numbers(), "between retries of a request", "seconds")
+    max_tokens_limit: int = knob(32_768, Number(int, 1), "an answer cut at max_tokens is asked again, "
+                                "doubled, up to this", "tokens")
+    sandbox: str = knob("workspace", Choice("off", "workspace", "read-only"),
+                       "around the model's commands (sandbox.py)")
+    sandbox_writable: tuple[str, ...] = knob((), Names(), "writable roots for sandbox=workspace (default: the working dir)")
+    sandbox_network: bool = knob(False, Flag(), "sandboxed commands may use the network")
+    approval: str = knob("on-request", Choice("never", "on-request", "always"),
+                        "when a person is asked (approval.py)")
     forward: Mapping[str, Any] = field(default_factory=dict)  # unknown keys, sent to the API
     file: str = ""                        # the config file that was read, if any
     warning: str = ""                     # something the user should hear about the config file
@@ -82,114 +116,11 @@ class Config:
         return replace(self, **changes)
 
 
-# --- parsers: text -> value, raising ValueError with a short reason -------------------------
-
-def _bool(text: str) -> bool:
-    low = text.strip().lower()
-    if low in ("true", "yes", "on", "1"):
-        return True
-    if low in ("false", "no", "off", "0"):
-        return False
-    raise ValueError(f"expected true or false, got {text!r}")
-
-
-def _number(kind: type, minimum: float | None = None) -> Callable[[str], Any]:
-    def parse(text: str) -> Any:
-        try:
-            value = kind(text.strip())
-        except ValueError:
-            raise ValueError(f"expected {'an integer' if kind is int else 'a number'}, got {text!r}") from None
-        if not math.isfinite(value):  # nan, inf, 1e400
-            raise ValueError(f"expected a finite number, got {text!r}")
-        if minimum is not None and value < minimum:
-            raise ValueError(f"must be at least {minimum}, got {text!r}")
-        return value
-    return parse
-
-
-def _choice(*options: str) -> Callable[[str], str]:
-    def parse(text: str) -> str:
-        value = text.strip().lower()
-        if value not in options:
-            raise ValueError(f"expected one of {', '.join(options)}, got {text!r}")
-        return value
-    return parse
-
-
-def _names(text: str) -> tuple[str, ...]:
-    return tuple(n.strip() for n in text.split(",") if n.strip())
-
-
-def _delays(text: str) -> tuple[float, ...]:
-    parse = _number(float, 0)
-    return tuple(parse(part) for part in text.split(",") if part.strip())
-
-
-def _text(text: str) -> str:
-    return text.strip()
-
-
-def _endpoint(text: str) -> str:
-    url = text.strip().rstrip("/")
-    if not url.lower().startswith(("http://", "https://")):
-        raise ValueError(f"expected an http:// or https:// URL, got {text.strip()!r}")
-    return url
-
-
-def _tool_names(text: str) -> tuple[str, ...]:
-    from .tools import REGISTRY  # names only; no tool module is imported
-    names = _names(text)
-    unknown = [n for n in names if n not in REGISTRY and "__" not in n]  # server__tool: MCP's
-    if unknown:
-        raise ValueError(f"unknown tool {unknown[0]!r} (known: {', '.join(REGISTRY)})")
-    return names
-
-
-PARSERS: dict[str, Callable[[str], Any]] = {
-    "endpoint": _endpoint,
-    "model": _text,
-    "temperature": _number(float, 0),
-    "api_key": _text,
-    "stream": _bool,
-    "color": _choice("auto", "always", "never"),
-    "timeout": _number(float, 0.001),
-    "shell_timeout": _number(float, 0.001),
-    "max_al_iterations": _number(int, 1),
-    "context_window": _number(int, 1),
-    "reasoning_effort": _text,
-    "bantam_tools_dir": _text,
-    "provider": _choice(*PROVIDERS),
-    "tools": _tool_names,
-    "tool_budget": _number(int, 1),
-    "max_fanout": _number(int, 1),
-    "tool_output_limit": _number(int, 200),
-    "mcp": _bool,
-    "model_path": _text,
-    "web_password": _text,
-    "env_passthrough": _names,
-    "n_ctx": _number(int, 16),
-    "n_threads": _number(int, 1),
-    "local_tool_first": _choice("auto", "off"),
-    "local_example": _bool,
-    "local_commands": _bool,
-    "local_grounded": _bool,
-    "local_cite": _bool,
-    "retry_delays": _delays,
-    "max_tokens_limit": _number(int, 1),
-    "sandbox": _choice("off", "workspace", "read-only"),
-    "sandbox_writable": _names,
-    "sandbox_network": _bool,
-    "approval": _choice("never", "on-request", "always"),
-}
-
+KEYS = keys_of(Config)
+PARSERS: dict[str, Callable[[str], Any]] = {name: k.kind.text for name, k in KEYS.items()}
 # environment variable -> key; the config file and flags win over these
-ENVIRONMENT = {
-    "LLM_URL": "endpoint",
-    "LLM_MODEL": "model",
-    "AGENT_TOOL_BUDGET": "tool_budget",
-    "AGENT_MAX_FANOUT": "max_fanout",
-    "BANTAM_TOOLS_DIR": "bantam_tools_dir",
-}
+ENVIRONMENT = {k.env: name for name, k in KEYS.items() if k.env}
+ALIASES = aliases_of(KEYS)  # api_base -> endpoint, ...
 
 
 def forwarded_value(text: str) -> Any:
@@ -282,18 +213,17 @@ def load(flags: Mapping[str, str] | None = None, directory: str | os.PathLike = 
     raw, path, entries = layers(flags, directory, environ)
     values: dict[str, Any] = {}
     forward: dict[str, Any] = {}
-    aliases = {key[len(ALIAS):]: text.strip() for key, (text, _) in raw.items() if key.startswith(ALIAS)}
-    for key, (text, where) in raw.items():
-        parser = PARSERS.get(key)
+    aliases = {key[len(ALIAS):]: text.strip() for key, (text, _, _) in raw.items() if key.startswith(ALIAS)}
+    for key, (text, where, given) in raw.items():
         if key.startswith(ALIAS):
             continue
         if key == "model":  # `--model fast` with `alias.fast=openrouter/...` in a config file
             text = aliases.get(text.strip(), text)
+        if key in KEYS:
+            values[key] = check(KEYS[key], text, where, named=given)
+            continue
         try:
-            if parser is None:
-                forward[key] = forwarded_value(text)
-            else:
-                values[key] = parser(text)
+            forward[key] = forwarded_value(text)
         except ValueError as e:
             raise ConfigError(f"{where}: {key}: {e}") from None
     if not values.get("api_key") and "endpoint" not in values:
@@ -310,12 +240,39 @@ def load(flags: Mapping[str, str] | None = None, directory: str | os.PathLike = 
         values["temperature"] = LOCAL_TEMPERATURE
     elif values["provider"] == "anthropic" and "endpoint" not in values:
         values["endpoint"] = ANTHROPIC_ENDPOINT
+    withheld = ""
     if not values.get("api_key") and not embedded and values.get("endpoint"):
         fallback = "ANTHROPIC_API_KEY" if values["provider"] == "anthropic" else "OPENAI_API_KEY"
-        values["api_key"] = environ.get("LLM_API_KEY") or environ.get(fallback) or ""
+        var = "LLM_API_KEY" if environ.get("LLM_API_KEY") else fallback
+        withheld = withheld_key(var, values["endpoint"], raw.get("endpoint"), path, environ)
+        values["api_key"] = "" if withheld else environ.get(var) or ""
     _protect(values)
     return Config(**values, forward=forward, file=str(path) if path else "", embedded=embedded,
-                  warning=exposed_key_warning(path, entries))
+                  warning=exposed_key_warning(path, entries) or withheld)
+
+
+def withheld_key(var: str, endpoint: str, source: tuple[str, ...] | None, path: Path | None,
+                 environ: Mapping[str, str]) -> str:
+    """Why the key in `var` must not go to `endpoint`, or "" when it may. A project's file (a
+    cloned repository's) may not send the user's key elsewhere than its own API or an endpoint
+    the user chose: a flag, the user's file or the environment."""
+    if not environ.get(var) or source is None or path is None or not source[1].startswith(f"{path}:"):
+        return ""  # no key, or an endpoint the user chose
+    chosen = [environ.get("LLM_URL", ""), KEY_HOMES[var][1]]
+    user = user_config_path(environ)
+    chosen += [value for key, value, _ in (read_entries(user) if user.is_file() else []) if key == "endpoint"]
+    if any(c and _host(c) == _host(endpoint) for c in chosen):
+        return ""
+    return (f"{source[1]} sets endpoint={endpoint}, so your {var} is not sent (a project's file may not "
+            f"send your key to a server you did not choose); to send it there, put api_key= in {path}, "
+            f"or pass --endpoint {endpoint}, or set endpoint={endpoint} in {user}")
+
+
+def _host(url: str) -> str:
+    """`scheme://host:port` of an endpoint: where a key would be sent."""
+    from urllib.parse import urlsplit
+    parts = urlsplit(url.strip().lower())
+    return f"{parts.scheme}://{parts.hostname}:{parts.port or (443 if parts.scheme == 'https' else 80)}"
 
 
 def _route_env_key(values: dict[str, Any], environ: Mapping[str, str]) -> None:
@@ -337,26 +294,30 @@ def _protect(values: dict[str, Any]) -> None:
 
 
 def layers(flags: Mapping[str, str] | None, directory: str | os.PathLike,
-           environ: Mapping[str, str]) -> tuple[dict[str, tuple[str, str]], Path | None, list]:
-    """Every key's text and where it came from, the higher layer winning: flags > project file
-    > user file > environment. Also the project file and its entries."""
-    raw: dict[str, tuple[str, str]] = {}  # key -> (text, where it came from)
+           environ: Mapping[str, str]) -> tuple[dict[str, tuple[str, str, str]], Path | None, list]:
+    """Every key's text, where it came from and the name it had there (an alias: `api_base`), by
+    its one name, the higher layer winning: flags > project file > user file > environment. Also
+    the project file and its entries."""
+    raw: dict[str, tuple[str, str, str]] = {}  # key -> (text, where it came from, the name given there)
     for var, key in ENVIRONMENT.items():
         if environ.get(var):
-            raw[key] = (environ[var], f"environment variable {var}")
+            raw[key] = (environ[var], f"environment variable {var}", key)
     user = user_config_path(environ)
-    for key, value, where in read_entries(user) if user.is_file() else []:
-        raw[key] = (value, where)
     path, entries = read_config_file(directory)
-    for key, value, where in entries:
-        raw[key] = (value, where)
+    for file_entries in (read_entries(user) if user.is_file() else [], entries):
+        named: dict[str, str] = {}  # a key's one name -> the name this file gave it
+        for key, value, where in file_entries:
+            one = ALIASES.get(key, key)
+            if named.setdefault(one, key) != key:
+                raise ConfigError(f"{where}: {key}: the same key as {named[one]!r}, given twice; keep one")
+            raw[one] = (value, where, key)
     for key, value in (flags or {}).items():
-        raw[key] = (value, f"command-line {key}")
+        raw[ALIASES.get(key, key)] = (value, f"command-line {key}", key)
     return raw, path, entries
 
 
 def known_keys() -> list[str]:
-    return [f.name for f in fields(Config) if f.name in PARSERS]
+    return list(KEYS)
 
 
 def check_value(key: str, value: str) -> Any:
@@ -365,9 +326,9 @@ def check_value(key: str, value: str) -> Any:
         raise ConfigError(f"{key!r} is not a configuration key")
     if "\n" in value or "\r" in value:  # it would become a second line of the config file
         raise ConfigError(f"{key}: a value is one line; this one holds a line break")
-    parser = PARSERS.get(key)
+    key = ALIASES.get(key, key)
     try:
-        return parser(value) if parser else forwarded_value(value)
+        return KEYS[key].kind.text(value) if key in KEYS else forwarded_value(value)
     except ValueError as e:
         raise ConfigError(f"{key}: {e}") from None
 

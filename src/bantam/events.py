@@ -17,11 +17,13 @@ class Usage:
     cached_tokens: int | None = None
     context_tokens: int = 0  # prompt size of the latest request: how full the context is now
     estimated: bool = False  # counted by bantam (the server reported none): shown with `~`
+    requests: int = 0        # requests summed here (0: one request's own counts)
 
     def add(self, other: "Usage", *, latest: bool = True) -> None:
-        """Add another request's counts; `latest=False` (a sub-agent's tokens) leaves how full
-        this conversation's context is alone."""
+        """Add another request's counts (or a sum of them); `latest=False` (a sub-agent's tokens)
+        leaves how full this conversation's context is alone."""
         self.estimated = self.estimated or other.estimated
+        self.requests += other.requests or int(latest and bool(other.prompt_tokens or other.completion_tokens))
         self.prompt_tokens += other.prompt_tokens
         self.completion_tokens += other.completion_tokens
         if other.cached_tokens is not None:

@@ -89,9 +89,10 @@ def bantam_home() -> Path:
 
 
 def append(path: str | os.PathLike, data: bytes, *, sync: bool = True, lock: bool = False,
-           mode: int = 0o600) -> None:
+           mode: int = 0o600) -> tuple[int, int]:
     """Append `data` with one O_APPEND write (concurrent appenders never interleave within it),
-    under flock when `lock`, and fsynced when `sync`: the one append of every log bantam keeps."""
+    under flock when `lock`, and fsynced when `sync`: the one append of every log bantam keeps.
+    Returns the file's (inode, size) right after the write."""
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, mode)
     try:
         if lock:
@@ -99,6 +100,8 @@ def append(path: str | os.PathLike, data: bytes, *, sync: bool = True, lock: boo
         write_all(fd, data)
         if sync:
             os.fsync(fd)
+        st = os.fstat(fd)
+        return st.st_ino, st.st_size
     finally:
         os.close(fd)
 
@@ -109,26 +112,41 @@ def write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view):]
 
 
-class JsonlLog:
-    """An append-only JSON Lines file of records (dicts): a thread, a sub-agent's progress.
+MAX_LOG_BYTES = 1 << 30  # a log larger than this is refused, never read into memory
 
-    `read` heals a torn last line (a crash mid-append) by cutting it off. `sync(records)` appends
-    what is new since the last sync, or rewrites the file atomically when the records were
-    replaced (a compaction), so the file always equals a prefix-complete list of records.
+
+class JsonlLog:
+    """An append-only JSON Lines file of records (dicts): a thread, a session, a sub-agent's progress.
+
+    `read` skips a torn last line (a crash mid-append) and, when `heal`, cuts it off the file;
+    `torn` then names its line. `sync(records)` appends what is new since the last sync, or
+    rewrites the file atomically when the records were replaced (a compaction), so the file
+    always equals a prefix-complete list of records. With `owned`, a file that changed since this
+    object last read or wrote it (another process wrote it meanwhile) is rewritten whole instead
+    of appended to, so two writers never interleave their records: the last one wins.
     """
 
-    def __init__(self, path: str | os.PathLike):
+    def __init__(self, path: str | os.PathLike, *, owned: bool = False, limit: int = MAX_LOG_BYTES):
         self.path = Path(path)
+        self.owned, self.limit = owned, limit
         self.saved = 0          # how many records the file holds
         self.last: object = None  # the last record object written, to notice a replaced list
+        self.stamp: tuple[int, int] | None = None  # (inode, size) as this object left the file
+        self.torn = 0           # the line number of a torn last line the last read skipped
 
-    def read(self) -> list[dict]:
+    def read(self, heal: bool = True) -> list[dict]:
         try:
-            data = self.path.read_bytes()
+            with open(self.path, "rb") as f:
+                data = f.read(self.limit + 1)  # bounded, even when the file grows meanwhile
+                inode = os.fstat(f.fileno()).st_ino
         except FileNotFoundError:
+            self.saved, self.last, self.stamp, self.torn = 0, None, None, 0
             return []
-        records, good = [], 0
-        for number, line in enumerate(data.split(b"\n"), 1):
+        if len(data) > self.limit:
+            raise ValueError(f"larger than the {self.limit >> 20} MB bantam reads")
+        whole = _whole(data)
+        records, good, self.torn = whole or [], 0, 0
+        for number, line in enumerate(data.split(b"\n") if whole is None else [], 1):
             end = good + len(line) + 1
             if not line.strip():
                 good = min(end, len(data))
@@ -140,21 +158,57 @@ class JsonlLog:
             except ValueError:
                 if data[end - 1:].strip():  # something follows: not a torn tail but damage
                     raise ValueError(f"{self.path}:{number}: not a JSON object") from None
-                with open(self.path, "r+b") as f:  # heal: drop the torn last line
-                    f.truncate(good)
+                self.torn = number
+                if heal:  # drop the torn last line
+                    with open(self.path, "r+b") as f:
+                        f.truncate(good)
                 break
             records.append(record)
             good = end
+        if not self.torn:
+            good = len(data)
         self.saved, self.last = len(records), records[-1] if records else None
+        self.stamp = (inode, good if heal or not self.torn else -1)  # -1: a torn tail is still there
         return records
 
+    def replaced(self, records: list[dict]) -> bool:
+        """True when `records` is not the file's records plus new ones (a compaction, a /clear)."""
+        return bool(self.saved) and (len(records) < self.saved or records[self.saved - 1] is not self.last)
+
     def sync(self, records: list[dict]) -> None:
-        if self.saved and (len(records) < self.saved or records[self.saved - 1] is not self.last):
+        replaced = self.replaced(records)
+        if not replaced and len(records) == self.saved:
+            return
+        if replaced or (self.owned and self._stamp_now() != self.stamp):
             atomic_write(self.path, b"".join(_line(r) for r in records), mode=0o600)
-        elif len(records) > self.saved:
+            self.stamp = self._stamp_now()
+        else:
             private_dir(self.path.parent)
-            append(self.path, b"".join(_line(r) for r in records[self.saved:]))
+            data = b"".join(_line(r) for r in records[self.saved:])
+            inode, size = append(self.path, data)
+            expected = (self.stamp[1] if self.stamp else 0) + len(data)
+            self.stamp = (inode, size if size == expected else -1)  # -1: someone else appended too
         self.saved, self.last = len(records), records[-1] if records else None
+
+    def _stamp_now(self) -> tuple[int, int] | None:
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return None
+        return st.st_ino, st.st_size
+
+
+def _whole(data: bytes) -> list[dict] | None:
+    """The records of a log that ends with a whole line, parsed as one JSON array (a few times
+    faster than line by line); None when it needs the careful reading (a torn or damaged line)."""
+    if data and not data.endswith(b"\n"):
+        return None
+    try:
+        # a JSON text holds no raw newline, so each one separates two records
+        records = json.loads(b"[" + data.rstrip(b"\n").replace(b"\n", b",") + b"]")
+    except ValueError:
+        return None
+    return records if all(isinstance(r, dict) for r in records) else None
 
 
 def _line(record: dict) -> bytes:

@@ -39,12 +39,14 @@ def run_prompt(cfg: Config, prompt: str | None, json_lines: bool = False, thread
 def run_continue(cfg: Config, prompt: str, json_lines: bool = False) -> int:
     """`bantam -c -p TEXT`: one more turn of this project's saved session, which is saved again."""
     autosave = sessions.Autosave()
-    try:
-        _, history = sessions.load(autosave.id)
-    except sessions.SessionError:
-        raise ConfigError("bantam -c: this project has no saved session yet (bantam starts one)") from None
     provider = make_provider(cfg)
     render = make_renderer(cfg, json_lines, sys.stdout, sys.stderr, context_window_later(provider, cfg))
+    try:
+        history = autosave.resume(lambda text: render(Notice(message=text)))
+    except sessions.SessionError as e:
+        if not sessions.exists(autosave.id):
+            raise ConfigError("bantam -c: this project has no saved session yet (bantam starts one)") from None
+        raise ConfigError(f"bantam -c: {e}") from None
     save = lambda messages: autosave(messages, model=cfg.model, secret=cfg.api_key)  # noqa: E731
     turn = answer(cfg, provider, prompt, render, history=[m for m in history if m.get("role") != "system"],
                   save=save)

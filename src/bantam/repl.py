@@ -37,9 +37,9 @@ HELP = """\
 /cost               what this session has cost, when the model list gives prices (OpenRouter)
 /sandbox            the boundary around the model's commands, and when you are asked
 !<command>          run a shell command; its output is not added to the conversation
-/run GOAL           start a controlled run in ./runs/ (options: --workspace DIR --config FILE)
+/run GOAL           start a controlled run in ./runs/ (options: --workspace DIR --config FILE --scripted FILE)
 /fix ERROR          a correction run on the last run's goal and workspace
-/pause              how to pause a run (Ctrl+C while it works; /resume continues)
+/pause              pause the working run at its next step (so does Ctrl+C); /resume continues
 /resume [--retry-blocked]  continue the last run
 /status             the last run's progress, budgets and completion state
 /files              the files in the last run's workspace
@@ -50,9 +50,14 @@ HELP = """\
 Enter sends, Ctrl+J starts a new line, Ctrl+C clears the line or stops a running turn."""
 
 
+# What may be typed while a controlled run works in the background; anything else waits for it.
+WHILE_A_RUN_WORKS = ("/pause", "/status", "/files", "/help", "/quit")
+
+
 class Repl:
     continue_hint = "/continue resumes it"
     shell_cancel: threading.Event | None = None  # a front end's Stop for `!command` (the web page)
+    background_runs = True  # a controlled run works in a thread, so /pause can reach it
 
     def __init__(self, flags: dict[str, str], read: Reader | None = None,
                  out=sys.stdout, err=sys.stderr):
@@ -62,6 +67,9 @@ class Repl:
         self.autosave = sessions.Autosave()
         self.changed = False  # only a conversation this process touched is autosaved
         self.last_run = None  # the controlled run this session started or resumed
+        self.run_pause = threading.Event()   # set: the working run pauses at its next safe point
+        self.run_active = threading.Event()  # set while a controlled run works
+        self.run_job: threading.Thread | None = None
         self.messages: list[dict] = []
         # the person at this terminal approves; "always" answers last for the session
         self.approvals = Approvals(terminal_ask(lambda q: self.read(q), self.say))
@@ -76,13 +84,13 @@ class Repl:
         self.render = make_renderer(cfg, False, self.out, self.err, self.window)
         if hasattr(self.render, "session_cost"):
             self.render.session_cost = spent  # a new model or endpoint: the session's cost goes on
-        self.toolbox = make_toolbox(cfg.tools, ToolContext(cfg, self.provider, system_prompt(cfg), self.render,
+        self.toolbox = make_toolbox(cfg.tools, ToolContext(cfg, self.provider, self.system()["content"], self.render,
                                                            approvals=self.approvals))
         if self.messages:
             self.messages[0] = self.system()
 
     def system(self) -> dict:
-        return {"role": "system", "content": system_prompt(self.cfg)}
+        return {"role": "system", "content": system_prompt(self.cfg, can_ask=self.approvals.ask is not None)}
 
     # --- the main loop ------------------------------------------------------------------------
 
@@ -92,7 +100,7 @@ class Repl:
         if self.cfg.embedded:
             self.say(config.EMBEDDED_NOTICE)
         self.cmd_sandbox("")
-        if (sessions.sessions_dir() / f"{self.autosave.id}.json").exists():
+        if sessions.exists(self.autosave.id):
             self.say("this project has a saved conversation: " + self.continue_hint)
 
     def run(self) -> int:
@@ -103,11 +111,14 @@ class Repl:
             try:
                 line = self.read("> ")
             except KeyboardInterrupt:
+                if self.run_active.is_set():  # Ctrl+C while a run works: the same as /pause
+                    self.cmd_pause("")
                 continue
             except EOFError:
                 break
             if line.strip() and not self.handle(line.strip() if line.startswith(("/", "!")) else line):
                 break
+        self.end_run()
         self.save_auto()
         return 0
 
@@ -117,6 +128,10 @@ class Repl:
             self.shell(line[1:].strip())
             return True
         name, _, arg = line.partition(" ")
+        if self.run_active.is_set() and name not in WHILE_A_RUN_WORKS:
+            from .runs.chat import RUN_BUSY
+            self.say(RUN_BUSY)
+            return True
         if line.startswith("/") and "/" not in name[1:]:
             return self.command(name, arg.strip())
         self.turn(line)
@@ -127,7 +142,7 @@ class Repl:
         self.changed = True
         try:
             done = loop.run(self.provider, self.messages, self.toolbox, loop.Limits.from_config(self.cfg),
-                            self.render)
+                            self.render, lambda _: self.save_auto())  # appended after every step
             self.render(Done(text=done.text, usage=done.usage))
         except KeyboardInterrupt:
             self.render.reset()
@@ -212,7 +227,10 @@ class Repl:
 
     def load(self, key: str) -> None:
         try:
-            found, messages = sessions.load(key)
+            if key == self.autosave.id:  # read by autosave itself, so that its next save appends
+                found, messages = key, self.autosave.resume(self.say)
+            else:
+                found, messages = sessions.load(key, self.say)
         except sessions.SessionError as e:
             if key == self.autosave.id and "no session" in str(e):
                 raise sessions.SessionError("no saved conversation for this project yet") from None
@@ -259,6 +277,8 @@ class Repl:
         self.flags.pop(key, None)  # the value just set must win over a flag given at start
         self.configure(config.load(self.flags))
         self.say(f"{key}={self.shown(key)} (written to {path if user else path.name})")
+        if self.cfg.warning:  # e.g. a project endpoint your environment's key is not sent to
+            self.say(f"warning: {self.cfg.warning}")
 
     def cmd_model(self, arg: str) -> None:
         self.cmd_cfg(f"model {arg}")
@@ -273,23 +293,56 @@ class Repl:
         for name in self.provider.list_models():
             self.print(f"{'*' if name == self.cfg.model else ' '} {name}")
 
-    # --- controlled runs (seed 002): synchronous here, Ctrl+C pauses one ------------------
+    # --- controlled runs (seed 002): in the background, /pause (or Ctrl+C) pauses one ------
 
     def cmd_run(self, arg: str) -> None:
         from .runs import chat
-        self.run_outcome(chat.start(self.flags, arg, self.render))
+        self.controlled(lambda pause: chat.start(self.flags, arg, self.render, pause))
 
     def cmd_fix(self, arg: str) -> None:
         from .runs import chat
-        self.run_outcome(chat.fix(self.flags, self.last_run, arg, self.render))
+        self.controlled(lambda pause: chat.fix(self.flags, self.last_run, arg, self.render, pause))
 
     def cmd_resume(self, arg: str) -> None:
         from .runs import chat
-        self.run_outcome(chat.resume(self.flags, self.last_run, arg, self.render))
+        self.controlled(lambda pause: chat.resume(self.flags, self.last_run, arg, self.render, pause))
 
     def cmd_pause(self, arg: str) -> None:
-        from .runs.chat import PAUSE_HELP
-        self.say(PAUSE_HELP)
+        from .runs.chat import NOT_RUNNING, PAUSING
+        if not self.run_active.is_set():
+            return self.say(NOT_RUNNING)
+        self.run_pause.set()
+        self.say(PAUSING)
+
+    def controlled(self, work: Callable[[threading.Event], tuple]) -> None:
+        """Drive a run: in a background thread (the terminal reads on, so /pause reaches it), or
+        here (the page, whose input already works in a thread; its Stop sets the same event)."""
+        self.run_pause.clear()
+        self.run_active.set()
+        if not self.background_runs:
+            return self.drive_run(work)
+        self.run_job = threading.Thread(target=self.drive_run, args=(work,), name="bantam-run", daemon=True)
+        self.run_job.start()
+
+    def drive_run(self, work: Callable[[threading.Event], tuple]) -> None:
+        try:
+            try:
+                outcome = work(self.run_pause)
+                self.last_run = outcome[0]
+            finally:
+                self.run_active.clear()  # before the outcome shows: whoever reads it may /resume at once
+        except BantamError as e:
+            if not self.background_runs:
+                raise
+            return self.render(Error(message=str(e)))
+        self.run_outcome(outcome)
+
+    def end_run(self) -> None:
+        """On the way out: a working run is paused at its next step (resumable), then waited for."""
+        if self.run_job is None or not self.run_job.is_alive():
+            return
+        self.cmd_pause("")
+        self.run_job.join()
 
     def cmd_status(self, arg: str) -> None:
         from .runs import chat

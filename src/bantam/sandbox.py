@@ -56,6 +56,7 @@ class Sandbox:
     roots: tuple[Path, ...] = ()  # writable (workspace mode), absolute and resolved
     network: bool = False
     absent: list[Path] = field(default_factory=list)  # protected names missing when the command started
+    can_escalate: bool = False  # shell_exec's `escalate` is offered: a person is there to ask
 
     @classmethod
     def for_config(cls, cfg: Config, cwd: str | os.PathLike | None = None) -> Sandbox:
@@ -115,13 +116,13 @@ class Sandbox:
         found = []
         if any(words in output for words in WRITE_REFUSED):
             found.append(f"[sandbox: writes are refused outside {self.writable_text()}, and to "
-                         f".git, .bantam.cfg and model.cfg; {ASK_HINT}]")
+                         f".git, .bantam.cfg and model.cfg; {self.ask_hint}]")
         if "/tmp/" in output and "No such file or directory" in output:
             found.append("[sandbox: /tmp is private to each command: the host's /tmp and what earlier "
                          "commands left there are not visible; use the working directory instead]")
         if not self.network and any(words in output for words in NETWORK_REFUSED):
             found.append(f"[sandbox: the network is off for commands (sandbox_network=off), localhost "
-                         f"included; {ASK_HINT}]")
+                         f"included; {self.ask_hint}]")
         return found
 
     # --- write_file ------------------------------------------------------------------------
@@ -147,6 +148,11 @@ class Sandbox:
 
     # --- words -----------------------------------------------------------------------------
 
+    @property
+    def ask_hint(self) -> str:
+        """What the model can do about a refusal: escalate where a person can be asked, else say so."""
+        return ASK_HINT if self.can_escalate else NO_ASK_HINT
+
     def writable_text(self) -> str:
         roots = ", ".join(str(r) for r in self.roots)
         return f"{roots} and a private /tmp" if roots else "a private /tmp"
@@ -161,13 +167,14 @@ class Sandbox:
         net = "on" if self.network else "off"
         return f"sandbox={self.mode}: commands may write only {self.writable_text()}; network {net}"
 
-    def for_prompt(self, approval: str) -> str:
-        """One or two sentences for the system prompt: the boundary and how to ask for more."""
+    def for_prompt(self, approval: str, can_ask: bool) -> str:
+        """One or two sentences for the system prompt: the boundary and how to ask for more. Only
+        with a person to ask (`can_ask`) is shell_exec's `escalate` offered, and mentioned."""
         if not self.on:
             return ""
         net = "on" if self.network else "off (localhost included)"
         ask = ("To run one command outside the sandbox, call shell_exec with `escalate` set to the "
-               "reason; the user is asked." if approval != "never" else
+               "reason; the user is asked." if approval != "never" and can_ask else
                "Nothing runs outside the sandbox; if you need more, say so in your answer.")
         return (f"Sandbox: your commands and write_file may write only {self.writable_text()} "
                 f"(.git, .bantam.cfg and model.cfg stay read-only); the network is {net}; background "
@@ -176,6 +183,8 @@ class Sandbox:
 
 ASK_HINT = ("if the task needs this, call shell_exec again with `escalate` set to the reason "
             "(the user is asked) or tell the user; retrying the same way will fail the same way")
+NO_ASK_HINT = ("nothing runs outside the sandbox here: if the task needs this, tell the user in your "
+               "answer; retrying the same way will fail the same way")
 
 
 def bwrap_prefix(roots: Iterable[Path], network: bool, protected: Iterable[Path],

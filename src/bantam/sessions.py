@@ -1,10 +1,16 @@
 """Conversations on disk.
 
-Sessions (the terminal): `~/.bantam/sessions/<id>.json`, one JSON document each, written
-atomically; the autosave of a project is the session whose id is the MD5 of its directory.
-Threads (`--thread ID`): `~/.bantam/threads/<id>.jsonl`, appended after every step, with durable
-sub-agents' progress beside it in `<id>.agents/`. A file that cannot be read is reported and left
-where it is: bantam never overwrites what it could not parse.
+Sessions (the terminal): `~/.bantam/sessions/<id>.jsonl`, JSON Lines: a head record
+(`{"session": id, "project": ..., "created": ..., "model": ..., "summary": ...}`), then one record
+per message (the leading system prompt is not kept: it is rebuilt on load). Autosave appends the new
+messages after every step (fsynced), so its cost does not grow with the session; a compaction,
+/clear or /save rewrites the file atomically. A crash mid-append loses at most that last record:
+reading skips a torn last line with a notice. The autosave of a project is the session whose id
+is the MD5 of its directory. Sessions of earlier versions (`<id>.json`, one JSON document) are
+still read, listed and deleted; the first save of one writes it as `<id>.jsonl` and removes the
+`.json`. Threads (`--thread ID`): `~/.bantam/threads/<id>.jsonl`, appended after every step, with
+durable sub-agents' progress beside it in `<id>.agents/`. A file that cannot be read is reported
+and left where it is: bantam never overwrites what it could not parse.
 """
 from __future__ import annotations
 
@@ -15,12 +21,16 @@ import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
-from .envpolicy import redact
+from .envpolicy import register_secret
 from .errors import SessionError
 from .fsutil import JsonlLog, atomic_write, bantam_home, private_dir
 
 VALID_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+SUFFIX, OLD_SUFFIX = ".jsonl", ".json"  # the old one: a single JSON document, read only
+MAX_SESSION_BYTES = 256 << 20
+Notify = Callable[[str], None]
 
 
 @dataclass
@@ -47,23 +57,81 @@ def check_id(name: str) -> str:
     return name
 
 
+def path_of(session_id: str) -> Path:
+    """The file of a session: its `.jsonl`, else an old `.json`, else where a new one goes."""
+    new = sessions_dir() / f"{check_id(session_id)}{SUFFIX}"
+    old = new.with_suffix(OLD_SUFFIX)
+    return old if not new.exists() and old.exists() else new
+
+
+def exists(session_id: str) -> bool:
+    return path_of(session_id).exists()
+
+
+class SessionLog:
+    """One session file as JSON Lines: the head record, then the messages (no system prompt)."""
+
+    def __init__(self, session_id: str, project: str | os.PathLike = "."):
+        self.id = check_id(session_id)
+        self.log = JsonlLog(sessions_dir() / f"{session_id}{SUFFIX}", owned=True, limit=MAX_SESSION_BYTES)
+        self.head: dict = {"session": session_id, "project": str(Path(project).resolve()),
+                           "created": time.time(), "model": "", "summary": ""}
+
+    def read(self, heal: bool = True, notify: Notify | None = None) -> list[dict]:
+        """The messages; SessionError when the file is damaged (a torn last line is only skipped)."""
+        try:
+            records = self.log.read(heal=heal)
+        except FileNotFoundError:
+            raise SessionError(f"no session {self.id!r}") from None
+        except (OSError, UnicodeDecodeError, ValueError) as e:
+            raise SessionError(f"{self.log.path}: not a readable session ({e})") from None
+        if self.log.torn and notify:
+            notify(f"{self.log.path}:{self.log.torn}: the last message was cut off when bantam stopped "
+                   "while saving; it was skipped")
+        if records and "role" not in records[0]:
+            self.head = records[0]
+            records = records[1:]
+        elif records:  # (an empty file, a crash before the first line was whole, is an empty session)
+            raise SessionError(f"{self.log.path}: not a readable session (no head record)")
+        if not all("role" in m for m in records):
+            raise SessionError(f"{self.log.path}: not a readable session (a record without a role)")
+        return records
+
+    def sync(self, messages: list[dict], model: str = "", secret: str = "") -> Path:
+        """Append what is new since the last sync, or rewrite the file when the list was replaced."""
+        register_secret(secret)  # blanked as *** with every other known secret
+        # the system prompt leads the list; skipping it by position keeps this step's cost flat
+        records = [self.head, *messages[1 if messages and messages[0].get("role") == "system" else 0:]]
+        if self.log.replaced(records):  # cleared or compacted: a new head, the old summary is gone
+            self.head = records[0] = {**self.head, "created": time.time(), "summary": ""}
+        self.head["model"] = self.head.get("model") or model
+        private_dir(self.log.path.parent)
+        self.log.sync(records)
+        return self.log.path
+
+    def rewrite(self, messages: list[dict], model: str = "", secret: str = "", summary: str = "") -> Path:
+        """Write the whole file anew, atomically (/save, migrating an old `.json`)."""
+        self.head = {**self.head, "created": time.time(), "model": model, "summary": summary}
+        self.log.saved, self.log.last = 0, None
+        self.log.stamp = (-1, -1)  # whatever is there now is replaced, not appended to
+        path = self.sync(messages, model, secret)
+        path.with_suffix(OLD_SUFFIX).unlink(missing_ok=True)  # now written as JSON Lines
+        return path
+
+
 def save(session_id: str, messages: list[dict], *, summary: str = "", model: str = "",
          secret: str = "", project: str | os.PathLike = ".") -> Path:
     """Write a session atomically (0600 in a 0700 directory); `secret` is blanked if it appears."""
-    path = private_dir(sessions_dir()) / f"{check_id(session_id)}.json"
-    head = {"id": session_id, "project": str(Path(project).resolve()), "updated": time.time(),
-            "model": model, "summary": summary or first_request(messages)[:200]}
-    # one message a line: readable and diffable, and twice as fast to write as indented JSON
-    lines = ",\n".join(json.dumps(m, ensure_ascii=False) for m in messages)
-    text = json.dumps(head, ensure_ascii=False)[:-1] + f', "messages": [\n{lines}\n]}}\n'
-    if secret and len(secret) >= 4:
-        text = text.replace(secret, "***")
-    atomic_write(path, redact(text).encode("utf-8"), mode=0o600)  # and every other known secret
-    return path
+    return SessionLog(session_id, project).rewrite(messages, model, secret, summary[:200])
 
 
-def read(path: Path) -> dict:
-    """A session document, or SessionError saying what is wrong with the file."""
+def read(path: Path, notify: Notify | None = None) -> dict:
+    """A session document (head keys and `messages`), or SessionError saying what is wrong with
+    the file. Nothing is written: another bantam may be appending to it right now."""
+    if path.suffix == SUFFIX:
+        log = SessionLog(path.stem)
+        records = log.read(heal=False, notify=notify)
+        return {**log.head, "updated": _mtime(path), "messages": records}
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -73,34 +141,46 @@ def read(path: Path) -> dict:
     messages = doc.get("messages") if isinstance(doc, dict) else None
     if not isinstance(messages, list) or not all(isinstance(m, dict) and "role" in m for m in messages):
         raise SessionError(f"{path}: not a readable session (no list of messages)")
-    return doc
+    return {**doc, "messages": [m for m in messages if m["role"] != "system"]}  # as JSON Lines keep them
 
 
-def load(key: str) -> tuple[str, list[dict]]:
-    """The messages of the session with this exact id, or the only one whose id starts with it."""
+def session_ids() -> list[str]:
+    """Every session's id, once, whichever format its file is in."""
     folder = sessions_dir()
-    exact = folder / f"{key}.json"
-    if VALID_ID.match(key) and exact.is_file():
-        return key, read(exact)["messages"]
-    matches = sorted(p.stem for p in folder.glob("*.json") if p.stem.startswith(key)) if key else []
+    return sorted({p.stem for p in [*folder.glob(f"*{SUFFIX}"), *folder.glob(f"*{OLD_SUFFIX}")]
+                   if VALID_ID.match(p.stem)})
+
+
+def load(key: str, notify: Notify | None = None) -> tuple[str, list[dict]]:
+    """The messages of the session with this exact id, or the only one whose id starts with it."""
+    if VALID_ID.match(key) and exists(key):
+        return key, read(path_of(key), notify)["messages"]
+    matches = [i for i in session_ids() if i.startswith(key)] if key else []
     if not matches:
         raise SessionError(f"no session matches {key!r}; /list shows them")
     if len(matches) > 1:
         raise SessionError(f"{key!r} matches {len(matches)} sessions: {', '.join(matches[:5])}")
-    return matches[0], read(folder / f"{matches[0]}.json")["messages"]
+    return matches[0], read(path_of(matches[0]), notify)["messages"]
+
+
+def delete(session_id: str) -> None:
+    """Remove a session, in both formats if both are there."""
+    for suffix in (SUFFIX, OLD_SUFFIX):
+        (sessions_dir() / f"{check_id(session_id)}{suffix}").unlink(missing_ok=True)
 
 
 def listing() -> list[SessionInfo]:
     """Every session, newest first; unreadable files are listed with the reason."""
     found = []
-    for path in sessions_dir().glob("*.json"):
+    for session_id in session_ids():
+        path = path_of(session_id)
         try:
             doc = read(path)
-            found.append(SessionInfo(path.stem, float(doc.get("updated") or path.stat().st_mtime),
-                                     len(doc["messages"]), str(doc.get("summary", "")),
+            found.append(SessionInfo(session_id, float(doc.get("updated") or _mtime(path)), len(doc["messages"]),
+                                     str(doc.get("summary") or first_request(doc["messages"])[:200]),
                                      str(doc.get("project", ""))))
         except (SessionError, OSError, TypeError, ValueError) as e:
-            found.append(SessionInfo(path.stem, _mtime(path), 0, "", problem=str(e)))
+            found.append(SessionInfo(session_id, _mtime(path), 0, "", problem=str(e)))
     return sorted(found, key=lambda s: s.updated, reverse=True)
 
 
@@ -120,28 +200,45 @@ def first_request(messages: list[dict]) -> str:
 
 
 class Autosave:
-    """Saves the conversation under the project's id, unless that file holds something unreadable."""
+    """Saves the conversation under the project's id, unless that file holds something unreadable.
+    After the first save each one appends only the messages that are new."""
 
     def __init__(self, directory: str | os.PathLike = "."):
         self.id = project_id(directory)
-        self.project = directory
+        self.file = SessionLog(self.id, directory)
         self.checked = False
         self.blocked = ""  # why autosave refuses to write
+
+    def resume(self, notify: Notify | None = None) -> list[dict]:
+        """The saved conversation, read so that the next save appends to it (bantam -c)."""
+        if not exists(self.id):
+            raise SessionError(f"no session {self.id!r}")
+        if path_of(self.id).suffix == OLD_SUFFIX:
+            messages = read(path_of(self.id), notify)["messages"]
+        else:
+            messages = self.file.read(notify=notify)
+        self.adopt()
+        return messages
 
     def __call__(self, messages: list[dict], model: str = "", secret: str = "") -> str:
         """Save; return a warning to show once when the file is not bantam's to overwrite."""
         if not self.checked:
             self.checked = True
-            path = sessions_dir() / f"{self.id}.json"
-            if path.exists():
-                try:
+            path = path_of(self.id)
+            try:
+                if path.suffix == SUFFIX:
+                    self.file.read()  # heals a torn last line; then appends follow the good ones
+                elif path.exists():
                     read(path)
-                except SessionError as e:
-                    self.blocked = f"{e}; autosave will not overwrite it (move it away, or /save NAME)"
-                    return self.blocked
+            except SessionError as e:
+                self.blocked = f"{e}; autosave will not overwrite it (move it away, or /save NAME)"
+                return self.blocked
         if self.blocked:
             return ""
-        save(self.id, messages, model=model, secret=secret, project=self.project)
+        if path_of(self.id).suffix == OLD_SUFFIX:
+            self.file.rewrite(messages, model, secret)
+        else:
+            self.file.sync(messages, model, secret)
         return ""
 
     def adopt(self) -> None:

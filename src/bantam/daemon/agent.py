@@ -224,13 +224,13 @@ class Agent:
         system = system_prompt(self.dir, self.settings, self.telegram is not None)
         tail = life_message(self.dir, self.settings.life_tail)
         size = len(system) + len(tail["content"]) + len(json.dumps(conv, ensure_ascii=False))
-        if over_budget(size, self.settings.context_tokens) and len(conv) >= 4:
+        if over_budget(size, self.settings.context_window) and len(conv) >= 4:
             start, end = middle_half(conv)
             # never stash a stash again: that only summarises a summary and loses the history
             start = max([start] + [i + 1 for i, m in enumerate(conv[:end]) if is_stash(m)])
             if end - start >= 2:
                 self.log("stash", f"context at ~{size // CHARS_PER_TOKEN} tokens, over 80% of "
-                                  f"{self.settings.context_tokens}: stashing lines {start + 1}-{end}")
+                                  f"{self.settings.context_window}: stashing lines {start + 1}-{end}")
                 self.log("stash", stash_range(self.conv, self.blobs, self.summarize, start, end))
                 conv = self.conv.read()
         self.known = conv
@@ -242,7 +242,7 @@ class Agent:
         """A message bigger than half the context budget can never be answered whole, and stashing
         the rest of the history around it would not help: stash the message itself to a blob and
         leave its head, tail and the blob's name (as a clipped tool result does)."""
-        limit = int(self.settings.context_tokens * CHARS_PER_TOKEN * PRESSURE / 2)
+        limit = int(self.settings.context_window * CHARS_PER_TOKEN * PRESSURE / 2)
         for i, message in enumerate(conv):
             content = message.get("content")
             if not isinstance(content, str) or len(content) <= limit:
@@ -317,7 +317,7 @@ class Agent:
         return new[1:]
 
     def summarize(self, chosen: list[dict]) -> str:
-        text = render(chosen, int(self.settings.context_tokens * CHARS_PER_TOKEN * 0.4))
+        text = render(chosen, int(self.settings.context_window * CHARS_PER_TOKEN * 0.4))
         try:
             return ask(self.provider, [{"role": "system", "content": SUMMARY_PROMPT},
                                        {"role": "user", "content": text}],

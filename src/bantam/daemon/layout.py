@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..config import ALIASES
 from ..errors import ConfigError
 from ..fsutil import atomic_write
 from . import templates
@@ -83,14 +84,14 @@ def _json(data: Any) -> bytes:
 
 def _new_config(agent: AgentDir, primary: str) -> dict[str, Any]:
     if not agent.is_subconscious:
-        return {"model": "deepseek-v4-pro", "api_base": "https://api.deepseek.com/v1", "opt": []}
+        return {"model": "deepseek-v4-pro", "endpoint": "https://api.deepseek.com/v1", "opt": []}
     # the seed: the sibling needs its own provider settings; start from the primary's
     config: dict[str, Any] = {}
     try:
         source = json.loads((agent.home / primary / "config.json").read_text(encoding="utf-8"))
-        keep = ("api_key", "model", "api_base", "provider", "temperature", "reasoning_effort",
-                "context_tokens", "request", "retry_delays", "timeout")
-        config = {k: v for k, v in source.items() if k in keep} if isinstance(source, dict) else {}
+        keep = ("api_key", "model", "endpoint", "provider", "temperature", "reasoning_effort",
+                "context_window", "request", "retry_delays", "timeout")
+        config = {k: v for k, v in source.items() if ALIASES.get(k, k) in keep} if isinstance(source, dict) else {}
     except (OSError, ValueError):
         pass
     return {**config, "primary_dir": primary, "opt": ["tools/nudge", "tools/stash_messages"]}

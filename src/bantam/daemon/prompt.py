@@ -36,7 +36,7 @@ def harness(agent: AgentDir, s: Settings, chat: bool) -> str:
     return templates.HARNESS.format(
         source=SOURCE, dir=agent.rel(), memory_limit=s.memory_limit, cmd_timeout=s.cmd_timeout,
         trigger_tick=s.trigger_tick, heartbeat=heartbeat, tool_timeout=s.tool_timeout,
-        tool_output_limit=s.tool_output_limit, context_tokens=s.context_tokens,
+        tool_output_limit=s.tool_output_limit, context_window=s.context_window,
         chat=" (Telegram)" if chat else " (none is configured: replies stay in messages.jsonl)")
 
 

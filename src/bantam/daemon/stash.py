@@ -20,7 +20,7 @@ from ..fsutil import atomic_write
 from .bus import Conversation, system_message, unwrap
 
 CHARS_PER_TOKEN = 4     # the seed's estimate; it over-counts base64 images, the safe direction
-PRESSURE = 0.8          # auto-stash past this share of context_tokens
+PRESSURE = 0.8          # auto-stash past this share of context_window
 SUMMARY_PROMPT = (
     "The messages below are being moved out of an agent's context into an archive. Summarise them "
     "for the agent in a few sentences: who asked for what, what was done and decided, what is "
@@ -47,10 +47,8 @@ class Blobs:
         if len(text) <= limit:
             return text
         digest = self.put(text)
-        half = limit // 2
-        cut = len(text) - 2 * half
-        return (f"{text[:half]}\n... {cut} chars truncated, [stash {digest}] "
-                f"(READ_FILE {self.rel}/{digest}) ...\n{text[-half:]}")
+        return clip_middle(text, limit, mark=lambda cut, total: f"... {cut} chars truncated, [stash {digest}] "
+                           f"(READ_FILE {self.rel}/{digest}) ...")[0]
 
 
 def directive(message: dict) -> str | tuple[int, int] | None:
@@ -84,8 +82,8 @@ def snap(messages: list[dict], start: int, end: int) -> tuple[int, int]:
     return start, end
 
 
-def over_budget(chars: int, context_tokens: int) -> bool:
-    return chars / CHARS_PER_TOKEN > context_tokens * PRESSURE
+def over_budget(chars: int, context_window: int) -> bool:
+    return chars / CHARS_PER_TOKEN > context_window * PRESSURE
 
 
 def stash_range(conv: Conversation, blobs: Blobs, summarize: Callable[[list[dict]], str],

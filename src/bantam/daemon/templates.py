@@ -58,7 +58,7 @@ a restart of the harness, and whatever a BASH command leaves running ends with i
 must outlive both with `setsid nohup <command> > <log> 2>&1 &`.
 Tool output longer than {tool_output_limit} characters is clipped; the full text is stashed:
 READ_FILE {dir}/blobs/<hash> (with offset/limit) gets it back. When this conversation grows past
-80% of {context_tokens} tokens, its middle half is moved into a blob and replaced by a
+80% of {context_window} tokens, its middle half is moved into a blob and replaced by a
 "[stash <hash>]" message with a summary. STASH_MESSAGES does the same on demand, and a message
 "STASH_MESSAGE: <start> <end>" (or "STASH_MESSAGE: all") is such a directive: lines are numbered
 from 1 in messages.jsonl.

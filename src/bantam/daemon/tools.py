@@ -75,7 +75,7 @@ def edit_file(args: dict, agent: "Agent") -> str:
 
 def bash(args: dict, agent: "Agent") -> str:
     command, box = check_command(agent.cfg, agent.toolbox.ctx.approvals, args["command"])
-    return run_shell(command, agent.settings.bash_timeout, SHELL_CAPTURE, cancel=agent.stop,
+    return run_shell(command, agent.settings.shell_timeout, SHELL_CAPTURE, cancel=agent.stop,
                      on_start=lambda proc: note_pid(proc.pid), sandbox=box).for_model()
 
 

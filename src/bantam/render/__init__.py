@@ -20,9 +20,13 @@ class Renderer(Protocol):
 def usage_line(model: str, usage: Usage, window: int, cost: float | None = None,
                session_cost: float | None = None) -> str:
     """`[model: 1420 prompt (1000 cached, 420 uncached) + 85 completion | context: 1420/200000 (0.7%)]`,
-    then `| cost: $0.0021 (session $0.0100)` when the model list gave prices."""
+    then `| cost: $0.0021 (session $0.0100)` when the model list gave prices. A turn of several
+    requests says so, `4100 prompt sent in 3 requests`: prompt tokens add up over the requests,
+    while the context is the latest request's size alone."""
     about = "~" if usage.estimated else ""  # bantam's estimate: the server reported no usage
     prompt = f"{about}{usage.prompt_tokens} prompt"
+    if usage.requests > 1:
+        prompt += f" sent in {usage.requests} requests"
     if usage.cached_tokens is not None:
         prompt += f" ({usage.cached_tokens} cached, {usage.prompt_tokens - usage.cached_tokens} uncached)"
     spent = ""

@@ -11,12 +11,14 @@
 
 Each part is a small module with a narrow interface; `runtime.py` wires them in one place:
 
-    settings.py   the TOML configuration ([limits] [runtime] [model] [tools] [tools.commands])
+    settings.py   the TOML configuration ([limits] [runtime] [model] [tools] [tools.commands]),
+                  read onto bantam's configuration keys and checked by config.py's checker
     schema.py     what the model may propose: a plan, a tool call, a final answer (pydantic)
     parser.py     model text -> JSON object (strict, one JSON fence, a "plan"-named call) or file text
     gates.py      deterministic checks: schema, tools, arguments, paths, commands, budgets,
                   repetition, completion
-    tools.py      read_file, list_files, write_file (write_paths only), shell (named commands only)
+    tools.py      the allow-list over the core tools: read_file, list_files, write_file (write_paths
+                  only), shell = shell_exec (named commands only), confined to the run's workspace
     context.py    the compact prompt: goal, plan, the last four observations, nothing else
     model.py      the model: any bantam provider, or scripted answers from a file
     planning.py   plan strategies (llm, files), repair strategies (llm, rewrite), plan.md

@@ -1,12 +1,15 @@
 """Controlled runs from the interactive terminal: /run, /fix, /pause, /resume, /status, /files.
 
-Runs are synchronous in the terminal: Ctrl+C during a run pauses it (its state is saved) and
-/resume continues it. Runs live in ./runs/, like `bantam run`'s; "the last run" is the one this
-session started or resumed, else the newest in ./runs/.
+Each function drives a run to its end and takes the `pause` event the front end sets to pause
+it at its next safe point (runs/loop.py): the terminal runs it in a background thread and sets
+the event on /pause or Ctrl+C; the page sets it on Stop. /resume continues a paused run. Runs
+live in ./runs/, like `bantam run`'s; "the last run" is the one this session started or resumed,
+else the newest in ./runs/.
 """
 from __future__ import annotations
 
 import shlex
+import threading
 from pathlib import Path
 
 from ..errors import ConfigError
@@ -14,20 +17,24 @@ from ..events import OnEvent
 
 RUNS_DIR = Path("runs")
 Outcome = tuple["Path | None", str, str]  # the run's directory, its final answer, its outcome line
-PAUSE_HELP = ("runs here are synchronous: press Ctrl+C while a run works to pause it (its state is "
-              "saved), then /resume continues it; /status shows where it stands")
+PAUSING = "pausing the run at its next safe point (the step in progress finishes first); /resume continues it"
+NOT_RUNNING = "no run is working now: /run GOAL starts one, /resume continues the last one"
+RUN_BUSY = ("a run is working: /pause pauses it at its next step (so does Ctrl+C); "
+            "/status and /files show where it stands")
+USAGE = "usage: /run GOAL (options: --workspace DIR --config FILE --require-read FILE --scripted FILE)"
 
 
-def start(flags: dict[str, str], line: str, on_event: OnEvent) -> Outcome:
-    """`/run GOAL`, or `/run --workspace DIR --config FILE --require-read F GOAL...`."""
+def start(flags: dict[str, str], line: str, on_event: OnEvent, pause: threading.Event | None = None) -> Outcome:
+    """`/run GOAL`, or `/run --workspace DIR --config FILE --require-read F --scripted F GOAL...`."""
     from . import runtime
     if not line.strip():
-        raise ConfigError("usage: /run GOAL (options: --workspace DIR --config FILE --require-read FILE)")
+        raise ConfigError(USAGE)
     options, goal = _options(line)
-    return _outcome(lambda: runtime.start(flags, goal, options, on_event))
+    return _outcome(lambda: runtime.start(flags, goal, options, on_event, pause))
 
 
-def fix(flags: dict[str, str], last: Path | None, error: str, on_event: OnEvent) -> Outcome:
+def fix(flags: dict[str, str], last: Path | None, error: str, on_event: OnEvent,
+        pause: threading.Event | None = None) -> Outcome:
     """A correction run: the last run's goal and the error, its workspace, its configuration."""
     from . import runtime
     if not error.strip():
@@ -37,15 +44,16 @@ def fix(flags: dict[str, str], last: Path | None, error: str, on_event: OnEvent)
             f"wrong, to fix now:\n{error.strip()}")
     options = runtime.Options(workspace=str(store.workspace), require_read=list(state.require_read),
                               runs_dir=str(RUNS_DIR), saved_config=state.config)
-    return _outcome(lambda: runtime.start(flags, goal, options, on_event))
+    return _outcome(lambda: runtime.start(flags, goal, options, on_event, pause))
 
 
-def resume(flags: dict[str, str], last: Path | None, arg: str, on_event: OnEvent) -> Outcome:
+def resume(flags: dict[str, str], last: Path | None, arg: str, on_event: OnEvent,
+           pause: threading.Event | None = None) -> Outcome:
     """`/resume [--retry-blocked]` on the last run."""
     from . import runtime
     store, _ = _last(last)
     options = runtime.Options(runs_dir=str(RUNS_DIR), retry_blocked="--retry-blocked" in arg.split())
-    return _outcome(lambda: runtime.resume(flags, str(store.path), options, on_event))
+    return _outcome(lambda: runtime.resume(flags, str(store.path), options, on_event, pause))
 
 
 def status(last: Path | None) -> str:
@@ -71,12 +79,14 @@ def _options(line: str):
     p.add_argument("--workspace")
     p.add_argument("--config")
     p.add_argument("--require-read", action="append", default=[])
+    p.add_argument("--scripted")
     p.add_argument("goal", nargs="+")
     try:
         args = p.parse_args(shlex.split(line))
     except (argparse.ArgumentError, ValueError, SystemExit) as e:
         raise ConfigError(f"/run: {e}") from None
-    return runtime.Options(args.config, args.workspace, args.require_read, runs_dir=str(RUNS_DIR)), " ".join(args.goal)
+    return runtime.Options(args.config, args.workspace, args.require_read, args.scripted,
+                           runs_dir=str(RUNS_DIR)), " ".join(args.goal)
 
 
 def _last(last: Path | None):

@@ -32,12 +32,14 @@ def run_main(argv: list[str]) -> int:
                    help="a workspace file the run must read in full before it may complete (repeatable)")
     p.add_argument("--output", metavar="FILE", help="generate FILE: read the goal, write FILE (the only "
                    "file the run may write), answer; the file's path is printed at the end")
+    p.add_argument("--prompt-artifact", metavar="FILE", help="worked examples and instructions from "
+                   "`bantam optimize`; copied into the run and kept frozen on resume")
     _shared(p)
     args = p.parse_args(argv)
     goal = _goal(args.goal, args.goal_file)
     from . import runtime
     options = runtime.Options(args.config, args.workspace, args.require_read, args.scripted, args.runs_dir,
-                              output=args.output)
+                              output=args.output, prompt_artifact=args.prompt_artifact)
     render = renderer(args)
     store, state = runtime.start(flags(args), goal, options, render)
     if args.output and state.status == "completed":

@@ -14,6 +14,7 @@ from pathlib import Path
 from ..clip import clip_middle
 from .gates import GateContext, allowed_tools, unmet
 from .planning import describe_call
+from .prompts import Artifact, messages
 from .settings import RunConfig
 from .state import Observation, RunState
 from .tools import TOOLS, Workspace
@@ -45,8 +46,9 @@ def excerpt(text: str, limit: int) -> str:
     return clip_middle(text, limit)[0]
 
 
-def build(state: RunState, config: RunConfig, ws: Workspace, run_path: Path) -> Request:
-    """The request for whatever the state needs next."""
+def build(state: RunState, config: RunConfig, ws: Workspace, run_path: Path,
+          artifact: Artifact | None = None) -> Request:
+    """The request for whatever the state needs next (with the prompt artifact's demos, if any)."""
     index = state.current()
     purpose, kinds = what_is_due(state, config, ws)
     path = state.plan[index].arguments.get("path", "") if purpose == "write" and index is not None else ""
@@ -59,8 +61,7 @@ def build(state: RunState, config: RunConfig, ws: Workspace, run_path: Path) -> 
         hint_part(state), budget_part(state, config),
         instruction(purpose, state, index, config, path, kinds)) if part)
     system = system_prompt(purpose, config, tools)
-    return Request(purpose, [{"role": "system", "content": system}, {"role": "user", "content": user}],
-                   kinds, path, tools)
+    return Request(purpose, messages(system, user, purpose, artifact), kinds, path, tools)
 
 
 def what_is_due(state: RunState, config: RunConfig, ws: Workspace) -> tuple[str, tuple[str, ...]]:

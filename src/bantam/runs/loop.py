@@ -12,12 +12,18 @@
 Every transition is saved before the next one starts: the token reservation before a request,
 the answer before it is parsed, the intent before a tool runs, the observation before the state
 moves on. That ordering is what makes resume safe; see state.py. A run stops by raising
-(Blocked, ProviderError, KeyboardInterrupt) out of the loop; `drive` records why. The run prints
-nothing: the loop's events (tool calls and results) and its own notices go to `on_event`.
+(Blocked, ProviderError, KeyboardInterrupt, Paused) out of the loop; `drive` records why. The run
+prints nothing: the loop's events (tool calls and results) and its own notices go to `on_event`.
+
+Pausing from outside (the terminal's /pause and Ctrl+C, the page's Stop) is one mechanism: the
+front end sets the run's `pause` event from any thread, and RunGuard checks it at the two safe
+points, before each model request and before each tool call (before a saved answer is acted on,
+so it stays pending for resume). The step in progress finishes; nothing after it starts.
 """
 from __future__ import annotations
 
 import json
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -34,6 +40,7 @@ from .evidence import evidence_note, record_evidence
 from .gates import Blocked, Budgets, CallGate, GateContext, Rejected, call_key, check_final, unmet
 from .model import RunModel
 from .parser import Answer, ParseError, parse_file, parse_json
+from .prompts import Artifact
 from .planning import describe_call, direct, matching_step, plan_md, replace_plan, rewrite_plan
 from .schema import Action, FileContent, Final, Plan, SchemaError, validate
 from .settings import RunConfig
@@ -61,6 +68,8 @@ class Run:
     proposal: str = "call"          # what the current tool call is: call, plan, final, unusable
     via: str = "model"              # who proposed it: the model, or the plan (execute_plan)
     recovered: str | None = None    # the fallback parser that read the answer, if one did
+    pause: threading.Event = field(default_factory=threading.Event)  # set: pause at the next safe point
+    prompt: Artifact | None = None  # the run's frozen prompt artifact (prompts.py), if it has one
 
     @property
     def config(self) -> RunConfig:
@@ -78,8 +87,16 @@ class Run:
         self.store.save(self.state, plan_md(self.state))
 
 
+class Paused(Exception):
+    """The run's pause event was seen at a safe point."""
+
+
+PAUSED = "paused on request at a safe point; resume continues from here"
+
+
 def drive(run: Run, retried_gate: str = "") -> RunState:
-    """Run until completed, blocked, failed or interrupted (KeyboardInterrupt: paused, re-raised)."""
+    """Run until completed, blocked, failed, paused on request (returned) or interrupted
+    (KeyboardInterrupt: paused, re-raised)."""
     try:
         recover(run, rerun=bool(retried_gate))
         if retried_gate == "max_replans" and run.state.status == "running":
@@ -90,10 +107,18 @@ def drive(run: Run, retried_gate: str = "") -> RunState:
         stop(run, "blocked", b.gate, b.reason)
     except ProviderError as e:
         stop(run, "failed", "model", str(e) + last_failure(run.state))
+    except Paused:
+        stop(run, "paused", "pause", PAUSED)
     except KeyboardInterrupt:
         stop(run, "paused", "interrupted", "resume continues from here")
         raise
     return run.state
+
+
+def pause_point(run: Run) -> None:
+    """A safe point: nothing is in flight, so the run can stop here and resume exactly here."""
+    if run.pause.is_set():
+        raise Paused
 
 
 def last_failure(st: RunState) -> str:
@@ -111,8 +136,8 @@ def last_failure(st: RunState) -> str:
 def stop(run: Run, status: str, gate: str, reason: str) -> None:
     st = run.state
     st.status, st.gate, st.reason = status, gate, reason  # type: ignore[assignment]
+    run.commit()  # saved before it is told: whoever hears it may read the state at once
     run.emit(status, f"run {status}: {gate}: {reason}", gate=gate, reason=reason)
-    run.commit()
 
 
 def toolbox(run: Run) -> Toolbox:
@@ -141,7 +166,7 @@ class RunProvider:
         if st.phase == "act" and index is not None and direct(st.plan[index], run.config):
             step = st.plan[index]
             return self.call("plan", "call", step.tool, dict(step.arguments))
-        request = context.build(st, run.config, run.workspace, run.store.path)
+        request = context.build(st, run.config, run.workspace, run.store.path, run.prompt)
         try:
             answer, usage = infer(run, request)
         except ProviderError as e:  # failed for good; plain, so the loop does not try to repair it
@@ -206,8 +231,8 @@ def reserve(run: Run, request: Request) -> None:
     run.commit()
     prompt_file = run.store.artifact(f"prompt-{c.model_calls:04d}.txt", "\n\n".join(
         f"[{m['role']}]\n{m['content']}" for m in request.messages))
-    run.emit("llm_request", purpose=request.purpose, prompt=prompt_file, prompt_tokens=prompt,
-             reserved=prompt + output)
+    run.emit("llm_request", purpose=request.purpose, path=request.path, prompt=prompt_file,
+             prompt_tokens=prompt, reserved=prompt + output)
 
 
 def record(run: Run, request: Request, reply: Any) -> PendingAnswer:
@@ -275,13 +300,18 @@ class RunGuard:
 
     def before_request(self, messages: list[dict]) -> None:
         st = self.run.state
-        if st.status != "running" or st.pending_answer is not None:
-            return  # the final answer, or a saved answer: not a new turn
+        if st.status != "running":
+            return  # completed: only the final answer ends the loop
+        pause_point(self.run)
+        if st.pending_answer is not None:
+            return  # a saved answer: not a new turn
         self.run.budgets.before_turn(st, self.run.config, self.run.clock())
         st.counters.iterations += 1
 
     def before_call(self, name: str, arguments: str) -> str | None:
         run = self.run
+        if run.state.status == "running":
+            pause_point(run)  # before taken(): the answer stays pending, resume acts on it
         args = json.loads(arguments)
         taken(run)
         try:
@@ -385,8 +415,8 @@ class FinalTool:
     def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
         run, st = self.owner, self.owner.state
         st.final, st.status, st.gate, st.reason = args["answer"], "completed", "", ""
-        run.emit("completed", "run completed: every step done, reads and checks proven")
         run.commit()
+        run.emit("completed", "run completed: every step done, reads and checks proven")
         return "run completed"
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,13 +22,14 @@ from ..errors import ConfigError
 from ..fsutil import atomic_write
 from ..events import OnEvent
 from ..sandbox import Sandbox
-from . import settings
+from . import prompts, settings
 from .gates import AllowedTool, Arguments, Commands, Paths, Repetition
 from .loop import Run, drive
 from .model import ProviderModel, RunModel, ScriptedModel, read_script
 from .planning import files_plan, plan_md
 from .state import RunState
 from .store import RunDir
+from .testing import find_report
 from .tools import Workspace
 
 # The gate pipelines, in order. A plan's steps pass the same checks as a call, except that a
@@ -47,9 +49,13 @@ class Options:
     retry_blocked: bool = False        # resume only
     output: str | None = None          # --output FILE: the generate-one-file preset (new runs)
     saved_config: settings.RunConfig | None = None  # instead of --config: a run's own (/fix)
+    prompt_artifact: str | None = None  # --prompt-artifact FILE: demos and instructions (new runs)
 
 
-def start(flags: dict[str, str], goal: str, options: Options, on_event: OnEvent) -> tuple[RunDir, RunState]:
+def start(flags: dict[str, str], goal: str, options: Options, on_event: OnEvent,
+          pause: threading.Event | None = None) -> tuple[RunDir, RunState]:
+    """A new run, driven until it ends or pauses. `pause`, set from any thread, pauses it at the
+    next safe point (the terminal's /pause, the page's Stop)."""
     if not goal.strip():
         raise ConfigError("the goal is empty")
     config = options.saved_config or settings.load(options.config)
@@ -60,21 +66,28 @@ def start(flags: dict[str, str], goal: str, options: Options, on_event: OnEvent)
     if options.output and source is not None and os.path.lexists(source / GOAL_FILE):
         raise ConfigError(f"--output: {source} already has a {GOAL_FILE}; the preset writes the goal there")
     model_info = _model_info(flags, config, options.scripted)
+    if options.prompt_artifact:
+        prompts.read(Path(options.prompt_artifact))  # before the run directory exists: nothing half-made
     store = RunDir.create(Path(options.runs_dir), goal, source)
     try:
         if options.output:
             atomic_write(store.workspace / GOAL_FILE, goal.encode("utf-8"))
         state = RunState(id=store.id, goal=goal, config=config, model=model_info, require_read=required)
+        if options.prompt_artifact:
+            state.prompt_artifact = prompts.adopt(options.prompt_artifact, store.path)
         if config.runtime.planning_strategy == "files":
             state.plan, state.phase = files_plan(config, required), "act"
         store.save(state, plan_md(state))
         try:
-            run = _assemble(state, store, flags, on_event)
+            run = _assemble(state, store, flags, on_event, pause)
         except ConfigError:  # e.g. provider=local without llama-cpp-python: nothing ran, keep nothing
             shutil.rmtree(store.path, ignore_errors=True)
             raise
         run.emit("created", f"run {store.id} in {store.path} · model: {run.model.label}",
                  workspace=str(source) if source else None)
+        if run.prompt is not None:
+            run.emit("prompt_artifact", f"prompt artifact: {len(run.prompt.demos)} worked examples "
+                     f"({run.prompt.strategy}) from {options.prompt_artifact}, frozen in {store.path / prompts.RUN_COPY}")
         if state.scripted:
             run.emit("scripted", f"SCRIPTED: model answers are replayed from {state.scripted}; no model is asked")
         return store, drive(run)
@@ -82,7 +95,8 @@ def start(flags: dict[str, str], goal: str, options: Options, on_event: OnEvent)
         store.unlock()
 
 
-def resume(flags: dict[str, str], ref: str, options: Options, on_event: OnEvent) -> tuple[RunDir, RunState]:
+def resume(flags: dict[str, str], ref: str, options: Options, on_event: OnEvent,
+           pause: threading.Event | None = None) -> tuple[RunDir, RunState]:
     store = RunDir.find(ref, Path(options.runs_dir))
     store.lock()
     try:
@@ -95,7 +109,7 @@ def resume(flags: dict[str, str], ref: str, options: Options, on_event: OnEvent)
             if new != state.scripted:  # another file starts at its first answer
                 state.scripted_used = 0
             state.model = {"scripted": new}
-        run = _assemble(state, store, flags, on_event)
+        run = _assemble(state, store, flags, on_event, pause)
         for note in repaired:
             run.emit("healed", note)
         if changes:
@@ -139,13 +153,15 @@ def _unblock(run: Run, retry: bool) -> str:
     return gate
 
 
-def _assemble(state: RunState, store: RunDir, flags: dict[str, str], on_event: OnEvent) -> Run:
+def _assemble(state: RunState, store: RunDir, flags: dict[str, str], on_event: OnEvent,
+              pause: threading.Event | None = None) -> Run:
     tools = state.config.tools
     workspace = Workspace(store.workspace, tuple(tools.write_paths), dict(tools.commands),
-                          tools.command_timeout_seconds, tools.output_limit_bytes,
-                          Sandbox.for_config(load_bantam_config(flags), store.workspace))
+                          tools.shell_timeout, tools.tool_output_limit,
+                          Sandbox.for_config(load_bantam_config(flags), store.workspace), find_report)
     return Run(state, store, workspace, _model(state, flags, workspace), list(CALL_GATES),
-               list(STEP_GATES), on_event)
+               list(STEP_GATES), on_event, pause=pause or threading.Event(),
+               prompt=prompts.frozen(store.path, state.prompt_artifact))
 
 
 def _model(state: RunState, flags: dict[str, str], workspace: Workspace) -> RunModel:

@@ -10,9 +10,14 @@
     [tools.commands]
     verify = ["{python}", "{config_dir}/verify.py"]
 
-The defaults below are seed 002's. In command arrays `{python}` is this Python interpreter and
-`{config_dir}` the folder of the TOML file, so an example's config works from any checkout; they
-are resolved when the run is created and saved resolved. The whole configuration is saved in
+The defaults below are seed 002's. Every value is checked by bantam's one configuration checker
+(config.py's kinds, as from a typed file: "5" is not a number); the knobs bantam's configuration
+also has use its names and units: [model] provider, model, endpoint, model_path, temperature,
+context_window; [tools] shell_timeout (seed 002's `command_timeout_seconds`, still accepted) and
+tool_output_limit (`output_limit_bytes`, still accepted, same number). In command arrays
+`{python}` is this Python interpreter and `{config_dir}` the folder of the TOML file, so an
+example's config works from any checkout; they are resolved when the run is created and saved
+resolved. The whole configuration is saved in
 state.json and used again on resume; a resume config may change [limits], [runtime] and [model],
 never the tool policy.
 """
@@ -21,75 +26,123 @@ from __future__ import annotations
 import sys
 import tomllib
 from pathlib import Path, PurePosixPath
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, PlainValidator, ValidationError, model_validator
 
+from .. import config as bantam_config
+from ..config import Choice, Flag, Kind, Names, Number
 from ..errors import ConfigError
 
-STRICT = ConfigDict(strict=True, extra="forbid")  # TOML has real types: "5" is not a number
 RESUMABLE = ("limits", "runtime", "model")        # what a resume config may change
 
 
-class RunLimits(BaseModel):
-    model_config = STRICT
-    max_replans: int | Literal["unlimited"] = 20  # repair plans; 0 disables them
-    max_iterations: int = Field(200, ge=1)          # loop turns: inferences and direct executions
-    max_tool_calls: int = Field(160, ge=1)          # executed tool calls, failed ones included
-    max_tokens: int = Field(500_000, ge=1)          # prompt + completion, reserved before inference
-    max_consecutive_failures: int = Field(20, ge=1)  # parse errors, rejections, failed tools in a row
-    max_parse_retries: int = Field(5, ge=0)         # unusable answers in a row, after the first
-    max_runtime_seconds: float = Field(3600.0, gt=0)  # from run creation, pauses included
-    max_repeats: int = Field(3, ge=1)               # the same call on unchanged files, in a row
-
-    @model_validator(mode="after")
-    def _replans(self) -> "RunLimits":
-        if isinstance(self.max_replans, int) and self.max_replans < 0:
-            raise ValueError("max_replans must be a non-negative integer or \"unlimited\"")
-        return self
+def checked(kind: Kind, optional: bool = False) -> PlainValidator:
+    """A section field whose value bantam's one checker reads (config.Kind, as from a typed file:
+    TOML's "5" is not a number); pydantic only holds the sections and their cross-checks."""
+    def read(value: Any) -> Any:
+        return None if optional and value is None else kind.value(value)
+    return PlainValidator(read)
 
 
-class Runtime(BaseModel):
-    model_config = STRICT
-    file_output_format: Literal["fenced", "json"] = "fenced"  # file text in a code fence, or JSON
-    planning_strategy: Literal["llm", "files"] = "llm"  # who writes the first plan
-    execute_plan: bool = False        # run fully specified steps without asking the model
-    repair_strategy: Literal["llm", "rewrite"] = "llm"  # who writes the repair plan
-    repair_paths: list[str] = []      # files a "rewrite" repair writes again (default: write_paths)
-    keep_best: bool = False           # show the best tested attempt when repairing
-    repair_edit: Literal["file", "lines", "function"] = "file"  # a write to an existing file may
-    # replace named lines or one function instead of the whole file (fenced format; runs/patch.py)
+def core(name: str, optional: bool = False) -> PlainValidator:
+    """A field that is one of bantam's own keys (config.KEYS): its kind, its name and unit."""
+    return checked(bantam_config.KEYS[name].kind, optional)
 
 
-class Model(BaseModel):
-    model_config = STRICT
-    provider: str | None = None       # these five go to bantam's configuration, over .bantam.cfg
-    model: str | None = None
-    endpoint: str | None = None
-    model_path: str | None = None
-    temperature: float | None = None
-    max_output_tokens: int = Field(1024, ge=16)   # per answer; reserved before each inference
-    context_window: int | None = Field(None, ge=256)  # when the provider does not say
-    n_ctx: int | None = Field(None, ge=256)       # provider=local: context size
-    seed: int | None = None
-    grammar: bool = True              # provider=local: constrain proposals by a JSON-schema grammar
+class Listed(Names):
+    def value(self, value: Any) -> list[str]:  # type: ignore[override]  # the run keeps lists
+        return list(super().value(value))
 
 
-class Tools(BaseModel):
-    model_config = STRICT
-    write_paths: list[str] = []             # the only files write_file may write
-    required_verifications: list[str] = []  # commands that must pass on the current files
-    command_timeout_seconds: float = Field(20.0, gt=0)
-    output_limit_bytes: int = Field(8192, ge=256)  # of any tool output
-    commands: dict[str, list[str]] = {}     # name -> fixed argv, run without a shell
+class Replans(Kind):
+    def value(self, value: Any) -> int | Literal["unlimited"]:
+        if value == "unlimited":
+            return value
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f'expected a non-negative integer or "unlimited", got {value!r}')
+        return value
+
+
+class Commands(Kind):
+    """[tools.commands]: name -> a fixed, non-empty argument array."""
+
+    def value(self, value: Any) -> dict[str, list[str]]:
+        if not isinstance(value, dict):
+            raise ValueError(f"expected a table of commands, got {value!r}")
+        for name, argv in value.items():
+            if not name.replace("_", "a").replace("-", "a").isalnum() or not isinstance(argv, list) \
+                    or not argv or not all(isinstance(a, str) for a in argv) or not argv[0]:
+                raise ValueError(f"{name}: a name of letters, digits, - and _, and a non-empty "
+                                 "array of strings")
+        return dict(value)
+
+
+class Section(BaseModel):
+    """A TOML table: unknown keys refused; bantam's keys also under their other names (a saved
+    run's `output_limit_bytes` is `tool_output_limit`)."""
+    model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _aliases(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        table = {name: bantam_config.KEYS[name] for name in cls.model_fields if name in bantam_config.KEYS}
+        try:
+            return {name: value for name, (_, value) in bantam_config.canonical(data, table, "").items()}
+        except ConfigError as e:
+            raise ValueError(str(e).removeprefix(": ")) from None
+
+
+Count = Number(int, 1)
+
+
+class RunLimits(Section):
+    max_replans: Annotated[int | Literal["unlimited"], checked(Replans())] = 20  # repair plans; 0 disables them; "unlimited"
+    max_iterations: Annotated[int, checked(Count)] = 200        # loop turns: inferences and direct executions
+    max_tool_calls: Annotated[int, checked(Count)] = 160        # executed tool calls, failed ones included
+    max_tokens: Annotated[int, checked(Count)] = 500_000        # prompt + completion, reserved before inference
+    max_consecutive_failures: Annotated[int, checked(Count)] = 20  # parse errors, rejections, failed tools in a row
+    max_parse_retries: Annotated[int, checked(Number(int, 0))] = 5  # unusable answers in a row, after the first
+    max_runtime_seconds: Annotated[float, checked(Number(float, 0, above=True))] = 3600.0  # from creation, pauses included
+    max_repeats: Annotated[int, checked(Count)] = 3             # the same call on unchanged files, in a row
+
+
+class Runtime(Section):
+    file_output_format: Annotated[str, checked(Choice("fenced", "json"))] = "fenced"  # in a code fence, or JSON
+    planning_strategy: Annotated[str, checked(Choice("llm", "files"))] = "llm"  # who writes the first plan
+    execute_plan: Annotated[bool, checked(Flag())] = False  # run fully specified steps without asking the model
+    repair_strategy: Annotated[str, checked(Choice("llm", "rewrite"))] = "llm"  # who writes the repair plan
+    repair_paths: Annotated[list[str], checked(Listed())] = []  # files a "rewrite" repair writes again (default: write_paths)
+    keep_best: Annotated[bool, checked(Flag())] = False  # show the best tested attempt when repairing
+    repair_edit: Annotated[str, checked(Choice("file", "lines", "function"))] = "file"  # a write to an existing
+    # file may replace named lines or one function instead of the whole file (fenced format; runs/patch.py)
+
+
+class Model(Section):
+    provider: Annotated[str | None, core("provider", True)] = None  # these seven go to bantam's
+    model: Annotated[str | None, core("model", True)] = None        # configuration, over .bantam.cfg
+    endpoint: Annotated[str | None, core("endpoint", True)] = None
+    model_path: Annotated[str | None, core("model_path", True)] = None
+    temperature: Annotated[float | None, core("temperature", True)] = None
+    max_output_tokens: Annotated[int, checked(Number(int, 16))] = 1024  # per answer; reserved before each inference
+    context_window: Annotated[int | None, checked(Number(int, 256), True)] = None  # tokens, when the provider does not say
+    n_ctx: Annotated[int | None, checked(Number(int, 256), True)] = None  # provider=local: context size, tokens
+    seed: Annotated[int | None, checked(Number(int), True)] = None
+    grammar: Annotated[bool, checked(Flag())] = True  # provider=local: constrain proposals by a JSON-schema grammar
+
+
+class Tools(Section):
+    write_paths: Annotated[list[str], checked(Listed())] = []  # the only files write_file may write
+    required_verifications: Annotated[list[str], checked(Listed())] = []  # commands that must pass on the current files
+    shell_timeout: Annotated[float, core("shell_timeout")] = 20.0  # seconds (seed 002: command_timeout_seconds)
+    tool_output_limit: Annotated[int, core("tool_output_limit")] = 8192  # of any tool output (seed: output_limit_bytes)
+    commands: Annotated[dict[str, list[str]], checked(Commands())] = {}  # name -> fixed argv, run without a shell
 
     @model_validator(mode="after")
     def _policy(self) -> "Tools":
         self.write_paths = [clean_path(p, "write_paths") for p in self.write_paths]
-        for name, argv in self.commands.items():
-            if not name.replace("_", "a").replace("-", "a").isalnum() or not argv or not argv[0]:
-                raise ValueError(f"commands.{name}: a name of letters, digits, - and _, and a "
-                                 "non-empty argument array")
         for name in self.required_verifications:
             if name not in self.commands:
                 raise ValueError(f"required_verifications: {name!r} is not in [tools.commands]")
@@ -97,7 +150,7 @@ class Tools(BaseModel):
 
 
 class RunConfig(BaseModel):
-    model_config = STRICT
+    model_config = ConfigDict(extra="forbid")
     limits: RunLimits = RunLimits()
     runtime: Runtime = Runtime()
     model: Model = Model()

@@ -44,7 +44,7 @@ class Observation(BaseModel):
     tool: str
     arguments: dict[str, Any]      # a write's content is replaced by its size and hash
     ok: bool
-    output: str                    # capped at output_limit_bytes
+    output: str                    # capped at [tools] tool_output_limit
     clipped: bool = False
     exit_code: int | None = None
     facts: dict[str, Any] = {}
@@ -117,6 +117,7 @@ class RunState(BaseModel):
     pending_answer: PendingAnswer | None = None
     pending_call: Call | None = None
     hint: str = ""                 # a correction for the next prompt (parse error, rejection)
+    prompt_artifact: dict[str, Any] = {}  # the frozen prompt artifact: file, source, sha256 (prompts.py)
     final: str = ""
 
     @property

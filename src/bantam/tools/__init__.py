@@ -25,6 +25,7 @@ from ..sanitize import sanitize
 if TYPE_CHECKING:
     from ..config import Config
     from ..providers import Provider
+    from .workspace import Workspace
 
 # name -> "module:Class"; imported only when the tool is enabled
 REGISTRY = {
@@ -64,6 +65,7 @@ class ToolContext:
     durable: Any = None  # a thread's DurableAgents, when the run belongs to a thread
     children_usage: Usage = field(default_factory=Usage)  # tokens this run's sub-agents spent
     approvals: Approvals = field(default_factory=Approvals)  # who is asked; by default no one
+    workspace: "Workspace | None" = None  # set: file and shell tools are confined to it (tools/workspace.py)
 
     def child(self, on_event: OnEvent, label: str = "sub-agent") -> "ToolContext":
         """A sub-agent's context: its events are labelled and quiet (its answer is the result)."""
@@ -147,9 +149,14 @@ def make_toolbox(names: tuple[str, ...] | list[str], ctx: ToolContext) -> Toolbo
             continue
         if name not in REGISTRY:
             raise ConfigError(f"tools: unknown tool {name!r} (known: {', '.join(REGISTRY)})")
-        module, _, cls = REGISTRY[name].partition(":")
-        tools[name] = getattr(importlib.import_module(module), cls)()
+        tools[name] = core_tool(name)
     return mcp.offer(Toolbox(tools, ctx))  # and the tools of MCP servers, when configured
+
+
+def core_tool(name: str) -> Tool:
+    """A new instance of a registered tool; its module is imported now."""
+    module, _, cls = REGISTRY[name].partition(":")
+    return getattr(importlib.import_module(module), cls)()
 
 
 def clean_arguments(text: str, raw: tuple[str, ...]) -> dict[str, Any]:

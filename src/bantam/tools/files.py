@@ -1,15 +1,22 @@
 """File tools: write_file (always on; seed 001's splice semantics) and the opt-in read_file,
 edit_file and list_files. Paths are as the user would type them in the working directory; the
-daemon calls the same functions with its agent's home as the base."""
+daemon calls the same functions with its agent's home as the base.
+
+In a context with a workspace (a controlled run's tools), paths are relative to its root and
+confined to it: read_file gives the whole text (clipped at the workspace's output limit, with the
+facts a run keeps as evidence), list_files lists from the root, write_file writes only the
+workspace's write_paths, whole files, atomically."""
 from __future__ import annotations
 
 import os
 from pathlib import Path
 from typing import Any
 
-from ..errors import ToolError
-from ..fsutil import atomic_write
+from ..errors import Refused, ToolError
+from ..fsutil import atomic_write, open_confined
 from ..sanitize import bidi_note
+from . import Outcome
+from .workspace import Workspace, sha256
 
 
 class WriteFile:
@@ -30,7 +37,9 @@ class WriteFile:
         },
     }
 
-    def run(self, args: dict[str, Any], ctx: Any = None) -> str:
+    def run(self, args: dict[str, Any], ctx: Any = None) -> str | Outcome:
+        if ctx is not None and ctx.workspace is not None:
+            return write_in(ctx.workspace, args["path"], args.get("content", ""))
         if ctx is not None:
             from ..approval import check_write
             check_write(ctx.cfg, ctx.approvals, args["path"])
@@ -56,6 +65,15 @@ def write_file(path: str, content: str, offset: int | None = None, del_bytes: in
         raise ToolError(f"cannot write {path}: {e.strerror or e}") from e
     return (f"wrote {len(data)} bytes at offset {offset or 0} of {path} (deleted {deleted}); "
             f"the file is now {len(new)} bytes{bidi_note(content)}")
+
+
+def write_in(ws: Workspace, path: str, content: str) -> Outcome:
+    """A whole file of the workspace's write_paths, atomically (the run's gates already asked)."""
+    real = ws.writable(path)
+    data = content.encode("utf-8")
+    real.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(real, data)
+    return Outcome(f"wrote {len(data)} bytes to {ws.relative(real)}", facts={"sha256": sha256(data), "bytes": len(data)})
 
 
 def _read(target: Path) -> bytes:
@@ -111,9 +129,22 @@ class ReadFile:
         },
     }
 
-    def run(self, args: dict[str, Any], ctx: Any = None) -> str:
+    def run(self, args: dict[str, Any], ctx: Any = None) -> str | Outcome:
+        if ctx is not None and ctx.workspace is not None:
+            return read_in(ctx.workspace, args["path"])
         return numbered_lines(read_bytes(_path(args), args["path"]), args["path"], args.get("offset"),
                               args.get("limit"))
+
+
+def read_in(ws: Workspace, path: str) -> Outcome:
+    """A workspace file's whole text, clipped at the output limit (then not a full read)."""
+    ws.regular_file(path)
+    with os.fdopen(open_confined(ws.root.resolve(), path), "rb") as f:
+        data = f.read(READ_LIMIT)
+    if b"\0" in data[:8192]:
+        raise Refused(f"{path}: not a text file")
+    text, clipped = ws.clip(data)
+    return Outcome(text, clipped=clipped, facts={"sha256": sha256(data), "bytes": len(data), "full_read": not clipped})
 
 
 def read_bytes(path: Path, shown_as: str, limit: int = READ_LIMIT) -> bytes:
@@ -179,19 +210,40 @@ class ListFiles:
     description = f"List the files under a directory (default: the current one), with sizes; at most {LIST_LIMIT}."
     parameters = {"type": "object", "properties": {"path": {"type": "string", "description": "directory"}}}
 
-    def run(self, args: dict[str, Any], ctx: Any = None) -> str:
+    def run(self, args: dict[str, Any], ctx: Any = None) -> str | Outcome:
+        if ctx is not None and ctx.workspace is not None:
+            return list_in(ctx.workspace, args.get("path") or ".")
         base = Path(args.get("path") or ".").expanduser()
         if base.is_file():
             return f"{args.get('path')} ({base.stat().st_size} bytes)"
         if not base.is_dir():
             raise ToolError(f"{args.get('path')}: no such directory")
-        lines: list[str] = []
-        for folder, dirs, files in os.walk(base):
-            dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d != "__pycache__")
-            for name in sorted(files):
-                full = Path(folder, name)
-                rel = full.relative_to(base).as_posix()
-                lines.append(f"{rel} -> (symlink)" if full.is_symlink() else f"{rel} ({full.lstat().st_size} bytes)")
-                if len(lines) > LIST_LIMIT:
-                    return "\n".join(lines[:LIST_LIMIT]) + f"\n[more than {LIST_LIMIT} files; list a subdirectory]"
+        lines = listing(base, base, hidden=False)
+        if len(lines) > LIST_LIMIT:
+            return "\n".join(lines[:LIST_LIMIT]) + f"\n[more than {LIST_LIMIT} files; list a subdirectory]"
         return "\n".join(lines) or "(no files)"
+
+
+def listing(base: Path, shown_from: Path, hidden: bool, most: int | None = LIST_LIMIT) -> list[str]:
+    """The files under `base` with sizes (links as links), relative to `shown_from`, sorted; past
+    `most`, one more and no further, so a caller can say there are more."""
+    lines: list[str] = []
+    for folder, dirs, files in os.walk(base):
+        dirs[:] = sorted(d for d in dirs if (hidden or not d.startswith(".")) and d != "__pycache__")
+        for name in sorted(files):
+            full = Path(folder, name)
+            rel = full.relative_to(shown_from).as_posix()
+            lines.append(f"{rel} -> (symlink)" if full.is_symlink() else f"{rel} ({full.lstat().st_size} bytes)")
+            if most is not None and len(lines) > most:
+                return lines
+    return lines
+
+
+def list_in(ws: Workspace, path: str) -> Outcome:
+    """The files under a workspace folder, shown from the workspace's root (a file lists itself)."""
+    base = ws.locate(path, existing=True)
+    if base.is_file():  # like `ls FILE`: the file itself
+        return Outcome(f"{ws.relative(base)} ({base.stat().st_size} bytes)", facts={"files": 1})
+    lines = listing(base, ws.root.resolve(), hidden=True, most=None)  # all counted: the run's evidence
+    text, clipped = ws.clip("\n".join(lines[:LIST_LIMIT]).encode() or b"(no files)")
+    return Outcome(text, clipped=clipped or len(lines) > LIST_LIMIT, facts={"files": len(lines)})

@@ -1,4 +1,7 @@
-"""shell_exec: run a command, merged output, never waiting on a terminal, bounded in time and memory."""
+"""shell_exec: run a command, merged output, never waiting on a terminal, bounded in time and memory.
+
+In a context with a workspace (a controlled run), the command is one of the workspace's named
+commands, run as its fixed argument array without a shell, in the workspace (`run_named`)."""
 from __future__ import annotations
 
 import itertools
@@ -9,15 +12,20 @@ import signal
 import subprocess
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Callable
 
 from .. import reaper
+from ..clip import HeadTail
 from ..envpolicy import StreamRedactor, redact_cut, tool_env
+from ..errors import Refused, ToolError
 from ..fsutil import bantam_home, private_dir
+from . import Outcome
 
 if TYPE_CHECKING:
     from ..sandbox import Sandbox
+    from .workspace import Workspace
 
 SHELL = shutil.which("bash") or "/bin/sh"
 SPOOL_CAP = 100 * 1024 * 1024  # at most this much of one command's output is kept on disk
@@ -58,11 +66,41 @@ class ShellExec:
             return self.parameters
         return {**self.parameters, "properties": {"command": COMMAND_PARAMETER}}
 
-    def run(self, args: dict[str, Any], ctx: Any) -> str:
+    def run(self, args: dict[str, Any], ctx: Any) -> str | Outcome:
+        if ctx.workspace is not None:
+            return run_named(ctx.workspace, args["command"])
         from ..approval import check_command
         command, box = check_command(ctx.cfg, ctx.approvals, args["command"], args.get("escalate") or "")
         return run_shell(command, ctx.cfg.shell_timeout, ctx.cfg.tool_output_limit,
                          ctx.cancel, sandbox=box).for_model()
+
+
+def run_named(ws: "Workspace", name: str) -> Outcome:
+    """One of the workspace's named commands; any other command line is refused."""
+    argv = ws.commands.get(name)
+    if argv is None:
+        raise Refused(f"{name!r} is not a named command (named: {', '.join(ws.commands) or 'none'})")
+    output, code = run_argv(argv, ws.root, ws.timeout, ws.sandbox)
+    text, clipped = ws.clip(output)
+    return Outcome(text, code != 0, clipped=clipped, exit_code=code, facts=ws.command_facts(output))
+
+
+def clean_env() -> dict[str, str]:
+    """Every model-started command's environment (bantam.envpolicy), and no stray .pyc files."""
+    return {**tool_env(), "PYTHONDONTWRITEBYTECODE": "1"}
+
+
+def run_argv(argv: list[str], cwd: Path, timeout: float, sandbox: "Sandbox | None" = None) -> tuple[bytes, int]:
+    """A fixed argument array, no shell, credentials kept out: (output, exit code). Output past
+    4 MiB is clipped by run_process."""
+    try:
+        result = run_process(argv, timeout, 4 << 20, cwd=cwd, env=clean_env(),
+                             sandbox=replace(sandbox) if sandbox else None)
+    except ToolError as e:  # the sandbox cannot work here: the check is not run, and says why
+        return str(e).encode(), 126
+    except OSError as e:
+        return f"cannot start {argv[0]}: {e.strerror or e}".encode(), 127
+    return result.output.encode("utf-8"), result.exit_code
 
 
 def run_shell(command: str, timeout: float, output_limit: int,
@@ -160,29 +198,23 @@ def _kill_group(proc: subprocess.Popen) -> None:
 
 
 class ClippedOutput:
-    """Keeps the head and the tail in memory; once past the limit, the whole output goes to a file."""
+    """Keeps the head and the tail in memory (clip.HeadTail); once past the limit, the whole
+    output goes to a file."""
 
     def __init__(self, limit: int):
-        self.limit = limit
-        self.head = bytearray()
-        self.tail = bytearray()
-        self.total = 0
+        self.keep = HeadTail(limit, b"")
         self.path: str | None = None
         self.spool: IO[bytes] | None = None
 
     def add(self, data: bytes) -> None:
-        self.total += len(data)
-        if self.spool is None:
-            self.head += data
-            if len(self.head) <= self.limit:
-                return
-            self._open_spool()
-            self._save(bytes(self.head))
-            self.tail = self.head[-(self.limit // 2):]
-            del self.head[self.limit // 2:]
+        if self.keep.over:
+            self._save(data)
+            self.keep.add(data)
             return
-        self._save(data)
-        self.tail = (self.tail + data)[-(self.limit // 2):]
+        whole = self.keep.head + data
+        if self.keep.add(data):  # just went past the limit: everything so far goes to the file
+            self._open_spool()
+            self._save(whole)
 
     def _open_spool(self) -> None:
         folder = private_dir(bantam_home() / "tool-output")
@@ -199,12 +231,12 @@ class ClippedOutput:
             self.saved += min(room, len(data))
 
     def text(self) -> str:
+        keep = self.keep
         if self.spool is None:
-            return self.head.decode("utf-8", "replace")
+            return keep.head.decode("utf-8", "replace")
         self.spool.write(self.redactor.flush())
         self.spool.close()
-        clipped = self.total - len(self.head) - len(self.tail)
-        kept = f"full output in {self.path}" if self.saved == self.total else \
+        kept = f"full output in {self.path}" if self.saved == keep.total else \
             f"the first {self.saved} bytes are in {self.path}"
-        head, tail = redact_cut(self.head.decode("utf-8", "replace"), self.tail.decode("utf-8", "replace"))
-        return f"{head}\n\n[... {clipped} bytes clipped of {self.total}; {kept} ...]\n\n{tail}"
+        head, tail = redact_cut(keep.head.decode("utf-8", "replace"), keep.tail.decode("utf-8", "replace"))
+        return f"{head}\n\n[... {keep.cut} bytes clipped of {keep.total}; {kept} ...]\n\n{tail}"

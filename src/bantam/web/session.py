@@ -6,7 +6,10 @@ changes is only where things go:
 
 - events become JSON objects, kept in a log (so a page that connects late, or reloads, replays
   the conversation) and pushed to every open event stream;
-- one input at a time runs in a worker thread; the page's Stop is the terminal's Ctrl+C.
+- one input at a time runs in a worker thread; the page's Stop is the terminal's Ctrl+C;
+- a controlled run works in that worker thread (not in one of its own), and Stop pauses it as
+  the terminal's /pause does: it sets the run's pause event, and the run stops at its next safe
+  point (before its next model request or tool call); /resume continues it.
 
 Stop gives the Ctrl+C guarantee without signals (they reach only the main thread): it sets the
 toolbox's cancel flag (shell commands and sub-agents poll it), shuts the sockets of the
@@ -30,6 +33,7 @@ from ..events import Done, Event, Reasoning, RequestStarted, Retry, Text, ToolCa
 from ..mcp.cli import trust_note
 from ..render import usage_line
 from ..repl import Repl
+from ..runs.chat import PAUSING
 
 # Events at which a stopped worker raises KeyboardInterrupt: the ones a turn emits while it still
 # has work ahead. A ToolResult is not one: a tool that has finished keeps its step.
@@ -101,6 +105,7 @@ class PageRenderer:
 
 class WebSession(Repl):
     continue_hint = "/continue resumes it, or pick one under Sessions"
+    background_runs = False  # the input's worker thread drives the run; Stop reaches it by run_pause
 
     def __init__(self, flags: dict[str, str]):
         self.hub = Hub()
@@ -232,6 +237,10 @@ class WebSession(Repl):
         with self.lock:
             if self.job is None:
                 return False
+            if self.run_active.is_set():  # a controlled run: paused at its next safe point, as /pause does
+                self.run_pause.set()
+                self.emit({"type": "notice", "message": PAUSING})
+                return True
             self.stopping.set()
             self.toolbox.ctx.cancel.set()
             if self.question is not None:

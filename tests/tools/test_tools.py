@@ -681,3 +681,21 @@ def test_read_edit_and_list_files_are_core_opt_in_tools(home):
     assert box.execute("list_files", "{}").content == "blob.bin (3 bytes)\nnotes/a.txt (14 bytes)"
     assert box.execute("list_files", json.dumps({"path": "notes"})).content == "a.txt (14 bytes)"
     assert box.execute("list_files", json.dumps({"path": "nowhere"})).is_error
+
+
+def test_one_head_and_tail_rule_for_streams_and_whole_texts():
+    from bantam.clip import HeadTail, clip_middle
+    data = bytes(range(256)) * 40
+    for limit in (1, 2, 255, 1000, len(data) - 1, len(data)):
+        whole, cut = clip_middle(data.decode("latin-1"), limit)
+        for size in (1, 7, 300, len(data)):
+            keep = HeadTail(limit, b"")
+            for start in range(0, len(data), size):
+                keep.add(data[start:start + size])
+            assert keep.over == cut and keep.total == len(data)
+            if cut:
+                assert (keep.head, keep.tail) == (data[:limit // 2], data[len(data) - limit // 2:])
+                assert whole.startswith(keep.head.decode("latin-1") + "\n[... ")
+                assert f"[... {keep.cut} characters clipped of {len(data)} ...]" in whole
+            else:
+                assert keep.head == data and whole == data.decode("latin-1")

@@ -8,7 +8,7 @@ from bantam.daemon.agent import Agent
 from bantam.daemon.layout import life
 from bantam.daemon.prompt import life_message, system_prompt
 from bantam.daemon.runner import prepare
-from tests.test_daemon import FAST, model  # noqa: F401
+from tests.daemon.test_daemon import FAST, model  # noqa: F401
 
 
 @pytest.fixture

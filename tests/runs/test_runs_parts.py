@@ -360,9 +360,9 @@ def test_config_file_with_placeholders(tmp_path):
 
 
 @pytest.mark.parametrize("text, message", [
-    ("[limits]\nmax_replans = -1\n", "[limits]: max_replans must be a non-negative integer"),
+    ("[limits]\nmax_replans = -1\n", "[limits] max_replans: expected a non-negative integer"),
     ("[limit]\nmax_replans = 1\n", "[limit]: Extra inputs are not permitted"),
-    ('[limits]\nmax_iterations = "5"\n', "[limits] max_iterations: Input should be a valid integer"),
+    ('[limits]\nmax_iterations = "5"\n', "[limits] max_iterations: expected an integer, got '5'"),
     ("[limits]\nmax_iteration = 5\n", "[limits] max_iteration: Extra inputs are not permitted"),
     ('[tools]\nrequired_verifications = ["verify"]\n', "'verify' is not in [tools.commands]"),
     ('[tools]\nwrite_paths = ["../x"]\n', "must be a relative path inside the workspace"),

@@ -14,9 +14,10 @@ from bantam.cli import main
 from bantam.runs.state import Call, PendingAnswer
 from bantam.runs.store import RunDir
 from tests.conftest import base_cfg, write_cfg
+from tests.conftest import wait_for as wait_until  # this file has a wait_for of its own (for a process)
 from tests.fakes.openai_server import text_reply
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 READ_GOAL = "Read example.txt and report twice the number in it."
 READ_NUMBER = ["--workspace", str(EXAMPLES / "read_number" / "workspace"), "--require-read", "example.txt"]
@@ -69,6 +70,25 @@ def workspace(home: Path, **files: str) -> str:
 PLAN_READ = json.dumps({"plan": [{"description": "Read a.txt", "tool": "read_file", "arguments": {"path": "a.txt"}}]})
 READ_A = '{"tool": "read_file", "arguments": {"path": "a.txt"}}'
 FINAL = '{"final": "done"}'
+
+
+HOLD = "import os, time\nopen('held', 'w').close()\nwhile not os.path.exists('go'):\n    time.sleep(0.05)\n"
+
+
+def held_run(home: Path, reads: list[str]) -> str:
+    """/run's arguments for a scripted run whose first step is a command that marks `held` in the
+    run's workspace and holds until a file `go` appears there; then one model answer per read of
+    `reads`, then the final answer. A test pauses it while it holds, then lets it go."""
+    ws = workspace(home, **{name: f"{name} text\n" for name in reads}, **{"hold.py": HOLD})
+    cfg = config(home, '[tools]\ncommand_timeout_seconds = 600.0\n[tools.commands]\n'
+                       'hold = ["{python}", "hold.py"]\n', "hold.toml")  # run in the run's workspace
+    hold = {"tool": "shell", "arguments": {"command": "hold"}}
+    steps = [{"description": "hold", **hold}] + [
+        {"description": f"read {name}", "tool": "read_file", "arguments": {"path": name}} for name in reads]
+    answers = script(home, json.dumps({"plan": steps}), json.dumps(hold),
+                     *[READ_A.replace("a.txt", name) for name in reads], FINAL)
+    required = " ".join(f"--require-read {name}" for name in reads)
+    return f"--workspace {ws} --config {cfg} --scripted {answers} {required} read them"
 
 
 # --- the demos ---------------------------------------------------------------------------------
@@ -670,10 +690,15 @@ def test_repl_run_status_files_fix_resume(home, server):
     lines = iter(["/run --workspace ws --require-read b.txt read b", "/status", "/files", "/pause",
                   "/fix the answer must be in capitals", "/resume", "/quit"])
     out, err = io.StringIO(), io.StringIO()
-    assert Repl({}, read=lambda prompt: next(lines), out=out, err=err).run() == 0
+
+    def read(prompt: str) -> str:  # runs work in the background: the next line once this one is done
+        wait_until(lambda: not repl.run_active.is_set(), "the run to end")
+        return next(lines)
+    repl = Repl({}, read=read, out=out, err=err)
+    assert repl.run() == 0
     text, notes = out.getvalue(), err.getvalue()
     assert "b says bravo\n" in text and "status: completed" in text and "b.txt  (6 bytes)" in text
-    assert "press Ctrl+C while a run works to pause it" in notes
+    assert "no run is working now" in notes
     assert text.count("B SAYS BRAVO\n") == 2  # the fix run, then /resume of that completed run
     first, fix = sorted((home / "runs").iterdir(), key=lambda run: "previous" in (run / "goal.md").read_text())
     goal = (fix / "goal.md").read_text()

@@ -6,7 +6,7 @@ import signal
 
 from tests.fakes.openai_server import text_reply, tool_reply
 from tests.fakes.telegram_server import FakeTelegram
-from tests.test_daemon import FAST, configure, contents, daemons, life, model, wait_for  # noqa: F401
+from tests.daemon.test_daemon import FAST, configure, contents, daemons, life, model, wait_for  # noqa: F401
 
 
 def test_a_subconscious_nudge_reaches_the_primary(home, model, daemons):

@@ -12,7 +12,7 @@ import pytest
 
 from tests.conftest import base_cfg, run_bantam, write_cfg
 from tests.fakes.task_server import TaskServer
-from tests.test_batch import read_results, start_batch, wait_for, write_tasks
+from tests.batch.test_batch import read_results, start_batch, wait_for, write_tasks
 
 redis = pytest.importorskip("redis")
 TASKS, GROUP = "bantam:tasks", "bantam-workers"

@@ -8,7 +8,7 @@ import sys
 import time
 
 from bantam.daemon.bus import Conversation, heal, system_message
-from tests.test_daemon import configure, contents, daemons, messages, model, wait_for  # noqa: F401
+from tests.daemon.test_daemon import configure, contents, daemons, messages, model, wait_for  # noqa: F401
 
 CALL = {"id": "c1", "type": "function", "function": {"name": "BASH", "arguments": "{}"}}
 

@@ -7,7 +7,7 @@ import httpx
 import pytest
 
 from tests.conftest import base_cfg, run_bantam, write_cfg
-from tests.test_web import WebServer
+from tests.web.test_web import WebServer
 
 pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")

@@ -16,7 +16,7 @@ import pytest
 from bantam.daemon.bus import Conversation
 from tests.fakes.openai_server import Response, chunk, json_reply, sse, text_reply, usage
 from tests.fakes.telegram_server import FakeTelegram
-from tests.test_daemon import (FAST, ModelServer, answered, configure, contents, daemons, life,  # noqa: F401
+from tests.daemon.test_daemon import (FAST, ModelServer, answered, configure, contents, daemons, life,  # noqa: F401
                                messages, model, started, wait_for)
 
 # an unanswered turn is tried again after 0.3 s, 0.6 s, then every 1 s

@@ -18,12 +18,12 @@ import pytest
 from bantam import sessions
 from tests.conftest import base_cfg, write_cfg
 from tests.fakes.openai_server import chunk, sse, text_reply, tool_reply, usage
-from tests.test_web import WebServer, saved_messages
+from tests.web.test_web import WebServer, saved_messages
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-DOCS = Path(__file__).resolve().parent.parent / "docs"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 if not os.path.exists(CHROMIUM):
     pytest.skip("needs Debian's Chromium at /usr/bin/chromium (apt-get install -y chromium)",
@@ -105,7 +105,8 @@ def test_a_message_streams_its_answer_with_tools_and_usage(page, web, server, tm
     expect(page.locator(".call")).to_have_text('[tool call: shell_exec({"command": "ls *.py | wc -l"})]')
     expect(page.locator(".result pre")).to_have_text("2\n\nexit: 0")
     expect(page.locator(".usage").last).to_have_text(
-        "[test-model: 1430 prompt (1000 cached, 430 uncached) + 90 completion | context: 1420/200000 (0.7%)]")
+        "[test-model: 1430 prompt sent in 2 requests (1000 cached, 430 uncached) + 90 completion | "
+        "context: 1420/200000 (0.7%)]")
     expect(page.locator(".reasoning")).to_contain_text("The listing says 2.")
     idle(page)
     shot(page, "web-chat.png", tmp_path)
@@ -122,7 +123,7 @@ def test_stop_mid_stream_leaves_no_partial_message(page, web, server):
     expect(page.locator(".assistant.discarded")).to_have_count(1)
     idle(page)
     assert "word79" not in page.locator(".assistant").last.text_content()
-    assert [m["role"] for m in saved_messages(web.workspace)] == ["system", "user"]
+    assert [m["role"] for m in saved_messages(web.workspace)] == ["user"]  # the system prompt is rebuilt on load, not saved
     send(page, "try again")
     expect(page.locator(".assistant").last).to_have_text("fresh answer")
     idle(page)
@@ -202,7 +203,7 @@ def test_the_sessions_panel_resumes_a_terminal_session(page, web, server):
                                     {"role": "assistant", "content": "42."}], summary="a sum from the terminal")
     page.click("#sessions-button")
     row = page.locator("#session-rows tr").filter(has_text="a sum from the terminal")
-    expect(row).to_contain_text("3 msgs")
+    expect(row).to_contain_text("2 msgs")
     row.get_by_role("button", name="Resume").click()
     expect(page.locator(".user").first).to_have_text("What is 6 times 7?")
     expect(page.locator(".assistant").first).to_have_text("42.")
@@ -323,3 +324,28 @@ def test_approvals_are_asked_and_answered_on_the_page(browser, home, server):
     finally:
         context.close()
         w.close()
+
+
+def test_stop_pauses_a_controlled_run_and_resume_finishes_it(page, web):
+    """A run with four planned reads, one model answer each: Stop while its first step (a command)
+    works pauses it before the next request; /resume asks for the four reads and finishes."""
+    from tests.conftest import wait_for
+    from tests.runs.test_runs import held_run
+    send(page, "/run " + held_run(web.workspace, ["a.txt", "b.txt", "c.txt", "d.txt"]))
+    held = wait_for(lambda: next(web.workspace.glob("runs/*/workspace/held"), None), "the run's command to start")
+    page.click("#stop")
+    expect(page.locator(".notice").last).to_contain_text("pausing the run at its next safe point")
+    (held.parent / "go").write_text("")
+    expect(page.locator(".notice").last).to_contain_text("paused: pause: paused on request at a safe point")
+    idle(page)
+    run = held.parent.parent
+    state = json.loads((run / "state.json").read_text())
+    assert state["status"] == "paused" and state["scripted_used"] == 2  # no model answer after Stop
+    assert [s["status"] for s in state["plan"]] == ["done"] + ["pending"] * 4
+    send(page, "/resume")
+    expect(page.locator(".output").last).to_have_text("done")
+    idle(page)
+    state = json.loads((run / "state.json").read_text())
+    assert state["status"] == "completed" and state["scripted_used"] == 7
+    tools = [json.loads(line)["tool"] for line in (run / "observations.jsonl").read_text().splitlines()]
+    assert tools == ["shell"] + ["read_file"] * 4  # the command ran once

@@ -98,8 +98,8 @@ def web(home, server):
 
 
 def saved_messages(workspace: Path) -> list[dict]:
-    path = Path(os.environ["HOME"], ".bantam", "sessions", f"{project_id(workspace)}.json")
-    return json.loads(path.read_text())["messages"]
+    path = Path(os.environ["HOME"], ".bantam", "sessions", f"{project_id(workspace)}.jsonl")
+    return [json.loads(line) for line in path.read_text().splitlines()][1:]  # after the head record
 
 
 def test_every_route_refuses_a_request_without_the_token(web):
@@ -182,7 +182,7 @@ def test_stop_ends_a_request_that_is_still_waiting_for_the_model(web, server):
     assert web.client.post("/api/stop", json={}).json() == {"stopping": True}
     web.idle(10)
     assert time.monotonic() - started < 5
-    assert [m["role"] for m in saved_messages(web.workspace)] == ["system", "user"]
+    assert [m["role"] for m in saved_messages(web.workspace)] == ["user"]
     events = web.events_until(lambda e: e.get("message") == "interrupted")
     assert not any(e["type"] == "text" for e in events)
 
@@ -195,12 +195,12 @@ def test_stop_mid_stream_keeps_no_partial_message(web, server):
     web.events_until(lambda e: e["type"] == "text" and "w3" in e["text"])
     web.client.post("/api/stop", json={})
     web.idle()
-    assert [m["role"] for m in saved_messages(web.workspace)] == ["system", "user"]
+    assert [m["role"] for m in saved_messages(web.workspace)] == ["user"]
     events = web.events_until(lambda e: e.get("message") == "interrupted")
     assert {"type": "discard"} in events
     web.send("and now?")
     web.idle()
-    assert [m.get("content") for m in saved_messages(web.workspace)][1:] == \
+    assert [m.get("content") for m in saved_messages(web.workspace)] == \
         ["count slowly", "and now?", "second answer"]
 
 
@@ -230,7 +230,7 @@ def test_sessions_are_listed_and_resumed(web, server):
     sessions.save("earlier", [{"role": "system", "content": "s"}, {"role": "user", "content": "old question"},
                               {"role": "assistant", "content": "old answer"}], summary="an older chat")
     rows = web.client.get("/api/sessions").json()
-    assert [(r["id"], r["summary"], r["count"]) for r in rows] == [("earlier", "an older chat", 3)]
+    assert [(r["id"], r["summary"], r["count"]) for r in rows] == [("earlier", "an older chat", 2)]
     web.send("/help")
     web.idle()
     web.send("/load earl")  # what the page's Resume button sends
@@ -240,7 +240,7 @@ def test_sessions_are_listed_and_resumed(web, server):
     reset = [e for e in events if e["type"] == "reset"][-1]
     assert [i.get("text") or i.get("message") for i in reset["items"] if i["type"] != "done"] == \
         ["old question", "old answer", "/load earl", "loaded earlier: 3 messages"]
-    assert saved_messages(web.workspace)[1]["content"] == "old question"
+    assert saved_messages(web.workspace)[0]["content"] == "old question"
     assert not any(e["type"] == "output" for e in events)  # /help's output came before the reset
     server.add(text_reply("continued"))
     web.send("go on")

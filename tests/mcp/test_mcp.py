@@ -402,7 +402,7 @@ def test_ctrl_c_stops_a_hanging_mcp_call_and_the_server_still_answers(home):
 def test_the_daemon_offers_the_users_mcp_tools(home, hub_closed):
     from bantam.daemon.agent import Agent
     from bantam.daemon.runner import prepare
-    from tests.test_daemon import FAST
+    from tests.daemon.test_daemon import FAST
     write_servers(user_file(home), {"time": TIME})
     with FakeServer() as s:
         (home / "agent").mkdir()
@@ -417,7 +417,7 @@ def test_the_daemon_offers_the_users_mcp_tools(home, hub_closed):
 
 def test_the_browser_view_says_how_to_trust_and_mcp_trust_starts_them(home):
     pytest.importorskip("starlette")
-    from tests.test_web import WebServer
+    from tests.web.test_web import WebServer
     write_servers(home / ".mcp.json", {"time": TIME})
     with FakeServer([tool_reply("time__get_current_time", {"timezone": "UTC"}), text_reply("now")]) as s:
         write_cfg(home, **base_cfg(s))
