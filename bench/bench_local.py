@@ -33,13 +33,16 @@ EVAL_BEGIN, EVAL_END = "<!-- bench_local_eval:begin -->", "<!-- bench_local_eval
 # Each row adds one aid to the row above it; the last row is bantam's default.
 EVAL_VARIANTS = [
     ("model decides alone (0.1)", {"local_example": False, "local_tool_first": "off", "local_commands": False,
-                                   "local_grounded": False}),
-    ("+ worked tool calls shown", {"local_example": True, "local_tool_first": "off", "local_commands": False,
-                                   "local_grounded": False}),
+                                   "local_grounded": False, "local_cite": False}),
+    ("+ worked tool calls shown, the nearest last", {"local_example": True, "local_tool_first": "off",
+                                                     "local_commands": False, "local_grounded": False,
+                                                     "local_cite": False}),
     ("+ tool call first when the request needs the machine", {"local_tool_first": "auto", "local_commands": False,
-                                                               "local_grounded": False}),
-    ("+ commands start with a known program", {"local_commands": True, "local_grounded": False}),
-    ("+ answers after a result use its words", {"local_grounded": True}),
+                                                               "local_grounded": False, "local_cite": False}),
+    ("+ commands: a known program; its words from the request or the folder",
+     {"local_commands": True, "local_grounded": False, "local_cite": False}),
+    ("+ answers after a result use its words", {"local_grounded": True, "local_cite": False}),
+    ("+ ... and cite one word only the result has", {"local_cite": True}),
 ]
 NEW_TOKENS = 128
 QUESTION = "Write a short story about a lighthouse keeper and a storm."
