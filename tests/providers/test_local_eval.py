@@ -61,10 +61,10 @@ def test_a_command_names_only_what_the_request_or_the_folder_names(tmp_path):
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "main.c").write_text("\n")
     pattern = shell_pattern([{"role": "user", "content": "How long is report.md?"}], tmp_path)
-    allowed = ["ls", "ls -la src", "cat notes.txt", "wc -l report.md", "cat src/main.c | wc -l",
+    allowed = ["ls", "ls -la src", "head -5 notes.txt", "cat notes.txt", "wc -l report.md", "cat src/main.c | wc -l",
                "ls && pwd", "echo report.md > notes.txt"]
     refused = ["echo 123", "ls docs", "cat hello.txt", "rm notes.txt", "wc -l &&", "echo >", "ls |",
-               "cat notes.txt; rm -rf /", "cat $(whoami)"]
+               "cat notes.txt; rm -rf /", "cat $(whoami)", "echo -n123456789"]
     assert [c for c in allowed if not pattern.match(c)] == []
     assert [c for c in refused if pattern.match(c)] == []
 
@@ -102,3 +102,22 @@ def test_an_answer_after_a_result_cites_it_within_its_first_words():
     assert first.count("(other sep") == CITE_WITHIN and " fact " in first
     assert facts == 'fact ::= "42" | "0"'  # words only the result has: not "number.txt", not "the"
     assert grounded_answer([request], cite=True) == grounded_answer([request])  # before a result: any text
+
+
+def test_a_file_tools_path_is_one_the_request_or_the_folder_names(tmp_path):
+    import re
+
+    from bantam.config import Config
+    from bantam.providers.local import known_commands
+    from bantam.tools import ToolContext, make_toolbox
+    (tmp_path / "notes.txt").write_text("n\n")
+    cfg = Config(provider="local", tools=("shell_exec", "write_file", "read_file", "run_subagent"))
+    tools = known_commands(make_toolbox(cfg.tools, ToolContext(cfg)).schemas(),
+                           [{"role": "user", "content": "Save hi in greeting.txt"}], tmp_path)
+    paths = {t["function"]["name"]: t["function"]["parameters"]["properties"].get("path", {}).get("pattern")
+             for t in tools}
+    for name in ("write_file", "read_file"):
+        pattern = re.compile(paths[name])
+        assert pattern.match("greeting.txt") and pattern.match("notes.txt")
+        assert not pattern.match("/tmp/docs.md") and not pattern.match("../notes.txt")
+    assert paths["run_subagent"] is None  # no path argument: left as it is

@@ -374,10 +374,11 @@ def _alternatives(words: list[str]) -> str:
 
 
 def known_commands(tools: list[dict], messages: list[dict], folder: Path | None = None) -> list[dict]:
-    """shell_exec's schema with its command held to a command the user quoted in backticks in the
-    latest request, or a known program whose arguments are flags, shell operators, and words of
-    the request or names in the working folder: a tiny model otherwise invents its arguments
-    (`echo 123` to read a number, `ls docs` copied from the example)."""
+    """The tool schemas with shell_exec's command held to a command the user quoted in backticks in
+    the latest request, or a known program whose arguments are short flags, shell operators, and
+    words of the request or names in the working folder; and a file tool's `path` to one of those
+    words or names. A tiny model otherwise invents its arguments (`echo 123` to read a number,
+    `ls docs` copied from the example, write_file to /tmp/docs.md to list a folder)."""
     request = next((m.get("content") for m in reversed(messages) if m.get("role") == "user"), "")
     request = request if isinstance(request, str) else ""
     quoted = re.findall(r"`([^`\n]+)`", request)
@@ -386,7 +387,7 @@ def known_commands(tools: list[dict], messages: list[dict], folder: Path | None 
     # (llama.cpp's schema-to-grammar converter knows plain groups and classes only: each word a
     # literal, then a flag, then the operators)
     named = "|".join(q for q in (_literal(w) for w in words) if q) or "[.]"
-    argument = f"( ({named}|-[A-Za-z0-9]+))"
+    argument = f"( ({named}|-[A-Za-z][A-Za-z]?[A-Za-z]?|-[0-9][0-9]?[0-9]?))"  # -la, -5: a short flag
     # a pipe or && then another program, a redirection then a name: never a dangling operator
     # (`echo >` or `wc -l &&` is a syntax error, not a command)
     program = f"({starts}){argument}*(( ([|]|&&) ({starts}){argument}*)|( ([>]|[>][>]) ({named})))*"
@@ -394,11 +395,16 @@ def known_commands(tools: list[dict], messages: list[dict], folder: Path | None 
     pattern = "^(" + "|".join([*(q for q in literals if q), program]) + ")$"
     shaped = []
     for tool in tools:
+        parameters = json.loads(json.dumps(tool["function"].get("parameters") or {}))
+        properties = parameters.setdefault("properties", {})
         if tool["function"]["name"] == "shell_exec":
-            parameters = json.loads(json.dumps(tool["function"].get("parameters") or {}))
-            parameters.setdefault("properties", {}).setdefault("command", {"type": "string"})["pattern"] = pattern
-            tool = {**tool, "function": {**tool["function"], "parameters": parameters}}
-        shaped.append(tool)
+            properties.setdefault("command", {"type": "string"})["pattern"] = pattern
+        elif properties.get("path", {}).get("type") == "string":  # write_file and the file tools
+            properties["path"]["pattern"] = f"^({named})$"
+        else:
+            shaped.append(tool)
+            continue
+        shaped.append({**tool, "function": {**tool["function"], "parameters": parameters}})
     return shaped
 
 
