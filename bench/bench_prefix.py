@@ -33,7 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -174,7 +174,8 @@ class Scripted(FakeServer):
             return tool_reply(calls[0][0], calls[0][1], call_id=f"call_{n}")
         return sse([chunk(tool_calls=[{"index": i, "id": f"call_{n}_{i}", "type": "function",
                                        "function": {"name": name, "arguments": json.dumps(args)}}])
-                    for i, (name, args) in enumerate(calls)] + [chunk(finish="tool_calls"), chunk(usage=usage(), no_choices=True)])
+                    for i, (name, args) in enumerate(calls)]
+                   + [chunk(finish="tool_calls"), chunk(usage=usage(), no_choices=True)])
 
 
 def _life_tail(m: dict) -> bool:
@@ -487,7 +488,7 @@ def main() -> None:
         "| mode | requests | counted | min prefix share | median | min after 5 | steps rewriting history | "
         "most bytes rewritten | compaction / stash steps (prefix share) |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---|", *rows, "",
-        f"### Anthropic: share of each session read from the cache (simulated)", "",
+        "### Anthropic: share of each session read from the cache (simulated)", "",
         "The same scripted model in Anthropic's wire format (`provider=anthropic`). Each request's reads "
         "are computed as Anthropic computes them: the longest prefix, ending at one of the request's "
         "breakpoints or up to 20 blocks before one, that an earlier request wrote at one of its "
