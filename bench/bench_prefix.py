@@ -45,6 +45,8 @@ from tests.fakes.openai_server import (FakeServer, Recorded, chunk, sse, text_re
                                        usage)
 
 BEGIN, END = "<!-- bench_prefix:begin -->", "<!-- bench_prefix:end -->"
+LLAMA_BEGIN, LLAMA_END = "<!-- bench_prefix_llama:begin -->", "<!-- bench_prefix_llama:end -->"
+PREFIX_HIT = re.compile(r"Llama\.generate: (\d+) prefix-match hit, remaining (\d+) prompt tokens")
 INSTRUCTIONS = ("You are now acting as a compaction engine.",            # compact.COMPACT_PROMPT
                 "Summarize this conversation in one line",               # compact.SUMMARY_PROMPT
                 "The messages below are being moved out of an agent's")  # daemon stash summary
@@ -439,6 +441,47 @@ def anthropic_rows(steps: int) -> list[str]:
     return rows
 
 
+# --- a real prefix-caching server ----------------------------------------------------------------
+
+def replay_on_llama(sessions: dict[str, list[Recorded]], n_ctx: int = 16384) -> list[str]:
+    """Send each session's recorded requests, in order, to llama-cpp-python's server on the bundled
+    model (one slot: it keeps the last prompt's tokens and reuses their longest common prefix).
+    Its responses carry no cached-token count, so the count is the server's own log line per
+    request, "Llama.generate: N prefix-match hit, remaining M prompt tokens to eval"."""
+    import httpx
+    from tests.fakes import real_servers
+    real_servers.N_CTX = n_ctx  # the 50-step sessions outgrow the tests' 4096
+    rows = []
+    with tempfile.TemporaryDirectory() as logs:
+        server = real_servers.start_llama_server(Path(logs))
+        try:
+            for name, requests in sessions.items():
+                prompt = cached = 0
+                shares, first = [], True
+                for r in requests:
+                    if not isinstance(r.body, dict) or not r.path.endswith("/chat/completions"):
+                        continue
+                    body = {**r.body, "model": "smollm2", "stream": False, "max_tokens": 4}
+                    body.pop("stream_options", None)
+                    seen = len(server.log.read_bytes())
+                    reply = httpx.post(server.base + "/v1/chat/completions", json=body, timeout=600)
+                    reply.raise_for_status()
+                    server.output.flush()
+                    hit = PREFIX_HIT.search(server.log.read_bytes()[seen:].decode(errors="replace"))
+                    tokens = reply.json()["usage"]["prompt_tokens"]
+                    reused = int(hit.group(1)) if hit else 0
+                    prompt, cached = prompt + tokens, cached + reused
+                    if not first:
+                        shares.append(reused / tokens)
+                    first = False
+                rows.append(f"| {name} | {len(shares) + 1} | {prompt} | {cached} | {pct(cached / prompt)} | "
+                            f"{pct(statistics.median(shares))} | {pct(min(shares))} |")
+                print(rows[-1], flush=True)
+        finally:
+            server.stop()
+    return rows
+
+
 # --- the report --------------------------------------------------------------------------------
 
 def pct(x: float) -> str:
@@ -456,12 +499,42 @@ def mode_row(name: str, steps: list[Step]) -> str:
             + (", ".join(pct(s.share) for s in apart) if apart else "—") + " |")
 
 
+LLAMA_SESSIONS = ("one-shot with tools (`-p`)", "thread (`--thread`, 5 runs)", "sub-agents (2 `spawn_agent`)",
+                  "controlled run (`bantam run`)")
+
+
+def llama_main(args: argparse.Namespace) -> None:
+    sessions = {name: MODES[name](args.steps) for name in LLAMA_SESSIONS}
+    sessions["daemon, 20 requests (messages, no stash)"] = daemon(20)
+    rows = replay_on_llama(sessions)
+    load = os.getloadavg()
+    section = "\n".join([
+        "## Cached prompt tokens on a real prefix-caching server (llama.cpp)", "",
+        "The recorded requests of the scripted sessions above, sent in order to llama-cpp-python's server "
+        "(`python -m llama_cpp.server`, `chatml-function-calling`, n_ctx 16384, 2 threads) on the bundled "
+        "SmolLM2-135M, 4 output tokens each. That server keeps one slot, the last prompt's tokens, and "
+        "evaluates only what follows their longest common prefix; its responses carry no cached-token "
+        "count (no `prompt_tokens_details`), so *cached* is its own log line for each request, "
+        "`Llama.generate: N prefix-match hit, remaining M prompt tokens to eval`. *Prompt*: the "
+        "response's `usage.prompt_tokens` (the server's template drops the tool schemas from the prompt).", "",
+        "Command: `.venv/bin/python bench/bench_prefix.py --llama --write`", "",
+        f"Machine: {machine()} Load average {load[0]:.1f}.", "",
+        "| session | requests | prompt tokens | cached tokens | cached share | median per request (2..) | "
+        "min per request (2..) |", "|---|---:|---:|---:|---:|---:|---:|", *rows])
+    print(section)
+    if args.write:
+        write_results(section, LLAMA_BEGIN, LLAMA_END)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=50)
     ap.add_argument("--only", help="run only the modes whose name contains this")
     ap.add_argument("--write", action="store_true")
+    ap.add_argument("--llama", action="store_true", help="replay the sessions on llama-cpp-python's server")
     args = ap.parse_args()
+    if args.llama:
+        return llama_main(args)
     rows = []
     for name, fn in MODES.items():
         if args.only and args.only not in name:

@@ -245,7 +245,7 @@ def _handler(server: FakeServer) -> type[BaseHTTPRequestHandler]:
 
         def do_POST(self) -> None:
             body = self._record()
-            if self.path.endswith(("/chat/completions", "/messages")):  # OpenAI or Anthropic
+            if self.path.endswith(("/chat/completions", "/messages", "/responses")):  # OpenAI, Anthropic, Responses
                 self._send(server.next_response(body))
             elif self.path == "/api/show" and server.show is not None:
                 self._send(json_reply(server.show))
