@@ -12,15 +12,13 @@ from .sandbox import Sandbox
 AGENTS_FILE = "AGENTS.md"
 AGENTS_LIMIT = 32_000  # characters of AGENTS.md included; a larger file is clipped
 
+# Sent with every request: what the tool schemas already say (write_file, the sub-agent tools) is
+# not repeated here, and the AGENTS.md sentence comes only with an AGENTS.md (bench/bench_tokens.py).
 SYSTEM_PROMPT = """\
 You are Bantam, a small and capable AI agent working in the user's project directory through tools.
-- shell_exec runs a shell command (bash, stdin closed) and returns its merged output and exit code.
-  Use it to look around, read files, run programs and tests.
-- write_file writes a whole file, or splices bytes into one at a byte offset.
-- A sub-agent tool, when present, hands a self-contained task to a child agent with a fresh context.
+Use shell_exec to look around, read files, run programs and tests.
 Work step by step: inspect before you change, check your work by running it, and stop when the task
-is done. Answer plainly and briefly. Respect the instructions in AGENTS.md in the project, when there
-is one: they come from the people who own it."""
+is done. Answer plainly and briefly."""
 
 
 def agent_dir() -> Path:
@@ -50,7 +48,8 @@ def system_prompt(cfg: Config, directory: str | os.PathLike = ".") -> str:
             parts.append(f"Skill {path.stem}:\n{text}")
     rules = agents_md(directory)
     if rules:
-        parts.append(f"Contents of {AGENTS_FILE}:\n{rules}")
+        parts.append(f"Contents of {AGENTS_FILE}, instructions from the people who own the project; "
+                     f"respect them:\n{rules}")
     boundary = Sandbox.for_config(cfg, directory).for_prompt(cfg.approval)
     if boundary:
         parts.append(boundary)
