@@ -11,9 +11,9 @@ request body exactly as bantam sent it (bytes, key order and all). For each requ
   conversation has nothing to extend and is not counted;
 - `prefix share` = the longest common byte prefix with the previous request of the same
   conversation, divided by this request's length: what a prefix cache can serve of it;
-- `kept` = the same prefix divided by the previous request's length: how much of the previous
-  request survives unchanged (it can only lose its closing bytes, `]` and the scalar options
-  after the messages, when nothing earlier was rewritten);
+- `rewritten` = the bytes of the previous request, up to the `]` closing its messages, that this
+  one does not repeat (`Recorded.open_prefix`, as tests/test_prefix.py pins): 0 unless history was
+  rewritten (for the daemon, its trailing LIFE.md message, rebuilt every step, is left out);
 - steps that compact or stash (the summary request, and the first request after the history was
   replaced, which carries a new "[compacted conversation]" or "[stash ...]") are counted apart.
 
@@ -495,7 +495,8 @@ def mode_row(name: str, steps: list[Step]) -> str:
     rewritten = [s.rewritten for s in counted]
     late = [s.share for s in counted[5:]] or shares
     return (f"| {name} | {len(steps)} | {len(counted)} | {pct(min(shares))} | {pct(statistics.median(shares))} | "
-            f"{pct(min(late))} | {sum(1 for b in rewritten if b)} | {max(rewritten, default=0)} | "
+            f"{pct(min(late))} | {statistics.median(s.size - round(s.share * s.size) for s in counted) if counted else 0:.0f} | "
+            f"{sum(1 for b in rewritten if b)} | {max(rewritten, default=0)} | "
             + (", ".join(pct(s.share) for s in apart) if apart else "—") + " |")
 
 
@@ -505,7 +506,7 @@ LLAMA_SESSIONS = ("one-shot with tools (`-p`)", "thread (`--thread`, 5 runs)", "
 
 def llama_main(args: argparse.Namespace) -> None:
     sessions = {name: MODES[name](args.steps) for name in LLAMA_SESSIONS}
-    sessions["daemon, 20 requests (messages, no stash)"] = daemon(20)
+    sessions["daemon (messages, no stash)"] = daemon(12)
     rows = replay_on_llama(sessions)
     load = os.getloadavg()
     section = "\n".join([
@@ -517,7 +518,8 @@ def llama_main(args: argparse.Namespace) -> None:
         "count (no `prompt_tokens_details`), so *cached* is its own log line for each request, "
         "`Llama.generate: N prefix-match hit, remaining M prompt tokens to eval`. *Prompt*: the "
         "response's `usage.prompt_tokens` (the server's template drops the tool schemas from the prompt).", "",
-        "Command: `.venv/bin/python bench/bench_prefix.py --llama --write`", "",
+        f"Command: `.venv/bin/python bench/bench_prefix.py --llama --steps {args.steps} --write` (the daemon: "
+        "12 requests; at 2 cores shared with other work, prompt evaluation ran at 8-60 tokens/s)", "",
         f"Machine: {machine()} Load average {load[0]:.1f}.", "",
         "| session | requests | prompt tokens | cached tokens | cached share | median per request (2..) | "
         "min per request (2..) |", "|---|---:|---:|---:|---:|---:|---:|", *rows])
@@ -556,11 +558,13 @@ def main() -> None:
         "pins), and by how many bytes of that part. The first request of each conversation is not counted; compaction and "
         "stash steps (the summary request, and the first request after the history was replaced) are "
         "listed apart. *Min after 5*: the early requests are short, so the few hundred new bytes of a "
-        "step weigh more there.", "",
+        "step weigh more there. *New bytes a step*: what follows the common prefix, what a cache cannot "
+        "serve (the step's call and result, and in the daemon its LIFE.md tail, rebuilt every step by "
+        "design).", "",
         "Command: `.venv/bin/python bench/bench_prefix.py --write`", "", f"Machine: {machine()}", "",
-        "| mode | requests | counted | min prefix share | median | min after 5 | steps rewriting history | "
-        "most bytes rewritten | compaction / stash steps (prefix share) |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---|", *rows, "",
+        "| mode | requests | counted | min prefix share | median | min after 5 | new bytes a step (median) | "
+        "steps rewriting history | most bytes rewritten | compaction / stash steps (prefix share) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|", *rows, "",
         "### Anthropic: share of each session read from the cache (simulated)", "",
         "The same scripted model in Anthropic's wire format (`provider=anthropic`). Each request's reads "
         "are computed as Anthropic computes them: the longest prefix, ending at one of the request's "
