@@ -24,9 +24,9 @@ def assert_extends(earlier: Recorded, later: Recorded, trailing_tail: bool = Fal
     prefix = earlier.open_prefix()
     if trailing_tail:
         prefix = prefix[:prefix.rindex(LIFE_TAIL)]
-    assert later.raw.startswith(prefix), (
-        f"request rewrote its history at byte {next(i for i, (a, b) in enumerate(zip(prefix, later.raw)) if a != b)}: "
-        f"{prefix[-200:]!r}")
+    if not later.raw.startswith(prefix):
+        at = next((i for i, (a, b) in enumerate(zip(prefix, later.raw, strict=False)) if a != b), len(later.raw))
+        raise AssertionError(f"the request rewrote its history at byte {at}: {prefix[max(0, at - 100):at + 100]!r}")
     assert len(later.raw) > len(prefix) + 20  # and added the step
 
 
