@@ -77,7 +77,7 @@ def fixed_cost(tok: Tokenizer) -> list[str]:
         first = requests[0].body
         system, tools = system_and_tools(first)
         names = ", ".join(t.get("function", t).get("name", "?") for t in tools) or "—"
-        rows.append(f"| {name} | {tok(system)} | {tok(json.dumps(tools))} | {len(tools)} ({names}) |")
+        rows.append(f"| {name} | {tok(system)} | {tok(json.dumps(tools)) if tools else 0} | {len(tools)} ({names}) |")
         print(rows[-1], flush=True)
     return rows
 
