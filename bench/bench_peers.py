@@ -200,15 +200,27 @@ def run(program: str, steps: int, stream_text: int = 0, on_pty: bool = False) ->
     """One run against a fresh server: wall seconds, first-request delay, peak RSS, stamp delays."""
     with ScriptServer(steps, stream_text) as server, tempfile.TemporaryDirectory() as work:
         cmd = command(program, server.url, work)
-        t0 = time.monotonic()
-        delays, rss = execute(cmd, work, on_pty)
+        delays, rss, t0 = execute(cmd, work, on_pty)
         wall = time.monotonic() - t0
         return {"wall": wall, "first": server.arrivals[0] - t0 if server.arrivals else float("nan"),
                 "rss": rss, "delays": delays, "requests": len(server.arrivals)}
 
 
-def execute(cmd: list[str], work: str, on_pty: bool = False) -> tuple[list[float], float]:
-    """Run to the end: (stamp delays in s, when on a pty; peak RSS in MB). A failure stops the bench."""
+# The peak RSS a child reports counts what it held before exec: a fork of this benchmark (75 MB
+# after the loops), the same for every program. A small launcher in between forks the program from
+# a fresh interpreter instead, and reports the program's own peak.
+# It notes the monotonic time of the exec, from which the program's times are taken.
+LAUNCHER = ("import os, sys, time\npid = os.fork()\nif pid == 0:\n"
+            "    open(sys.argv[1] + '.t0', 'w').write(repr(time.monotonic()))\n    os.execvp(sys.argv[2], sys.argv[2:])\n"
+            "_, status, usage = os.wait4(pid, 0)\nopen(sys.argv[1], 'w').write(str(usage.ru_maxrss))\n"
+            "sys.exit(os.waitstatus_to_exitcode(status))\n")
+
+
+def execute(cmd: list[str], work: str, on_pty: bool = False) -> tuple[list[float], float, float]:
+    """Run to the end: (stamp delays in s, when on a pty; peak RSS in MB; monotonic time of the
+    program's exec). A failure stops the bench."""
+    peak = Path(work, "peak_rss")
+    cmd = [PY, "-S", "-c", LAUNCHER, str(peak), *cmd]
     log = open(Path(work, "output.log"), "wb")
     if on_pty:
         leader, follower = pty.openpty()
@@ -219,11 +231,11 @@ def execute(cmd: list[str], work: str, on_pty: bool = False) -> tuple[list[float
     else:
         p = subprocess.Popen(cmd, cwd=work, env=clean_env(work), stdin=subprocess.DEVNULL, stdout=log, stderr=log)
         delays = []
-    _, status, rusage = os.wait4(p.pid, 0)
+    _, status, _ = os.wait4(p.pid, 0)
     log.close()
     if os.waitstatus_to_exitcode(status) != 0:
-        sys.exit(f"bench: {' '.join(cmd[:3])} failed:\n{Path(work, 'output.log').read_text()[-2000:]}")
-    return delays, rusage.ru_maxrss / 1024
+        sys.exit(f"bench: {' '.join(cmd[5:8])} failed:\n{Path(work, 'output.log').read_text()[-2000:]}")
+    return delays, int(peak.read_text()) / 1024, float(Path(f"{peak}.t0").read_text())
 
 
 def read_stamps(leader: int) -> list[float]:
@@ -336,7 +348,7 @@ def thread_rss(n: int) -> str:
                      for i in range(1000)]
             Path(threads, "big.jsonl").write_text("\n".join(lines) + "\n")
             Path(work, ".bantam.cfg").write_text(f"endpoint={server.url}\nmodel=test-model\n")
-            _, peak = execute([BANTAM, "--thread", "big", "-p", "go"], work)
+            _, peak, _ = execute([BANTAM, "--thread", "big", "-p", "go"], work)
             values.append(peak)
     return table("4b. Peak memory continuing a 1,000-message thread (bantam only)", "MB", {"bantam": values}, scale=1.0)
 

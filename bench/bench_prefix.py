@@ -517,9 +517,10 @@ def llama_main(args: argparse.Namespace) -> None:
         "evaluates only what follows their longest common prefix; its responses carry no cached-token "
         "count (no `prompt_tokens_details`), so *cached* is its own log line for each request, "
         "`Llama.generate: N prefix-match hit, remaining M prompt tokens to eval`. *Prompt*: the "
-        "response's `usage.prompt_tokens` (the server's template drops the tool schemas from the prompt).", "",
+        "response's `usage.prompt_tokens`, as that server renders the request with its chat template.", "",
         f"Command: `.venv/bin/python bench/bench_prefix.py --llama --steps {args.steps} --write` (the daemon: "
-        "12 requests; at 2 cores shared with other work, prompt evaluation ran at 8-60 tokens/s)", "",
+        "messages until 12 requests, then the turn in progress to its end; at 2 cores shared with "
+        "other work, prompt evaluation ran at 8-60 tokens/s)", "",
         f"Machine: {machine()} Load average {load[0]:.1f}.", "",
         "| session | requests | prompt tokens | cached tokens | cached share | median per request (2..) | "
         "min per request (2..) |", "|---|---:|---:|---:|---:|---:|---:|", *rows])
