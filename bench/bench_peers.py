@@ -1,10 +1,14 @@
-"""bantam beside the agents people use instead: simonw's `llm` and `mini-swe-agent`.
+"""bantam beside the agents people use instead: simonw's `llm`, `mini-swe-agent`, OpenAI's Codex CLI and pi.
 
     .venv/bin/python bench/bench_peers.py --write    # from the repository root; --runs N
+    npm install --prefix bench/node @openai/codex@0.169.0 @mariozechner/pi-coding-agent@0.73.1  # once
 
-The peers are installed from PyPI into bench/.peers/<name>/ on first use. Every program talks to the
-same scripted local server (OpenAI wire format; streamed or not, as each client asks), and runs of
-the compared programs are interleaved (A B C A B C ...), medians of --runs (at least 5).
+The Python peers are installed from PyPI into bench/.peers/<name>/ on first use; the npm peers are
+used when that command has put them in bench/node/ (git-ignored), and left out otherwise. Every
+program talks to the same scripted local server (OpenAI chat completions, streamed or not, as each
+client asks; Codex only speaks the Responses API, so the server answers `/responses` in that
+format), and runs of the compared programs are interleaved (A B C A B C ...), medians of --runs
+(at least 5). Codex is run as its native binary (what the npm `codex` script starts, after node).
 1. cold start: `--version` (mini has none: `--help`), and process start to the first byte of the
    first model request;
 2. harness overhead per loop step: a 100-step tool-calling conversation against the instant server,
@@ -20,7 +24,6 @@ import json
 import os
 import pty
 import re
-import resource
 import select
 import statistics
 import subprocess
@@ -36,6 +39,9 @@ from tests.fakes.openai_server import (FakeServer, Response, chunk, completion, 
                                        usage)
 
 PEERS = ROOT / "bench" / ".peers"
+NODE = ROOT / "bench" / "node" / "node_modules"
+CODEX = NODE / "@openai" / "codex-linux-x64" / "vendor" / "x86_64-unknown-linux-musl" / "bin" / "codex"
+PI = NODE / ".bin" / "pi"
 BEGIN, END = "<!-- bench_peers:begin -->", "<!-- bench_peers:end -->"
 MINI_DONE = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"  # the only way mini-swe-agent stops
 LLM_TOOLS = '''import subprocess
@@ -58,8 +64,10 @@ class ScriptServer(FakeServer):
     def next_response(self, body=None):
         self.arrivals.append(time.monotonic())
         self.count += 1
-        tools = body.get("tools") or []
-        name = tools[0]["function"]["name"] if tools else "bash"
+        if "input" in body and "messages" not in body:
+            return self.responses_api(body)
+        names = [t["function"]["name"] for t in body.get("tools") or []]
+        name = next((n for n in ("bash", "shell_exec") if n in names), names[0] if names else "bash")
         if self.count <= self.steps:
             return self.call(body, name, f"true {self.count}")
         if name == "bash" and "COMPLETE_TASK" in json.dumps(body["messages"][:2]):  # mini-swe-agent
@@ -78,6 +86,48 @@ class ScriptServer(FakeServer):
             return sse([chunk(tool_calls=[{"index": 0, **call}]), chunk(finish="tool_calls"),
                         chunk(usage=usage(), no_choices=True)])
         return json_reply(completion(tool_calls=[call]))
+
+
+    def responses_api(self, body):
+        """The same script in OpenAI's Responses API (Codex CLI speaks nothing else): its
+        `exec_command` tool with {"cmd": ...}, run without a login shell like the others'."""
+        if self.count <= self.steps:
+            item = {"type": "function_call", "name": "exec_command", "call_id": f"call_{self.count}",
+                    "arguments": json.dumps({"cmd": f"true {self.count}", "login": False})}
+            return Response(headers={"Content-Type": "text/event-stream"}, chunks=responses_events([item]))
+        if self.stream_text:
+            return Response(headers={"Content-Type": "text/event-stream"}, chunks=stamped_responses(self.stream_text))
+        message = {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "done"}]}
+        return Response(headers={"Content-Type": "text/event-stream"}, chunks=responses_events([message]))
+
+
+def responses_event(kind: str, **data) -> bytes:
+    return f"event: {kind}\ndata: {json.dumps({'type': kind, **data})}\n\n".encode()
+
+
+def responses_events(items: list[dict]) -> list[bytes]:
+    usage = {"input_tokens": 10, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 5,
+             "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 15}
+    return [responses_event("response.created", response={"id": "resp_1"}),
+            *[responses_event("response.output_item.done", output_index=i, item=item) for i, item in enumerate(items)],
+            responses_event("response.completed", response={"id": "resp_1", "usage": usage})]
+
+
+def stamped_responses(tokens: int, rate: float = 200.0):
+    """`stamped` as Responses API text deltas, then the whole message and the end."""
+    yield responses_event("response.created", response={"id": "resp_1"})
+    yield responses_event("response.output_item.added", output_index=0,
+                          item={"type": "message", "role": "assistant", "id": "msg_1", "content": []})
+    text = []
+    for _ in range(tokens):
+        time.sleep(1 / rate)
+        piece = f" T{time.monotonic_ns()}T"
+        text.append(piece)
+        yield responses_event("response.output_text.delta", item_id="msg_1", output_index=0, content_index=0,
+                              delta=piece)
+    message = {"type": "message", "role": "assistant", "id": "msg_1",
+               "content": [{"type": "output_text", "text": "".join(text)}]}
+    yield from responses_events([message])[1:]
 
 
 def stamped(tokens: int, rate: float = 200.0):
@@ -100,9 +150,11 @@ def ensure_peers() -> None:
 
 
 def clean_env(work: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("LLM_", "BANTAM_", "AGENT_", "OPENAI_"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LLM_", "BANTAM_", "AGENT_", "OPENAI_",
+                                                                       "CODEX_", "PI_"))}
     return {**env, "HOME": work, "OPENAI_API_KEY": "sk-bench", "MSWEA_CONFIGURED": "true", "NO_COLOR": "1",
-            "LLM_USER_PATH": str(Path(work, "llm")), "MSWEA_SILENT_STARTUP": "1", "TERM": "xterm"}
+            "LLM_USER_PATH": str(Path(work, "llm")), "MSWEA_SILENT_STARTUP": "1", "TERM": "xterm",
+            "CODEX_HOME": str(Path(work, ".codex")), "PI_OFFLINE": "1", "PI_TELEMETRY": "0"}
 
 
 def command(program: str, url: str, work: str) -> list[str]:
@@ -114,6 +166,18 @@ def command(program: str, url: str, work: str) -> list[str]:
         Path(work, ".bantam.cfg").write_text(f"endpoint={url}\nmodel=test-model\ntools=shell_exec\n"
                                              f"max_al_iterations=1000\ntool_budget=1000\nsandbox=off\n")
         return [BANTAM, "-p", "go"]
+    if program == "codex":
+        Path(work, ".codex").mkdir(exist_ok=True)
+        provider = f'{{name="bench",base_url="{url}",wire_api="responses"}}'
+        return [str(CODEX), "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox",
+                "-c", "model_provider=bench", "-c", f"model_providers.bench={provider}", "-m", "test-model", "go"]
+    if program == "pi":
+        Path(work, ".pi", "agent").mkdir(parents=True, exist_ok=True)
+        Path(work, ".pi", "agent", "models.json").write_text(json.dumps({"providers": {"bench": {
+            "baseUrl": url, "api": "openai-completions", "apiKey": "sk-bench",
+            "compat": {"supportsDeveloperRole": False, "supportsReasoningEffort": False},
+            "models": [{"id": "test-model"}]}}}))
+        return [str(PI), "-p", "--no-session", "--model", "bench/test-model", "go"]
     if program == "llm":
         Path(work, "llm").mkdir(exist_ok=True)
         Path(work, "llm", "extra-openai-models.yaml").write_text(
@@ -125,24 +189,38 @@ def command(program: str, url: str, work: str) -> list[str]:
             "-c", "model.cost_tracking=ignore_errors", "-o", str(Path(work, "traj.json"))]
 
 
-PROGRAMS = ("bantam", "llm", "mini")
+PROGRAMS = ("bantam", "llm", "mini", *(["codex"] if CODEX.exists() else []), *(["pi"] if PI.exists() else []))
+STREAMING = tuple(p for p in PROGRAMS if p != "mini")
 VERSION = {"bantam": [BANTAM, "--version"], "llm": [str(PEERS / "llm" / "bin" / "llm"), "--version"],
-           "mini": [str(PEERS / "mini" / "bin" / "mini"), "--help"]}
+           "mini": [str(PEERS / "mini" / "bin" / "mini"), "--help"], "codex": [str(CODEX), "--version"],
+           "pi": [str(PI), "--version"]}
 
 
 def run(program: str, steps: int, stream_text: int = 0, on_pty: bool = False) -> dict:
     """One run against a fresh server: wall seconds, first-request delay, peak RSS, stamp delays."""
     with ScriptServer(steps, stream_text) as server, tempfile.TemporaryDirectory() as work:
         cmd = command(program, server.url, work)
-        t0 = time.monotonic()
-        delays, rss = execute(cmd, work, on_pty)
+        delays, rss, t0 = execute(cmd, work, on_pty)
         wall = time.monotonic() - t0
         return {"wall": wall, "first": server.arrivals[0] - t0 if server.arrivals else float("nan"),
                 "rss": rss, "delays": delays, "requests": len(server.arrivals)}
 
 
-def execute(cmd: list[str], work: str, on_pty: bool = False) -> tuple[list[float], float]:
-    """Run to the end: (stamp delays in s, when on a pty; peak RSS in MB). A failure stops the bench."""
+# The peak RSS a child reports counts what it held before exec: a fork of this benchmark (75 MB
+# after the loops), the same for every program. A small launcher in between forks the program from
+# a fresh interpreter instead, and reports the program's own peak.
+# It notes the monotonic time of the exec, from which the program's times are taken.
+LAUNCHER = ("import os, sys, time\npid = os.fork()\nif pid == 0:\n"
+            "    open(sys.argv[1] + '.t0', 'w').write(repr(time.monotonic()))\n    os.execvp(sys.argv[2], sys.argv[2:])\n"
+            "_, status, usage = os.wait4(pid, 0)\nopen(sys.argv[1], 'w').write(str(usage.ru_maxrss))\n"
+            "sys.exit(os.waitstatus_to_exitcode(status))\n")
+
+
+def execute(cmd: list[str], work: str, on_pty: bool = False) -> tuple[list[float], float, float]:
+    """Run to the end: (stamp delays in s, when on a pty; peak RSS in MB; monotonic time of the
+    program's exec). A failure stops the bench."""
+    peak = Path(work, "peak_rss")
+    cmd = [PY, "-S", "-c", LAUNCHER, str(peak), *cmd]
     log = open(Path(work, "output.log"), "wb")
     if on_pty:
         leader, follower = pty.openpty()
@@ -153,11 +231,11 @@ def execute(cmd: list[str], work: str, on_pty: bool = False) -> tuple[list[float
     else:
         p = subprocess.Popen(cmd, cwd=work, env=clean_env(work), stdin=subprocess.DEVNULL, stdout=log, stderr=log)
         delays = []
-    _, status, rusage = os.wait4(p.pid, 0)
+    _, status, _ = os.wait4(p.pid, 0)
     log.close()
     if os.waitstatus_to_exitcode(status) != 0:
-        sys.exit(f"bench: {' '.join(cmd[:3])} failed:\n{Path(work, 'output.log').read_text()[-2000:]}")
-    return delays, rusage.ru_maxrss / 1024
+        sys.exit(f"bench: {' '.join(cmd[5:8])} failed:\n{Path(work, 'output.log').read_text()[-2000:]}")
+    return delays, int(peak.read_text()) / 1024, float(Path(f"{peak}.t0").read_text())
 
 
 def read_stamps(leader: int) -> list[float]:
@@ -233,19 +311,30 @@ def main() -> None:
                                f"{ms(floor_step)} ms a step by the same measure. Over that floor: "
                                + ", ".join(f"{p} {ms(statistics.median(v) - floor_step)} ms" for p, v in per_step.items())
                                + "."))
-    streams = interleave(n, {p: (lambda p=p: statistics.median(run(p, 0, stream_text=200, on_pty=True)["delays"] or [float("nan")]))
-                             for p in ("bantam", "llm")})
+    streams = interleave(n, {p: (lambda p=p: stream_delay(p)) for p in STREAMING})
     sections.append(table("3. Streaming latency at 200 tokens/s (server send to text on the terminal)", "ms", streams,
-                          note="mini-swe-agent does not stream (whole responses through litellm)."))
+                          note="mini-swe-agent does not stream (whole responses through litellm). A delay near half the "
+                               "stream's length (200 tokens: 1 s) means the text is shown only once the answer is whole."))
     rss = interleave(n, {p: (lambda p=p: run(p, 0)["rss"]) for p in PROGRAMS})
     sections.append(table("4a. Peak memory of a one-shot run", "MB", rss, scale=1.0))
     sections.append(thread_rss(n))
-    section = "\n\n".join([f"## Peers: bantam, llm {peer_version('llm')}, mini-swe-agent {peer_version('mini')}",
-                            "Command: `.venv/bin/python bench/bench_peers.py --write`", f"Machine: {machine()}",
+    npm = [f"{p} {npm_version(p)}" for p in PROGRAMS if p in ("codex", "pi")]
+    load = os.getloadavg()
+    section = "\n\n".join([f"## Peers: bantam, llm {peer_version('llm')}, mini-swe-agent {peer_version('mini')}"
+                            + "".join(f", {v}" for v in npm),
+                            "Command: `.venv/bin/python bench/bench_peers.py --write` (Codex CLI and pi: "
+                            "`npm install --prefix bench/node @openai/codex@0.169.0 "
+                            "@mariozechner/pi-coding-agent@0.73.1` first; without them their columns are left out)",
+                            f"Machine: {machine()} Load average at the end: {load[0]:.1f}, {load[1]:.1f}, {load[2]:.1f} "
+                            "(1, 5, 15 min; the machine is shared).",
                             *sections])
     print(section)
     if args.write:
         write_results(section, BEGIN, END)
+
+
+def stream_delay(program: str) -> float:
+    return statistics.median(run(program, 0, stream_text=200, on_pty=True)["delays"] or [float("nan")])
 
 
 def thread_rss(n: int) -> str:
@@ -259,9 +348,14 @@ def thread_rss(n: int) -> str:
                      for i in range(1000)]
             Path(threads, "big.jsonl").write_text("\n".join(lines) + "\n")
             Path(work, ".bantam.cfg").write_text(f"endpoint={server.url}\nmodel=test-model\n")
-            _, peak = execute([BANTAM, "--thread", "big", "-p", "go"], work)
+            _, peak, _ = execute([BANTAM, "--thread", "big", "-p", "go"], work)
             values.append(peak)
     return table("4b. Peak memory continuing a 1,000-message thread (bantam only)", "MB", {"bantam": values}, scale=1.0)
+
+
+def npm_version(name: str) -> str:
+    package = NODE / ("@openai/codex" if name == "codex" else "@mariozechner/pi-coding-agent") / "package.json"
+    return json.loads(package.read_text()).get("version", "?")
 
 
 def peer_version(name: str) -> str:

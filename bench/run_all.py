@@ -12,7 +12,8 @@ from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
 SCRIPTS = ["bench_core.py", "bench_sessions.py", "bench_agents.py", "bench_local.py", "bench_peers.py",
-           "bench_daemon.py", "bench_soak.py", "bench_sandbox.py", "bench_mcp.py", "bench_batch.py"]
+           "bench_daemon.py", "bench_soak.py", "bench_sandbox.py", "bench_mcp.py", "bench_batch.py",
+           "bench_prefix.py", "bench_tokens.py"]
 
 
 def main() -> int:

@@ -277,4 +277,4 @@ def test_the_one_shot_prompt_describes_only_the_tools_offered(cfg, server):
     server.add(text_reply("ok"))
     assert run_bantam("-p", "hi", cwd=cfg).returncode == 0
     system, _ = offered(server.chat_requests()[1])
-    assert "shell_exec runs" in system and "write_file writes" not in system and "sub-agent" not in system
+    assert "Use shell_exec" in system and "write_file" not in system and "sub-agent" not in system

@@ -295,7 +295,7 @@ def test_one_shot_with_approval_always_refuses_finishes_and_tells_the_model(home
     assert done.returncode == 0 and done.stdout.strip() == "understood"
     assert not (home / "ran.txt").exists()
     first, second = server.chat_requests()
-    assert "Sandbox: your commands and write_file may write only" in first.body["messages"][0]["content"]
+    assert "Sandbox: your commands and file writes may go only to" in first.body["messages"][0]["content"]
     result = second.body["messages"][-1]["content"]
     assert result.startswith("error: not run: this needs a person's approval (approval=always)")
 

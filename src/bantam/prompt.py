@@ -12,29 +12,20 @@ from .sandbox import Sandbox
 AGENTS_FILE = "AGENTS.md"
 AGENTS_LIMIT = 32_000  # characters of AGENTS.md included; a larger file is clipped
 
+# Sent with every request: what the tool schemas already say (write_file, the sub-agent tools) is
+# not repeated here, and the AGENTS.md sentence comes only with an AGENTS.md (bench/bench_tokens.py).
 SYSTEM_PROMPT = """\
 You are Bantam, a small and capable AI agent working in the user's project directory through tools.
-{tools}
-Work step by step: inspect before you change, check your work by running it, and stop when the task
-is done. Answer plainly and briefly. Respect the instructions in AGENTS.md in the project, when there
-is one: they come from the people who own it."""
-# what the built-in prompt says of a tool, when it is offered
-TOOL_LINES = {
-    "shell_exec": "- shell_exec runs a shell command (bash, stdin closed) and returns its merged output and "
-                  "exit code.\n  Use it to look around, read files, run programs and tests.",
-    "write_file": "- write_file writes a whole file, or splices bytes into one at a byte offset.",
-}
-SUB_AGENT_LINE = ("- A sub-agent tool, when present (a sub-agent has none), hands a self-contained task to a "
-                  "child agent\n  with a fresh context.")
-SUB_AGENT_TOOLS = ("spawn_agent", "run_subagent")
+{tools}Work step by step: inspect before you change, check your work by running it, and stop when the task
+is done. Answer plainly and briefly."""
+# what the built-in prompt says of a tool, when it is offered (its schema says the rest)
+TOOL_LINES = {"shell_exec": "Use shell_exec to look around, read files, run programs and tests.\n"}
 
 
 def builtin_prompt(tools: tuple[str, ...]) -> str:
     """The built-in prompt, describing only the tools that are offered."""
     lines = [TOOL_LINES[name] for name in TOOL_LINES if name in tools]
-    if any(name in tools for name in SUB_AGENT_TOOLS):
-        lines.append(SUB_AGENT_LINE)
-    return SYSTEM_PROMPT.format(tools="\n".join(lines) or "- (no tools: answer from what you know)")
+    return SYSTEM_PROMPT.format(tools="".join(lines) or "You have no tools: answer from what you know.\n")
 
 
 def agent_dir() -> Path:
@@ -66,7 +57,8 @@ def system_prompt(cfg: Config, directory: str | os.PathLike = ".", can_ask: bool
             parts.append(f"Skill {path.stem}:\n{text}")
     rules = agents_md(directory)
     if rules:
-        parts.append(f"Contents of {AGENTS_FILE}:\n{rules}")
+        parts.append(f"Contents of {AGENTS_FILE}, instructions from the people who own the project; "
+                     f"respect them:\n{rules}")
     boundary = Sandbox.for_config(cfg, directory).for_prompt(cfg.approval, can_ask)
     if boundary:
         parts.append(boundary)

@@ -176,7 +176,7 @@ class Sandbox:
         ask = ("To run one command outside the sandbox, call shell_exec with `escalate` set to the "
                "reason; the user is asked." if approval != "never" and can_ask else
                "Nothing runs outside the sandbox; if you need more, say so in your answer.")
-        return (f"Sandbox: your commands and write_file may write only {self.writable_text()} "
+        return (f"Sandbox: your commands and file writes may go only to {self.writable_text()} "
                 f"(.git, .bantam.cfg and model.cfg stay read-only); the network is {net}; background "
                 f"processes end when the command returns. {ask}")
 

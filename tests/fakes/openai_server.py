@@ -33,6 +33,16 @@ class Recorded:
     headers: dict[str, str]
     body: Any
     port: int
+    raw: bytes = b""  # the body exactly as it came, for byte-level comparisons (prompt caching)
+
+    def open_prefix(self) -> bytes:
+        """The raw body up to the `]` that closes its messages array: what the next request of
+        the same conversation should repeat byte for byte if it only adds to the history (the
+        options after the messages, such as `"stream":true}`, are the request's closing)."""
+        keys = list(self.body) if isinstance(self.body, dict) else []
+        after = keys[keys.index("messages") + 1:] if "messages" in keys else []
+        end = self.raw.rindex(b'],"' + after[0].encode() + b'":') if after else len(self.raw) - 2
+        return self.raw[:end]
 
 
 def chunk(content: str | None = None, *, reasoning: str | None = None,
@@ -221,7 +231,7 @@ def _handler(server: FakeServer) -> type[BaseHTTPRequestHandler]:
                 body = raw
             server.requests.append(Recorded(self.command, self.path,
                                             {k.lower(): v for k, v in self.headers.items()},
-                                            body, self.client_address[1]))
+                                            body, self.client_address[1], raw))
             return body
 
         def do_GET(self) -> None:
@@ -235,7 +245,7 @@ def _handler(server: FakeServer) -> type[BaseHTTPRequestHandler]:
 
         def do_POST(self) -> None:
             body = self._record()
-            if self.path.endswith(("/chat/completions", "/messages")):  # OpenAI or Anthropic
+            if self.path.endswith(("/chat/completions", "/messages", "/responses")):  # OpenAI, Anthropic, Responses
                 self._send(server.next_response(body))
             elif self.path == "/api/show" and server.show is not None:
                 self._send(json_reply(server.show))

@@ -22,7 +22,7 @@ API_VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 8192  # Anthropic requires max_tokens; `max_tokens=` in the config overrides it
 RETRYABLE_ERRORS = {"overloaded_error", "api_error", "rate_limit_error", "timeout_error"}
 THINKING = ("thinking", "redacted_thinking")
-CACHE = {"type": "ephemeral"}  # one breakpoint at the end: the whole prefix is cached for the next step
+CACHE = {"type": "ephemeral"}  # a cache breakpoint: see request_body and _breakpoints
 OUTPUT_LIMIT = re.compile(r"max_tokens: \d+ > (\d+)")  # "...> 4096, which is the maximum allowed..."
 
 
@@ -49,12 +49,16 @@ class AnthropicProvider(HTTPProvider):
     def request_body(self, messages: list[dict], tools: list[dict]) -> dict[str, Any]:
         cfg = self.cfg
         system = "\n\n".join(_text_of(m.get("content")) for m in messages if m.get("role") == "system")
-        body: dict[str, Any] = {"model": self.model, "max_tokens": self.max_tokens,
-                                "messages": to_anthropic(messages), "stream": cfg.stream}
-        if system:
-            body["system"] = system
+        # Anthropic caches tools, then system, then messages; the keys go in that order, the
+        # small options after, so each request is the last one plus the new step, byte for byte.
+        body: dict[str, Any] = {"model": self.model}
         if tools:
             body["tools"] = [_tool(t) for t in tools]
+        if system:  # a breakpoint here: tools and system are read from the cache in a new session too
+            body["system"] = [{"type": "text", "text": system, "cache_control": CACHE}]
+        elif tools:
+            body["tools"][-1] = {**body["tools"][-1], "cache_control": CACHE}
+        body.update(messages=to_anthropic(messages), max_tokens=self.max_tokens, stream=cfg.stream)
         thinking = cfg.forward.get("thinking")
         if not (isinstance(thinking, dict) and thinking.get("type") != "disabled"):
             body["temperature"] = cfg.temperature  # with thinking on, only the default (1) is allowed
@@ -224,10 +228,26 @@ def to_anthropic(messages: list[dict]) -> list[dict]:
             out.append({"role": role, "content": blocks})
     for m in out:  # tool results must come before any text in their user message
         m["content"].sort(key=lambda b: b.get("type") != "tool_result")
-    last = out[-1]["content"] if out else []
-    if last and last[-1].get("type") not in THINKING:
-        last[-1] = {**last[-1], "cache_control": CACHE}
+    if out:
+        last = out[-1]["content"]
+        results = [i for i, b in enumerate(last) if b.get("type") == "tool_result"]
+        _breakpoints(last, {len(last) - 1, *results[-1:]})
+    if len(out) >= 3:
+        _breakpoints(out[-3]["content"], {len(out[-3]["content"]) - 1})
     return out
+
+
+def _breakpoints(content: list[dict], where: set[int]) -> None:
+    """Mark blocks as cache breakpoints, so each step reads what the last one wrote without
+    relying on Anthropic's 20-block look-back (a step with many parallel calls exceeds it).
+
+    In the last message: its last block, and its last tool result when text follows it (the
+    daemon's LIFE.md tail, rebuilt every step: the next request repeats the message only up to
+    that result). In the message two before it (the previous request's last, as this request
+    repeats it): its last block. With the system's, at most 4, Anthropic's limit."""
+    for i in where:
+        if content[i].get("type") not in THINKING:
+            content[i] = {**content[i], "cache_control": CACHE}
 
 
 def _blocks(m: dict) -> list[dict]:

@@ -34,14 +34,18 @@ class OpenAIProvider(HTTPProvider):
 
     def request_body(self, messages: list[dict], tools: list[dict]) -> dict[str, Any]:
         cfg = self.cfg
-        body: dict[str, Any] = {"model": self.model, "messages": [_wire(m) for m in messages],
-                                "temperature": cfg.temperature, "stream": cfg.stream}
+        # Key order is prompt-cache order: what stays the same from step to step (model, tools,
+        # then the messages, which only grow) comes first, the small options last; so each request
+        # is the previous one, byte for byte, up to the end of its messages (tests/test_prefix.py).
+        body: dict[str, Any] = {"model": self.model}
+        if tools:
+            body["tools"] = tools
+        body["messages"] = [_wire(m) for m in messages]
+        body.update(temperature=cfg.temperature, stream=cfg.stream)
         if cfg.reasoning_effort and self.send_reasoning_effort:
             body["reasoning_effort"] = cfg.reasoning_effort
         if cfg.stream:
             body["stream_options"] = {"include_usage": True}
-        if tools:
-            body["tools"] = tools
         body.update(cfg.forward)
         if self.output_tokens:  # the loop asks again for an answer cut at the output limit
             body["max_completion_tokens" if "max_completion_tokens" in cfg.forward else "max_tokens"] = \

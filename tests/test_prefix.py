@@ -1,0 +1,126 @@
+"""Prompt caching: each request of a conversation repeats the previous one byte for byte.
+
+Providers cache the longest unchanged prefix of a request, so the property pinned here is exact:
+for two consecutive requests A, B of one conversation, A's body up to the `]` that closes its
+messages array (`Recorded.open_prefix`: the options after the messages, `"stream":true}` and the
+like, are A's closing) is a byte prefix of B's body. For the daemon, A's trailing LIFE.md message,
+rebuilt every step by design (seed 003), is left out of A first. For Anthropic the comparison is
+made without the `cache_control` marks (Anthropic's cache matches content: the breakpoints move
+on with the conversation), and the breakpoints are checked apart.
+Real processes against the real local fake server; bodies compared as the server received them.
+"""
+import json
+import os
+import sys
+
+from tests.conftest import base_cfg, run_bantam, wait_for, write_cfg
+from tests.fakes import anthropic_server as anth
+from tests.fakes.openai_server import Recorded, text_reply, tool_reply
+
+LIFE_TAIL = b',{"role":"user","content":"<system-message>[now '
+
+
+def assert_extends(earlier: Recorded, later: Recorded, trailing_tail: bool = False) -> None:
+    prefix = earlier.open_prefix()
+    if trailing_tail:
+        prefix = prefix[:prefix.rindex(LIFE_TAIL)]
+    if not later.raw.startswith(prefix):
+        at = next((i for i, (a, b) in enumerate(zip(prefix, later.raw, strict=False)) if a != b), len(later.raw))
+        raise AssertionError(f"the request rewrote its history at byte {at}: {prefix[max(0, at - 100):at + 100]!r}")
+    assert len(later.raw) > len(prefix) + 20  # and added the step
+
+
+def without_breakpoints(r: Recorded) -> Recorded:
+    """The request as Anthropic's cache compares it: the same bytes less the cache_control marks."""
+    def strip(value):
+        if isinstance(value, dict):
+            return {k: strip(v) for k, v in value.items() if k != "cache_control"}
+        return [strip(v) for v in value] if isinstance(value, list) else value
+    body = strip(r.body)
+    raw = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+    assert json.dumps(r.body, ensure_ascii=False, separators=(",", ":")).encode() == r.raw  # how httpx sends it
+    return Recorded(r.method, r.path, r.headers, body, r.port, raw)
+
+
+def steps(n: int) -> list:
+    return [tool_reply("shell_exec", {"command": f"echo {i}"}, call_id=f"call_{i}") for i in range(n)]
+
+
+def posts(server) -> list[Recorded]:
+    return [r for r in server.requests if r.method == "POST"]
+
+
+def test_open_prefix_is_the_body_up_to_the_end_of_the_messages():
+    raw = b'{"model":"m","tools":[],"messages":[{"role":"user","content":"hi"}],"stream":true}'
+    assert Recorded("POST", "/", {}, json.loads(raw), 0, raw).open_prefix() == raw[:raw.index(b'],"stream"')]
+    last = b'{"model":"m","messages":[{"role":"user","content":"a],\\"stream\\":"}]}'
+    assert Recorded("POST", "/", {}, json.loads(last), 0, last).open_prefix() == last[:-2]
+
+
+def test_one_shot_steps_extend_the_previous_request(home, server):
+    write_cfg(home, **base_cfg(server, tools="shell_exec,write_file", sandbox="off"))
+    server.add(*steps(2), text_reply("done"))
+    assert run_bantam("-p", "go", cwd=home).returncode == 0
+    first, second, third = posts(server)
+    assert list(first.body)[:3] == ["model", "tools", "messages"]  # what stays the same comes first
+    assert_extends(first, second)
+    assert_extends(second, third)
+
+
+def test_a_thread_continued_by_a_new_process_extends_its_last_request(home, server):
+    write_cfg(home, **base_cfg(server, tools="shell_exec", sandbox="off"))
+    server.add(*steps(1), text_reply("first done"), text_reply("second done"))
+    assert run_bantam("--thread", "t", "-p", "one", cwd=home).returncode == 0
+    assert run_bantam("--thread", "t", "-p", "two", cwd=home).returncode == 0
+    requests = posts(server)
+    assert len(requests) == 3
+    # the saved thread, read back, is sent exactly as it was sent from memory
+    assert_extends(requests[1], requests[2])
+
+
+def test_sub_agent_steps_extend_their_own_previous_request(home, server):
+    write_cfg(home, **base_cfg(server, tools="shell_exec,spawn_agent", sandbox="off"))
+    server.add(tool_reply("spawn_agent", {"task": "the subtask"}, call_id="spawn"), *steps(2),
+               text_reply("sub done\nSTATUS: success"), text_reply("all done"))
+    assert run_bantam("-p", "go", cwd=home).returncode == 0
+    parent1, child1, child2, child3, parent2 = posts(server)
+    assert_extends(child1, child2)
+    assert_extends(child2, child3)
+    assert_extends(parent1, parent2)
+
+
+def test_anthropic_steps_extend_the_previous_request_breakpoints_included(home):
+    with anth.AnthropicServer() as server:
+        write_cfg(home, **base_cfg(server, provider="anthropic", tools="shell_exec", sandbox="off"))
+        server.add(anth.tool_reply("shell_exec", {"command": "echo 1"}, "toolu_1"),
+                   anth.tool_reply("shell_exec", {"command": "echo 2"}, "toolu_2"), anth.text_reply("done"))
+        assert run_bantam("-p", "go", cwd=home).returncode == 0
+        first, second, third = posts(server)
+    assert list(third.body)[:4] == ["model", "tools", "system", "messages"]  # Anthropic's cache order
+    assert_extends(without_breakpoints(first), without_breakpoints(second))
+    assert_extends(without_breakpoints(second), without_breakpoints(third))
+    assert third.body["system"][0]["cache_control"] == {"type": "ephemeral"}
+    marked = [b for m in third.body["messages"] for b in m["content"] if "cache_control" in b]
+    assert len(marked) + 1 <= 4  # with the system's: within Anthropic's limit of 4 breakpoints
+    # this request's end, and the previous request's end, which the cache wrote last step
+    assert marked == [second.body["messages"][-1]["content"][-1], third.body["messages"][-1]["content"][-1]]
+
+
+def test_daemon_steps_extend_the_previous_request_but_its_life_tail(home, server):
+    import subprocess
+    agent = home / "agent"
+    agent.mkdir()
+    (agent / "config.json").write_text(json.dumps({"api_base": server.url, "model": "test-model",
+                                                   "heartbeat_s": 0, "retry_delays": [0, 0, 0]}))
+    server.add(*[tool_reply("BASH", {"command": f"echo {i}"}, call_id=f"call_{i}") for i in range(2)],
+               text_reply("started"))
+    proc = subprocess.Popen([sys.executable, "-m", "bantam", "daemon"], cwd=home, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=dict(os.environ))
+    try:
+        wait_for(lambda: len(posts(server)) >= 3 and not server.script, "the daemon's start-up turn")
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    first, second, third = posts(server)[:3]
+    assert_extends(first, second, trailing_tail=True)
+    assert_extends(second, third, trailing_tail=True)
