@@ -97,6 +97,7 @@ class Config:
     local_example: bool = knob(True, Flag(), "provider=local: show the model one worked tool call")
     local_commands: bool = knob(True, Flag(), "provider=local: shell_exec commands start with a known program")
     local_grounded: bool = knob(True, Flag(), "provider=local: an answer after a tool result uses its words")
+    local_cite: bool = knob(True, Flag(), "provider=local: that answer cites a word only the tool result has")
     retry_delays: tuple[float, ...] = knob(FIBONACCI_DELAYS, Numbers(), "between retries of a request", "seconds")
     max_tokens_limit: int = knob(32_768, Number(int, 1), "an answer cut at max_tokens is asked again, "
                                 "doubled, up to this", "tokens")

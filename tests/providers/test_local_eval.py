@@ -42,3 +42,82 @@ def test_the_grammars_for_every_request_parse_in_llama_cpp():
                           {"role": "tool", "content": 'out "q" \\ é 42 `x` [y]\n\nexit: 0'}]):
             for required in (False, True):
                 tool_grammar(known_commands(schemas, messages), required, grounded_answer(messages), llama=llama)
+
+
+def shell_pattern(messages, folder):
+    import re
+
+    from bantam.config import Config
+    from bantam.providers.local import known_commands
+    from bantam.tools import ToolContext, make_toolbox
+    cfg = Config(provider="local")
+    tools = known_commands(make_toolbox(cfg.tools, ToolContext(cfg)).schemas(), messages, folder)
+    shell = next(t for t in tools if t["function"]["name"] == "shell_exec")
+    return re.compile(shell["function"]["parameters"]["properties"]["command"]["pattern"])
+
+
+def test_a_command_names_only_what_the_request_or_the_folder_names(tmp_path):
+    (tmp_path / "notes.txt").write_text("n\n")
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "main.c").write_text("\n")
+    pattern = shell_pattern([{"role": "user", "content": "How long is report.md?"}], tmp_path)
+    allowed = ["ls", "ls -la src", "head -5 notes.txt", "cat notes.txt", "wc -l report.md", "cat src/main.c | wc -l",
+               "ls && pwd", "echo report.md > notes.txt"]
+    refused = ["echo 123", "ls docs", "cat hello.txt", "rm notes.txt", "wc -l &&", "echo >", "ls |",
+               "cat notes.txt; rm -rf /", "cat $(whoami)", "echo -n123456789"]
+    assert [c for c in allowed if not pattern.match(c)] == []
+    assert [c for c in refused if pattern.match(c)] == []
+
+
+def test_a_command_quoted_in_backticks_is_allowed_as_written(tmp_path):
+    pattern = shell_pattern([{"role": "user", "content": "Run `grep -c ok log.txt; echo $?` please"}], tmp_path)
+    assert pattern.match("grep -c ok log.txt; echo $?") and not pattern.match("grep -c fail log.txt")
+
+
+def test_only_the_worked_example_nearest_the_request_is_shown():
+    from bantam.config import Config
+    from bantam.providers.local import examples
+    from bantam.tools import ToolContext, make_toolbox
+    cfg = Config(provider="local")
+    tools = make_toolbox(cfg.tools, ToolContext(cfg)).schemas()
+
+    def last_example(request):
+        shown = examples(tools, [{"role": "system", "content": "S"}, {"role": "user", "content": request},
+                                 {"role": "assistant", "content": "later turns do not reorder them"}])
+        requests = [m["content"] for m in shown if m["role"] == "user" and "<tool_response>" not in m["content"]]
+        assert len(requests) == 1
+        return requests[0]
+
+    assert last_example("Which files are in the build folder?") == "Which files are in the docs folder?"
+    assert last_example("What does setup.cfg say?") == "What is in hello.txt?"  # like neither: the default
+    assert examples([t for t in tools if t["function"]["name"] != "shell_exec"], []) == []
+
+
+def test_an_answer_after_a_result_cites_it_within_its_first_words():
+    from bantam.providers.local import CITE_WITHIN, grounded_answer
+    request = {"role": "user", "content": "What number is in number.txt?"}
+    result = {"role": "tool", "content": "42\n\nexit: 0"}
+    grammar = grounded_answer([request, {"role": "assistant", "content": ""}, result], cite=True)
+    first, facts = grammar.splitlines()[:2]
+    assert first.count("(other sep") == CITE_WITHIN and " fact " in first
+    assert facts == 'fact ::= "42" | "0"'  # words only the result has: not "number.txt", not "the"
+    assert grounded_answer([request], cite=True) == grounded_answer([request])  # before a result: any text
+
+
+def test_a_file_tools_path_is_one_the_request_or_the_folder_names(tmp_path):
+    import re
+
+    from bantam.config import Config
+    from bantam.providers.local import known_commands
+    from bantam.tools import ToolContext, make_toolbox
+    (tmp_path / "notes.txt").write_text("n\n")
+    cfg = Config(provider="local", tools=("shell_exec", "write_file", "read_file", "run_subagent"))
+    tools = known_commands(make_toolbox(cfg.tools, ToolContext(cfg)).schemas(),
+                           [{"role": "user", "content": "Save hi in greeting.txt"}], tmp_path)
+    paths = {t["function"]["name"]: t["function"]["parameters"]["properties"].get("path", {}).get("pattern")
+             for t in tools}
+    for name in ("write_file", "read_file"):
+        pattern = re.compile(paths[name])
+        assert pattern.match("greeting.txt") and pattern.match("notes.txt")
+        assert not pattern.match("/tmp/docs.md") and not pattern.match("../notes.txt")
+    assert paths["run_subagent"] is None  # no path argument: left as it is
