@@ -8,6 +8,7 @@ import resource
 import signal
 import stat
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -699,3 +700,24 @@ def test_one_head_and_tail_rule_for_streams_and_whole_texts():
                 assert f"[... {keep.cut} characters clipped of {len(data)} ...]" in whole
             else:
                 assert keep.head == data and whole == data.decode("latin-1")
+
+
+CTRL_C_AT_START = """
+import sys
+from bantam.tools.shell import run_shell
+try:
+    # the command interrupts bantam as soon as it starts: before, during or just after the start
+    run_shell("echo $$ > group.pid; kill -INT $PPID; sleep 1000", 60, 1000)
+except KeyboardInterrupt:
+    sys.exit(130)
+sys.exit(0)
+"""
+
+
+@pytest.mark.parametrize("attempt", range(5))
+def test_ctrl_c_as_a_command_starts_leaves_no_process(tmp_path, attempt):
+    from tests.conftest import process_gone
+    r = subprocess.run([sys.executable, "-c", CTRL_C_AT_START], cwd=tmp_path, timeout=60,
+                       env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")})
+    assert r.returncode == 130  # the interrupt reached bantam, held back no longer than the start
+    assert process_gone(int((tmp_path / "group.pid").read_text()))  # and the command's group is gone

@@ -4,6 +4,7 @@ In a context with a workspace (a controlled run), the command is one of the work
 commands, run as its fixed argument array without a shell, in the workspace (`run_named`)."""
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import selectors
@@ -14,6 +15,7 @@ import threading
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
+from collections.abc import Iterator
 from typing import IO, TYPE_CHECKING, Any, Callable
 
 from .. import reaper
@@ -129,15 +131,18 @@ def run_process(argv: list[str], timeout: float, output_limit: int,
     if sandbox is not None:
         argv = sandbox.wrap(argv)
         return sandbox.settle(run_process(argv, timeout, output_limit, cancel, on_start, cwd, env))
-    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            start_new_session=True, cwd=cwd, env=tool_env() if env is None else env)
-    reaper.watch(proc.pid)
-    if on_start is not None:
-        on_start(proc)
+    with _ctrl_c_held() as held:  # a Ctrl+C between the start and the watch would orphan the group
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                start_new_session=True, cwd=cwd, env=tool_env() if env is None else env)
+        reaper.watch(proc.pid)
     output = ClippedOutput(output_limit)
     timed_out = False
     deadline = time.monotonic() + timeout
     try:
+        if held:
+            signal.raise_signal(signal.SIGINT)  # now, where the finally below kills the group
+        if on_start is not None:
+            on_start(proc)
         timed_out = _read_until_done(proc, output, deadline, cancel)
         if not timed_out:
             # EOF can come before the exit: `cat` closes stdout, then exits. Killing it now would
@@ -154,6 +159,21 @@ def run_process(argv: list[str], timeout: float, output_limit: int,
         return ShellResult(f"{text}\n[timed out after {timeout:g}s; process group killed]", 124, True)
     code = proc.returncode
     return ShellResult(text, 128 - code if code < 0 else code)
+
+
+@contextlib.contextmanager
+def _ctrl_c_held() -> Iterator[list[int]]:
+    """Hold back a Ctrl+C (SIGINT) for the block: the list it yields says whether one came. Only
+    the main thread gets KeyboardInterrupt, and only it may set a handler; elsewhere a no-op."""
+    held: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield held
+        return
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: held.append(signum))
+    try:
+        yield held
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _read_until_done(proc: subprocess.Popen, output: "ClippedOutput", deadline: float,
