@@ -92,6 +92,8 @@ class Config:
     env_passthrough: tuple[str, ...] = knob((), Names(), "secret-looking variables commands may see (GH_TOKEN, AWS_*)")
     n_ctx: int | None = knob(None, Number(int, 16), "provider=local: context size (default 8192)", "tokens")
     n_threads: int | None = knob(None, Number(int, 1), "provider=local: CPU threads (default: llama.cpp's)")
+    local_aids: str = knob("auto", Choice("auto", "on", "off"),
+                           "provider=local: the five aids below; auto: for the bundled model only, not a model_path= GGUF")
     local_tool_first: str = knob("auto", Choice("auto", "off"),
                                 "provider=local: a request that needs the machine gets a tool call first")
     local_example: bool = knob(True, Flag(), "provider=local: show the model one worked tool call")

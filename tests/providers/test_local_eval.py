@@ -121,3 +121,18 @@ def test_a_file_tools_path_is_one_the_request_or_the_folder_names(tmp_path):
         assert pattern.match("greeting.txt") and pattern.match("notes.txt")
         assert not pattern.match("/tmp/docs.md") and not pattern.match("../notes.txt")
     assert paths["run_subagent"] is None  # no path argument: left as it is
+
+
+def test_a_model_path_gguf_gets_the_aids_only_when_asked(tmp_path):
+    # the same file as the bundled model, named by model_path=: to bantam a user's own GGUF
+    from bantam.config import Config
+    from bantam.providers.local import LocalProvider, bundled_model
+    from bantam.tools import ToolContext, make_toolbox
+    tools = make_toolbox(Config().tools, ToolContext(Config())).schemas()
+    messages = [{"role": "system", "content": "S"}, {"role": "user", "content": "What is in a.txt?"}]
+    for values, aided in (({}, True), ({"model_path": str(bundled_model())}, False),
+                          ({"model_path": str(bundled_model()), "local_aids": "on"}, True),
+                          ({"local_aids": "off"}, False)):
+        provider = LocalProvider(Config(provider="local", **values))
+        assert (len(provider.chat(messages, tools)) > len(messages)) is aided, values  # the worked example
+        assert (provider.commands, provider.grounded, provider.cite, provider.tool_first) == (aided,) * 4

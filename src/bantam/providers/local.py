@@ -145,6 +145,15 @@ class LocalProvider:
         self.n_threads = cfg.n_threads
         self._llama = None
         self.output_tokens: int | None = None  # set by the loop to ask again for a cut answer
+        # The aids for a tiny model hold its commands and answers to narrow grammars: right for
+        # the bundled 135M model, a cage for a capable GGUF. So a model_path= model gets them only
+        # with local_aids=on.
+        aided = cfg.local_aids == "on" or (cfg.local_aids == "auto" and not cfg.model_path)
+        self.tool_first = aided and cfg.local_tool_first == "auto"
+        self.example = aided and cfg.local_example
+        self.commands = aided and cfg.local_commands
+        self.grounded = aided and cfg.local_grounded
+        self.cite = aided and cfg.local_cite
 
     @property
     def llama(self) -> Any:
@@ -168,8 +177,8 @@ class LocalProvider:
         choice = self.cfg.forward.get("tool_choice")
         tools = offered(tools, choice)
         required = bool(tools) and (choice == "required" or (
-            choice is None and self.cfg.local_tool_first == "auto" and needs_machine(messages)))
-        if self.cfg.local_commands:
+            choice is None and self.tool_first and needs_machine(messages)))
+        if self.commands:
             tools = known_commands(tools, messages)
         with _lock:
             llama = self.llama
@@ -211,8 +220,7 @@ class LocalProvider:
         options.update(max_tokens=min(limit, self.n_ctx - len(tokens)), temperature=self.cfg.temperature,
                        stream=True, stop=options.get("stop") or self.stop)
         if tools:
-            answer = (grounded_answer(messages, cite=self.cfg.local_cite) if self.cfg.local_grounded
-                      else ANY_ANSWER)
+            answer = grounded_answer(messages, cite=self.cite) if self.grounded else ANY_ANSWER
             options["grammar"] = tool_grammar(tools, required=required, answer=answer, llama=llama)
         pieces: list[str] = []
         streaming = not tools  # with tools, the first character tells an answer from a tool call
@@ -251,7 +259,7 @@ class LocalProvider:
         its system message, tool list and worked examples included."""
         if not chat or chat[0]["role"] != "system":
             return []
-        shown = examples(tools, messages) if self.cfg.local_example else []
+        shown = examples(tools, messages) if self.example else []
         fixed = 1 + (len(shown) if shown and chat[1: 1 + len(shown)] == shown else 0)
         text = self.formatter(generation_prompt=False)(messages=chat[:fixed]).prompt
         return self.llama.tokenize(text.encode("utf-8"), add_bos=False, special=True)
@@ -269,7 +277,7 @@ class LocalProvider:
         chat = to_chat(messages)
         if tools and chat and chat[0]["role"] == "system":
             chat[0] = {"role": "system", "content": chat[0]["content"] + tool_prompt(tools)}
-            if self.cfg.local_example:
+            if self.example:
                 chat[1:1] = examples(tools, messages)
         return chat
 
