@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import atexit
 import importlib.util
+import itertools
 import json
 import os
 import re
@@ -102,6 +103,7 @@ ANY_ANSWER = "[^<\\x00] [^\\x00]*"
 GLUE = ("the a an is are was were has have had of in on at to for and or not no yes it its this that "
         "there these those file files folder directory contains contain lines line number exit code "
         "status returned returns output command ran run wrote written with as by from".split())
+GLUE_FORMS = GLUE + [w.capitalize() for w in GLUE]
 # words that say nothing about what a request is for, left out when matching it to an example
 FUNCTION_WORDS = set("the a an is are was were be of in on at to for and or it its this that there these those "
                      "what which who how many much me tell show give please can you i my your do does".split())
@@ -190,7 +192,7 @@ class LocalProvider:
                 raise APIError(f"context length exceeded: the prompt is {len(tokens)} tokens and "
                                f"n_ctx is {self.n_ctx}", status=400)
             on_event(RequestStarted(model=self.model))
-            self._warm_prefix(llama, chat, messages, tools, tokens, on_event)
+            self._warm_prefix(llama, chat, messages, tokens, on_event)
             cached = _common_prefix(list(llama._input_ids[: llama.n_tokens]), tokens)
             text = self._generate(llama, tokens, tools, limit, on_event, required, messages)
         completion = len(llama.tokenize(text.encode("utf-8"), add_bos=False, special=True))
@@ -234,11 +236,11 @@ class LocalProvider:
                 on_event(Text(text="".join(pieces)))
         return "".join(pieces)
 
-    def _warm_prefix(self, llama: Any, chat: list[dict], messages: list[dict], tools: list[dict], tokens: list[int],
+    def _warm_prefix(self, llama: Any, chat: list[dict], messages: list[dict], tokens: list[int],
                      on_event: OnEvent) -> None:
         """Put the system prompt's KV state in place before generating: already there (a later turn),
         loaded from the disk cache (a new process), or evaluated now and saved for the next one."""
-        prefix = self.prefix_tokens(chat, messages, tools)
+        prefix = self.prefix_tokens(chat, messages)
         if len(prefix) < kv_cache.MIN_PREFIX or tokens[: len(prefix)] != prefix:
             return
         if _common_prefix(list(llama._input_ids[: llama.n_tokens]), prefix) == len(prefix):
@@ -254,13 +256,12 @@ class LocalProvider:
         except OSError as e:
             on_event(Notice(message=f"could not save the prompt state: {e}"))
 
-    def prefix_tokens(self, chat: list[dict], messages: list[dict], tools: list[dict]) -> list[int]:
-        """The tokens of the conversation's fixed start (`chat`, made from `messages` and `tools`):
-        its system message, tool list and worked examples included."""
+    def prefix_tokens(self, chat: list[dict], messages: list[dict]) -> list[int]:
+        """The tokens of the conversation's fixed start (`chat`, made from `messages`): its system
+        message, tool list and worked examples included."""
         if not chat or chat[0]["role"] != "system":
             return []
-        shown = examples(tools, messages) if self.example else []
-        fixed = 1 + (len(shown) if shown and chat[1: 1 + len(shown)] == shown else 0)
+        fixed = 1 + len(chat) - len(messages)  # to_chat gives one turn a message: the rest are examples
         text = self.formatter(generation_prompt=False)(messages=chat[:fixed]).prompt
         return self.llama.tokenize(text.encode("utf-8"), add_bos=False, special=True)
 
@@ -360,10 +361,9 @@ def grounded_answer(messages: list[dict], cite: bool = False) -> str:
         if isinstance(m.get("content"), str):
             results.append(m["content"])
     found = _words("\n".join(reversed(results)))[:EVIDENCE_WORDS]
-    told = set(_words(request)) | set(GLUE) | {w.capitalize() for w in GLUE}
+    told = set(_words(request)) | set(GLUE_FORMS)
     facts = [w for w in found if w not in told and w.lower() not in told] if cite else []
-    others = [w for w in dict.fromkeys(found + _words(request) + GLUE + [w.capitalize() for w in GLUE])
-              if w not in facts]
+    others = [w for w in dict.fromkeys(found + _words(request) + GLUE_FORMS) if w not in facts]
     rules = (f'sep ::= " " | ", " | ": " | "\\n" | "\\n- "\nother ::= {_alternatives(others)}\n')
     if not facts:
         return 'other (sep other)* "."?\n' + rules
@@ -420,16 +420,23 @@ def _names(folder: Path, limit: int = NAMES_SHOWN) -> list[str]:
     """Names in `folder` and its subfolders (as `sub/name`), at most `limit`, hidden ones left out."""
     names: list[str] = []
     try:
-        for entry in sorted(os.scandir(folder), key=lambda e: e.name):
-            if entry.name.startswith(".") or len(names) >= limit:
-                continue
+        for entry in _entries(str(folder), limit):
             names.append(entry.name)
             if entry.is_dir(follow_symlinks=False):
-                names += [f"{entry.name}/{sub.name}" for sub in sorted(os.scandir(entry.path), key=lambda e: e.name)
-                          if not sub.name.startswith(".")][: max(0, limit - len(names))]
+                names += [f"{entry.name}/{sub.name}" for sub in _entries(entry.path, limit)]
+            if len(names) >= limit:
+                break
     except OSError:
         pass
     return names[:limit]
+
+
+def _entries(folder: str, limit: int) -> list[os.DirEntry[str]]:
+    """At most `limit` visible entries of `folder`, sorted by name: a huge folder is not read whole
+    on every request."""
+    with os.scandir(folder) as found:
+        return sorted(itertools.islice((e for e in found if not e.name.startswith(".")), limit),
+                      key=lambda e: e.name)
 
 
 def _literal(text: str) -> str | None:
