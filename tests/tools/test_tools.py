@@ -20,29 +20,12 @@ from bantam.sanitize import sanitize
 from bantam.tools import Outcome, ToolContext, make_toolbox
 from bantam.tools.files import splice, write_file
 from bantam.tools.shell import SPOOL_CAP, ShellExec, run_shell
+from tests.conftest import process_gone
 
 SPOOL_NOTE = re.compile(r"\[\.\.\. (\d+) bytes clipped of (\d+); (.*?) in (/\S+) \.\.\.\]")
 
 
 # --- helpers ------------------------------------------------------------------------------------
-
-def _alive(pid: int) -> bool:
-    """True while `pid` runs; a zombie nobody has reaped yet counts as gone."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return state not in ("Z", "X")
-
-
-def _wait_gone(pid: int, within: float = 5.0) -> bool:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        if not _alive(pid):
-            return True
-        time.sleep(0.05)
-    return not _alive(pid)
-
 
 def _kill(pid: int) -> None:
     """Clean up a process this test started."""
@@ -175,7 +158,7 @@ def test_shell_timeout_kills_the_whole_process_group(home):
         assert r.output.startswith("before\n")
         assert "timed out" in r.output
         assert elapsed < 10
-        assert _wait_gone(pid), f"background grandchild {pid} survived the timeout"
+        assert process_gone(pid, within=5.0), f"background grandchild {pid} survived the timeout"
         assert ShellExec().run({"command": "sleep 30"}, _ctx(shell_timeout=0.5)).endswith("\n\nexit: 124")
     finally:
         _kill(pid)
@@ -197,7 +180,7 @@ def test_shell_returns_when_the_shell_exits_despite_background_children(home, re
     try:
         assert (r.output, r.exit_code, r.timed_out) == ("done\n", 0, False)
         assert elapsed < 10  # well before the 20 s timeout
-        assert _wait_gone(pid), "a background child was left behind"
+        assert process_gone(pid, within=5.0), "a background child was left behind"
     finally:
         _kill(pid)
 
@@ -716,7 +699,6 @@ sys.exit(0)
 
 @pytest.mark.parametrize("attempt", range(5))
 def test_ctrl_c_as_a_command_starts_leaves_no_process(tmp_path, attempt):
-    from tests.conftest import process_gone
     r = subprocess.run([sys.executable, "-c", CTRL_C_AT_START], cwd=tmp_path, timeout=60,
                        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")})
     assert r.returncode == 130  # the interrupt reached bantam, held back no longer than the start
