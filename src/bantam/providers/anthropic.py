@@ -52,12 +52,11 @@ class AnthropicProvider(HTTPProvider):
         # Anthropic caches tools, then system, then messages; the keys go in that order, the
         # small options after, so each request is the last one plus the new step, byte for byte.
         body: dict[str, Any] = {"model": self.model}
-        if tools:
+        if tools:  # a breakpoint here: a new session reads the tools from the cache too
             body["tools"] = [_tool(t) for t in tools]
-        if system:  # a breakpoint here: tools and system are read from the cache in a new session too
-            body["system"] = [{"type": "text", "text": system, "cache_control": CACHE}]
-        elif tools:
             body["tools"][-1] = {**body["tools"][-1], "cache_control": CACHE}
+        if system:  # a plain string: proxies turn a list of blocks into an OpenAI content list,
+            body["system"] = system  # which llama.cpp-style servers refuse for the system role
         body.update(messages=to_anthropic(messages), max_tokens=self.max_tokens, stream=cfg.stream)
         thinking = cfg.forward.get("thinking")
         if not (isinstance(thinking, dict) and thinking.get("type") != "disabled"):
@@ -244,7 +243,7 @@ def _breakpoints(content: list[dict], where: set[int]) -> None:
     In the last message: its last block, and its last tool result when text follows it (the
     daemon's LIFE.md tail, rebuilt every step: the next request repeats the message only up to
     that result). In the message two before it (the previous request's last, as this request
-    repeats it): its last block. With the system's, at most 4, Anthropic's limit."""
+    repeats it): its last block. With the tools', at most 4, Anthropic's limit."""
     for i in where:
         if content[i].get("type") not in THINKING:
             content[i] = {**content[i], "cache_control": CACHE}
