@@ -125,3 +125,28 @@ def test_daemon_steps_extend_the_previous_request_but_its_life_tail(home, server
     first, second, third = posts(server)[:3]
     assert_extends(first, second, trailing_tail=True)
     assert_extends(second, third, trailing_tail=True)
+
+
+def test_controlled_run_prompts_keep_their_steady_parts_first(home, server):
+    # `bantam run` sends one fresh prompt a step (seed 002), but what does not change comes first:
+    # the system message is the run's, the same every time; while the window of the last four
+    # results fills, each prompt repeats the last up to its progress line, which comes after them
+    ws = home / "ws"
+    ws.mkdir()
+    for i in range(3):
+        (ws / f"f{i}.txt").write_text(f"file {i}\n")
+    write_cfg(home, **base_cfg(server))
+    reads = [{"tool": "read_file", "arguments": {"path": f"f{i}.txt"}} for i in range(3)]
+    server.add(text_reply(json.dumps({"plan": [{"description": f"Read f{i}.txt", **r} for i, r in enumerate(reads)]})),
+               *[text_reply(json.dumps(r)) for r in reads], text_reply(json.dumps({"final": "read them"})))
+    r = run_bantam("run", "Read every file.", "--workspace", str(ws), cwd=home)
+    assert r.returncode == 0, r.stderr
+    requests = posts(server)
+    assert len(requests) == 5
+    systems = {json.dumps(q.body["messages"][0]) for q in requests}
+    assert len(systems) == 1  # planning, acting and answering: one system message
+    users = [q.body["messages"][-1]["content"] for q in requests[1:]]
+    for earlier, later in zip(users, users[1:]):
+        steady = earlier[:earlier.index("\n\nProgress:")]
+        assert later.startswith(steady), (steady, later)
+        assert "Recent results" in steady or earlier is users[0]

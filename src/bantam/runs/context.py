@@ -1,9 +1,15 @@
 """The context: one fresh, compact prompt per inference, built from the state alone.
 
-No chat history grows: the model sees the goal, the plan, the last four observations (1200
-characters of a success, up to 3000 of a failure), excerpts of the required inputs, the last
-failure until it is fixed, and one instruction. Token counts are estimated at three characters a
-token, deliberately high; a prompt that does not fit is refused by the token gate, never cut.
+No chat history grows: the model sees the goal, excerpts of the required inputs, the plan, the
+last four observations (1200 characters of a success, up to 3000 of a failure), the last failure
+until it is fixed, and one instruction. Token counts are estimated at three characters a token,
+deliberately high; a prompt that does not fit is refused by the token gate, never cut.
+
+The parts go from the steadiest to the most changing, so a prefix cache (llama.cpp's, a
+provider's) serves most of each prompt from the one before: the system message is the same for
+the whole run, then the goal, the inputs and the plan's steps (changed only by a repair plan),
+then the sliding window of results; what changes every step (which steps are done, the budget,
+the instruction) comes last.
 """
 from __future__ import annotations
 
@@ -55,13 +61,12 @@ def build(state: RunState, config: RunConfig, ws: Workspace, run_path: Path,
     planning = purpose in ("plan", "repair")
     tools = allowed_tools(config, planning) if planning or "tool" in kinds else []
     user = "\n\n".join(part for part in (
-        goal_part(state), listing_part(ws) if planning else "", plan_part(state),
-        inputs_part(state), recent_part(state), failure_part(state),
+        goal_part(state), inputs_part(state), plan_part(state), recent_part(state),
+        listing_part(ws) if planning else "", failure_part(state),
         file_part(ws, path, state, run_path, config) if purpose == "write" else "",
-        hint_part(state), budget_part(state, config),
+        progress_part(state), hint_part(state), budget_part(state, config),
         instruction(purpose, state, index, config, path, kinds)) if part)
-    system = system_prompt(purpose, config, tools)
-    return Request(purpose, messages(system, user, purpose, artifact), kinds, path, tools)
+    return Request(purpose, messages(system_prompt(config), user, purpose, artifact), kinds, path, tools)
 
 
 def what_is_due(state: RunState, config: RunConfig, ws: Workspace) -> tuple[str, tuple[str, ...]]:
@@ -78,16 +83,15 @@ def what_is_due(state: RunState, config: RunConfig, ws: Workspace) -> tuple[str,
     return "final", ("tool", "final") if unmet(GateContext(state, config, ws)) else ("final",)
 
 
-def system_prompt(purpose: str, config: RunConfig, tools: list[str]) -> str:
-    head = ("You work inside a controlled run: you propose, the runtime checks every proposal and "
-            "carries it out. Paths are relative to the workspace.")
-    if purpose == "write" and config.runtime.file_output_format == "fenced":
-        return head + " Now you write one file: reply with its complete content in one code fence, nothing else."
-    lines = [head, "Reply with exactly one JSON object and nothing else."] + (["Tools:"] if tools else [])
-    for name in tools:
+def system_prompt(config: RunConfig) -> str:
+    """The same for every request of the run: each instruction says which answer it wants."""
+    lines = ["You work inside a controlled run: you propose, the runtime checks every proposal and "
+             "carries it out. Paths are relative to the workspace. Reply with exactly one JSON object "
+             "and nothing else, unless you are asked for a file's content in a code fence.", "Tools:"]
+    for name in allowed_tools(config, planning=True):
         line = f"- {TOOLS[name].summary}"
         if name == "write_file":
-            line += f". Files you may write: {', '.join(config.tools.write_paths)}"
+            line += f" (only as a plan step). Files you may write: {', '.join(config.tools.write_paths)}"
         if name == "shell":
             line += f". Commands: {', '.join(config.tools.commands)}"
         lines.append(line)
@@ -110,29 +114,39 @@ def listing_part(ws: Workspace) -> str:
 
 
 def plan_part(state: RunState) -> str:
+    """The steps as planned; which are done is said near the end (progress_part)."""
     if not state.plan:
         return ""
+    return "Plan:\n" + "\n".join(f"{i}. {step.description}: {describe_call(step.tool, step.arguments)}"
+                                  for i, step in enumerate(state.plan, 1))
+
+
+def progress_part(state: RunState) -> str:
+    if not state.plan:
+        return ""
+    done = [str(i) for i, step in enumerate(state.plan, 1) if step.status == "done"]
+    failed = [str(i) for i, step in enumerate(state.plan, 1) if step.status == "failed"]
     current = state.current()
-    lines = ["Plan:"]
-    for i, step in enumerate(state.plan):
-        box = {"done": "x", "failed": "!", "pending": " "}[step.status]
-        mark = "   <- current" if i == current else ""
-        lines.append(f"[{box}] {i + 1}. {step.description}: {describe_call(step.tool, step.arguments)}{mark}")
-    return "\n".join(lines)
+    return "Progress: " + "; ".join(part for part in (
+        f"steps done: {', '.join(done)}" if done else "no step done yet",
+        f"failed: {', '.join(failed)}" if failed else "",
+        f"current: step {current + 1}" if current is not None else "every step done") if part) + "."
 
 
 def inputs_part(state: RunState) -> str:
-    """Required inputs stay visible after many repair steps, unless a recent read shows them."""
-    shown = {o.arguments.get("path") for o in state.recent if o.tool == "read_file" and o.ok}
-    parts = [f"--- {path} ---\n{text}" for path, text in state.inputs.items() if path not in shown]
+    """Required inputs stay visible after many repair steps; a recent read of the same text is
+    shown as a reference to them, so nothing is in the prompt twice."""
+    parts = [f"--- {path} ---\n{text}" for path, text in state.inputs.items()]
     return "Required inputs (excerpts):\n" + "\n".join(parts) if parts else ""
 
 
-def observation_text(obs: Observation) -> str:
+def observation_text(obs: Observation, inputs: dict[str, str] | None = None) -> str:
     status = "ok" if obs.ok else "FAILED" + (f", exit {obs.exit_code}" if obs.exit_code is not None else "")
     if obs.clipped:
         status += ", output clipped"
     body = excerpt(obs.output, OK_EXCERPT if obs.ok else ERROR_EXCERPT)
+    if obs.tool == "read_file" and obs.ok and inputs and inputs.get(obs.arguments.get("path", "")) == body:
+        body = "(the text shown under Required inputs)"
     return f"{describe_call(obs.tool, obs.arguments)}: {status}\n{body}".rstrip()
 
 
@@ -140,7 +154,7 @@ def recent_part(state: RunState) -> str:
     if not state.recent:
         return ""
     return "Recent results (oldest first):\n" + "\n".join(
-        f"{i}. {observation_text(o)}" for i, o in enumerate(state.recent, 1))
+        f"- {observation_text(o, state.inputs)}" for o in state.recent)
 
 
 def failure_part(state: RunState) -> str:
