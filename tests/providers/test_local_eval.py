@@ -61,10 +61,12 @@ def test_a_command_names_only_what_the_request_or_the_folder_names(tmp_path):
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "main.c").write_text("\n")
     pattern = shell_pattern([{"role": "user", "content": "How long is report.md?"}], tmp_path)
-    allowed = ["ls", "ls -la src", "head -5 notes.txt", "cat notes.txt", "wc -l report.md", "cat src/main.c | wc -l",
-               "ls && pwd", "echo report.md > notes.txt"]
+    allowed = ["ls", "ls -la src", "head -5 notes.txt", "cat notes.txt", "wc -l notes.txt", "cat src/main.c | wc -l",
+               "ls && pwd", "echo long > notes.txt", "echo long > report.md", "touch report.md"]
+    # report.md is not in the folder: a name to write, never one to read
     refused = ["echo 123", "ls docs", "cat hello.txt", "rm notes.txt", "wc -l &&", "echo >", "ls |",
-               "cat notes.txt; rm -rf /", "cat $(whoami)", "echo -n123456789"]
+               "cat notes.txt; rm -rf /", "cat $(whoami)", "echo -n123456789", "wc -l report.md",
+               "cat report.md", "echo report.md"]
     assert [c for c in allowed if not pattern.match(c)] == []
     assert [c for c in refused if pattern.match(c)] == []
 
@@ -72,6 +74,19 @@ def test_a_command_names_only_what_the_request_or_the_folder_names(tmp_path):
 def test_a_command_quoted_in_backticks_is_allowed_as_written(tmp_path):
     pattern = shell_pattern([{"role": "user", "content": "Run `grep -c ok log.txt; echo $?` please"}], tmp_path)
     assert pattern.match("grep -c ok log.txt; echo $?") and not pattern.match("grep -c fail log.txt")
+
+
+def test_asked_to_run_a_quoted_command_the_first_call_is_that_command(tmp_path):
+    (tmp_path / "check.sh").write_text("exit 7\n")
+    run = [{"role": "user", "content": "Execute `bash check.sh` and tell me the exit status."}]
+    first = shell_pattern(run, tmp_path)
+    assert first.match("bash check.sh") and not first.match("cat check.sh") and not first.match("ls")
+    # after its result the model may look further, as in any turn
+    later = shell_pattern(run + [{"role": "assistant", "content": ""}, {"role": "tool", "content": "exit: 7"}], tmp_path)
+    assert later.match("bash check.sh") and later.match("cat check.sh")
+    # a quoted name in a request that does not ask to run it is only one choice among the others
+    asked = shell_pattern([{"role": "user", "content": "Where is `main` defined in check.sh?"}], tmp_path)
+    assert asked.match("main") and asked.match("grep main check.sh")
 
 
 def test_only_the_worked_example_nearest_the_request_is_shown():
@@ -118,8 +133,10 @@ def test_a_file_tools_path_is_one_the_request_or_the_folder_names(tmp_path):
              for t in tools}
     for name in ("write_file", "read_file"):
         pattern = re.compile(paths[name])
-        assert pattern.match("greeting.txt") and pattern.match("notes.txt")
+        assert pattern.match("notes.txt")
         assert not pattern.match("/tmp/docs.md") and not pattern.match("../notes.txt")
+    # greeting.txt, named by the request and not in the folder, can be written, not read
+    assert re.match(paths["write_file"], "greeting.txt") and not re.match(paths["read_file"], "greeting.txt")
     assert paths["run_subagent"] is None  # no path argument: left as it is
 
 

@@ -90,6 +90,13 @@ MACHINE_WORDS = re.compile(r"`[^`]+`|\b(?!e\.g\b|i\.e\b)[\w-]+\.[A-Za-z][A-Za-z0
                            r"\b(?:run|execute|ls|list|count|files?|folders?|director(?:y|ies)|"
                            r"exit (?:code|status))\b", re.I)
 
+# Programs that make the files they are given; the rest read theirs (see known_commands).
+MAKERS = set("touch mkdir tee cp mv".split())
+FILE_NAME = re.compile(r"[\w-]+(?:/[\w.-]+)*\.[A-Za-z][A-Za-z0-9]{0,4}|[\w.-]+/[\w./-]+")
+
+# A request that asks to run something: with a command in backticks, its first call runs that one.
+RUN_WORDS = re.compile(r"\b(?:run|execute|exit (?:code|status)|output of|prints?)\b", re.I)
+
 # With local_commands=on, shell_exec's command starts with one of these programs (or is a command
 # the user wrote in backticks): a tiny model otherwise "runs" a file name or the user's own words.
 # No rm: given it, the 135M model deleted files it was asked to list or write.
@@ -383,24 +390,39 @@ def _alternatives(words: list[str]) -> str:
 
 def known_commands(tools: list[dict], messages: list[dict], folder: Path | None = None) -> list[dict]:
     """The tool schemas with shell_exec's command held to a command the user quoted in backticks in
-    the latest request, or a known program whose arguments are short flags, shell operators, and
-    words of the request or names in the working folder; and a file tool's `path` to one of those
-    words or names. A tiny model otherwise invents its arguments (`echo 123` to read a number,
-    `ls docs` copied from the example, write_file to /tmp/docs.md to list a folder)."""
+    the latest request (only that, for the turn's first call when the request asks to run it), or
+    a known program whose arguments are short flags, shell operators, and words of the request or
+    names in the working folder (a file name not in the folder only as one to write); and a file
+    tool's `path` to one of those words or names. A tiny model otherwise invents its arguments
+    (`echo 123` to read a number, `ls docs` copied from the example, write_file to /tmp/docs.md to
+    list a folder)."""
     request = next((m.get("content") for m in reversed(messages) if m.get("role") == "user"), "")
     request = request if isinstance(request, str) else ""
     quoted = re.findall(r"`([^`\n]+)`", request)
-    starts = "|".join(re.escape(w) for w in PROGRAMS)
-    words = [w for w in dict.fromkeys(_words(request) + _names(folder or Path.cwd())) if w not in PROGRAMS]
+    names = _names(folder or Path.cwd())
+    words = [w for w in dict.fromkeys(_words(request) + names) if w not in PROGRAMS]
+    # A file name the request gives that is not in the folder can only be written: after `>`, by a
+    # program that makes files, or as write_file's path (the 135M model ran `cat todo.txt` when
+    # asked to create todo.txt). Other words of the request stay arguments anywhere.
+    new = {w for w in words if w not in names and FILE_NAME.fullmatch(w)}
     # (llama.cpp's schema-to-grammar converter knows plain groups and classes only: each word a
     # literal, then a flag, then the operators)
-    named = "|".join(q for q in (_literal(w) for w in words) if q) or "[.]"
-    argument = f"( ({named}|-[A-Za-z][A-Za-z]?[A-Za-z]?|-[0-9][0-9]?[0-9]?))"  # -la, -5: a short flag
+    named = _choice(words)
+    existing = _choice([w for w in words if w not in new])
+    flag = "-[A-Za-z][A-Za-z]?[A-Za-z]?|-[0-9][0-9]?[0-9]?"  # -la, -5: a short flag
+    reads, writes = f"( ({existing}|{flag}))", f"( ({named}|{flag}))"
+    makers = "|".join(re.escape(w) for w in PROGRAMS if w in MAKERS)
+    others = "|".join(re.escape(w) for w in PROGRAMS if w not in MAKERS)
+    command = f"(({makers}){writes}*|({others}){reads}*)"
     # a pipe or && then another program, a redirection then a name: never a dangling operator
     # (`echo >` or `wc -l &&` is a syntax error, not a command)
-    program = f"({starts}){argument}*(( ([|]|&&) ({starts}){argument}*)|( ([>]|[>][>]) ({named})))*"
-    literals = [_literal(json.dumps(q)[1:-1]) for q in quoted]
-    pattern = "^(" + "|".join([*(q for q in literals if q), program]) + ")$"
+    program = f"{command}(( ([|]|&&) {command})|( ([>]|[>][>]) ({named})))*"
+    literals = [q for q in (_literal(json.dumps(q)[1:-1]) for q in quoted) if q]
+    # Asked to run what it quotes, at the start of the turn: that command, nothing else (the 135M
+    # model, free to choose, ran `cat` for "Execute `exit 3`"). Later calls choose freely again.
+    first_call = bool(messages) and messages[-1].get("role") == "user"
+    only_quoted = literals and first_call and RUN_WORDS.search(request)
+    pattern = "^(" + "|".join(literals if only_quoted else [*literals, program]) + ")$"
     shaped = []
     for tool in tools:
         parameters = json.loads(json.dumps(tool["function"].get("parameters") or {}))
@@ -408,12 +430,17 @@ def known_commands(tools: list[dict], messages: list[dict], folder: Path | None 
         if tool["function"]["name"] == "shell_exec":
             properties.setdefault("command", {"type": "string"})["pattern"] = pattern
         elif properties.get("path", {}).get("type") == "string":  # write_file and the file tools
-            properties["path"]["pattern"] = f"^({named})$"
+            properties["path"]["pattern"] = f"^({named if tool['function']['name'] == 'write_file' else existing})$"
         else:
             shaped.append(tool)
             continue
         shaped.append({**tool, "function": {**tool["function"], "parameters": parameters}})
     return shaped
+
+
+def _choice(words: list[str]) -> str:
+    """A pattern matching any one of `words`; with none, `.` (the folder itself: harmless)."""
+    return "|".join(q for q in (_literal(w) for w in words) if q) or "[.]"
 
 
 def _names(folder: Path, limit: int = NAMES_SHOWN) -> list[str]:
