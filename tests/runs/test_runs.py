@@ -730,5 +730,22 @@ def test_read_number_on_the_bundled_local_model(home, capsys):
     assert state["model"]["provider"] == "local" and state["plan"], err
     assert state["counters"]["parse_failures"] == 0 and state["counters"]["model_calls"] >= 2
     assert (code, state["status"]) in ((0, "completed"), (1, "blocked")), err
+    # the run's grammar names only the workspace's files: no proposal is refused for its path (the
+    # chat aids' shaping once put the process folder's names in its place, and the run blocked)
+    events = [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines() if line.strip()]
+    assert [e for e in events if e.get("gate") == "paths"] == []
     if code == 0:
         assert "example.txt" in state["reads"] and out.strip()
+
+
+def test_a_run_on_the_local_provider_uses_its_own_grammar_not_the_chat_aids(tmp_path):
+    # the aids shape paths from the process's folder; a run's grammar holds them to the workspace
+    from bantam.config import Config
+    from bantam.providers.local import available
+    from bantam.runs.model import ProviderModel
+    from bantam.runs.settings import Model
+    from bantam.tools.workspace import Workspace
+    if not available():
+        pytest.skip("the local extra is not installed")
+    model = ProviderModel(Config(provider="local"), Model(), Workspace(tmp_path))
+    assert model.grammar and not (model.provider.commands or model.provider.grounded or model.provider.example)

@@ -89,9 +89,14 @@ class ProviderModel:
         if settings.seed is not None:
             forward["seed"] = settings.seed
         self.grammar = cfg.provider == "local" and settings.grammar
+        aids = cfg.local_aids
         if self.grammar:
             forward["tool_choice"] = "required"  # the local provider then emits only the call
-        self.cfg = cfg.with_values(forward=forward)
+            # The run's grammar holds each argument to the workspace itself (call_schema); the chat
+            # aids' shaping of paths and commands (from the process's folder, not the workspace)
+            # would override it: with them, the bundled model could not name the workspace's files.
+            aids = "off"
+        self.cfg = cfg.with_values(forward=forward, local_aids=aids)
         self.provider = make_provider(self.cfg)
         self.settings, self.workspace = settings, workspace
         self.label = self.provider.model + (" (local)" if cfg.provider == "local" else "")
