@@ -103,6 +103,8 @@ RUN_WORDS = re.compile(r"\b(?:run|execute|exit (?:code|status)|output of|prints?
 PROGRAMS = ("ls cat head tail wc grep find echo printf date pwd cd stat file du df sort uniq cut tr sed awk "
             "diff cp mv mkdir touch tree basename dirname realpath test true false exit bash sh python3 "
             "python git make pytest env uname whoami id ps which seq expr md5sum sha256sum tee xargs").split()
+MAKER_PROGRAMS = "|".join(re.escape(w) for w in PROGRAMS if w in MAKERS)      # as pattern alternatives,
+READER_PROGRAMS = "|".join(re.escape(w) for w in PROGRAMS if w not in MAKERS)  # built once
 
 ANY_ANSWER = "[^<\\x00] [^\\x00]*"
 # With local_grounded=on, an answer that follows a tool result is made of the words of that result
@@ -411,9 +413,7 @@ def known_commands(tools: list[dict], messages: list[dict], folder: Path | None 
     existing = _choice([w for w in words if w not in new])
     flag = "-[A-Za-z][A-Za-z]?[A-Za-z]?|-[0-9][0-9]?[0-9]?"  # -la, -5: a short flag
     reads, writes = f"( ({existing}|{flag}))", f"( ({named}|{flag}))"
-    makers = "|".join(re.escape(w) for w in PROGRAMS if w in MAKERS)
-    others = "|".join(re.escape(w) for w in PROGRAMS if w not in MAKERS)
-    command = f"(({makers}){writes}*|({others}){reads}*)"
+    command = f"(({MAKER_PROGRAMS}){writes}*|({READER_PROGRAMS}){reads}*)"
     # a pipe or && then another program, a redirection then a name: never a dangling operator
     # (`echo >` or `wc -l &&` is a syntax error, not a command)
     program = f"{command}(( ([|]|&&) {command})|( ([>]|[>][>]) ({named})))*"
