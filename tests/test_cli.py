@@ -64,7 +64,7 @@ def test_bang_prompt_runs_the_command_without_the_model(cfg, server):
     r = run_bantam("-p", "!echo direct; exit 3", cwd=cfg)
     assert r.stdout == "direct\n" and "exit: 3" in r.stderr and r.returncode == 3
     (cfg / "cmd.txt").write_text("!ls cmd.txt")
-    assert run_bantam("cmd.txt", cwd=cfg).stdout == "cmd.txt\n"
+    assert run_bantam("./cmd.txt", cwd=cfg).stdout == "cmd.txt\n"  # a command file runs named as a path
     assert server.chat_requests() == []
 
 

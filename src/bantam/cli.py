@@ -28,6 +28,7 @@ bantam web                     the browser view (bantam web --help)
 bantam config                  every configuration key, its value and where it came from
 bantam sessions [show|export|delete ID]   saved sessions
 bantam completion bash|zsh|fish           a shell completion script
+bantam trust [list|revoke [DIR]]          trust this project's files (.bantam.cfg, .mcp.json, ...) as they are
 bantam mcp [list|trust]        serve bantam as an MCP server on stdio; list or trust MCP servers
 bantam batch TASKS -o RESULTS  many tasks, N agents at a time (--workers N, --queue redis://...)
 bantam worker redis://...      run tasks from a Redis queue (for batch --queue, or any service)"""
@@ -51,6 +52,7 @@ SUBCOMMANDS = {
     "sessions": "bantam.commands:sessions_main",
     "completion": "bantam.commands:completion_main",
     "mcp": "bantam.mcp.cli:main",
+    "trust": "bantam.commands:trust_main",
     "batch": "bantam.batch:main",
     "worker": "bantam.batch.redisq:worker_main",
 }
@@ -147,8 +149,8 @@ def load_config(args: argparse.Namespace):
     """The configuration, with this command line's options on top."""
     from . import config
     cfg = config.load(flags(args))
-    if cfg.warning:
-        print(f"bantam: warning: {cfg.warning}", file=sys.stderr)
+    for line in cfg.warning.splitlines():
+        print(f"bantam: warning: {line}", file=sys.stderr)
     return cfg
 
 
@@ -216,6 +218,12 @@ def read_prompt(text: str | None, path: str | None, piped: str | None) -> str | 
                 text = f.read()
         except (OSError, UnicodeDecodeError) as e:
             raise ConfigError(f"cannot read prompt file {path}: {getattr(e, 'strerror', None) or e}") from None
+        if text.startswith("!") and "/" not in path:
+            # A repository may hold a file named like a word (`review`, `TODO`): `bantam review`
+            # must not run its command. As a shell runs a script from here only as ./name, a
+            # command file runs only when named as a path.
+            raise ConfigError(f"{path} starts with '!', a command; bantam runs a command from a file only "
+                              f"when you name the file as a path: bantam ./{path}")
     if text is None:
         return piped
     return f"{text}\n\n{piped}" if piped and piped.strip() else text

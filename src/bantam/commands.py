@@ -156,3 +156,101 @@ BASH = """_bantam() {{
     COMPREPLY=($(compgen -W "{words}" -- "$cur") $(compgen -f -- "$cur"))
 }}
 complete -F _bantam bantam"""
+
+
+# --- bantam trust: one store and one question for every file a project supplies (trust.py) ----
+
+TRUST_USAGE = """usage: bantam trust [list | revoke [DIR]]
+
+    bantam trust          trust this folder's .bantam.cfg / model.cfg, .mcp.json and the tools folder
+                          its config names, as they are now (an edit asks again)
+    bantam trust list     every trusted folder, and which of its files changed since
+    bantam trust revoke [DIR]   forget a folder (default: this one)
+
+Until a project is trusted, its files cannot loosen bantam's boundary (sandbox*, approval,
+env_passthrough, mcp, bantam_tools_dir are ignored, with a line naming file:line), cannot send
+your key to an endpoint they name, and its .mcp.json starts nothing."""
+
+
+def trust_main(argv: list[str]) -> int:
+    from . import trust
+    if not argv or argv[0] in ("-h", "--help"):
+        if argv:
+            print(TRUST_USAGE)
+            return 0
+        print(trust_project("."))
+        return 0
+    action, rest = argv[0], argv[1:]
+    if action == "list" and not rest:
+        print(trusted_listing())
+        return 0
+    if action == "revoke" and len(rest) <= 1:
+        folder = trust.folder_of(rest[0] if rest else ".")
+        print(f"revoked {folder}" if trust.revoke(folder) else f"{folder} was not trusted")
+        return 0
+    raise ConfigError(f"bantam trust: unknown arguments {' '.join(argv)!r}\n{TRUST_USAGE}")
+
+
+def untrusted_lines(directory: str = ".") -> list[str]:
+    """What this folder's untrusted files would do once trusted, in full: the boundary keys a
+    config file sets, the MCP servers it would start. [] when nothing waits for trust."""
+    from .mcp import servers
+    ignored: list[str] = []
+    config.layers({}, directory, os.environ, ignored)
+    lines = [f"  {entry}" for entry in ignored]
+    if lines:
+        lines.insert(0, f"{config.read_config_file(directory)[0]} sets bantam's boundary:")
+    return lines + servers.untrusted_lines(servers.select(directory).untrusted)
+
+
+def trust_project(directory: str = ".") -> str:
+    """Trust the folder's files as they are now; say what that allows."""
+    from . import trust
+    from .mcp import servers
+    path, entries = config.read_config_file(directory)
+    tools_dir = next((value for key, value, _ in entries if key == "bantam_tools_dir"), "")
+    waiting = untrusted_lines(directory)
+    specs = servers.read_specs(servers.project_file(directory))
+    files = trust.trust(directory, tools_dir)
+    lines = [line.replace(" wants to start these MCP servers:", ": its MCP servers may start:") for line in waiting]
+    lines += [f"trusted {spec.name}: {spec.describe()}" for spec in specs.values()]
+    names = ", ".join(key for key in files)
+    return "\n".join([*lines, f"trusted {trust.folder_of(directory)}: {names} (as they are now; an edit "
+                      "asks again; `bantam trust revoke` forgets it)"])
+
+
+def trusted_listing() -> str:
+    from . import trust
+    projects = trust.trusted_projects()
+    if not projects:
+        return "no trusted projects"
+    lines = []
+    for folder, files in sorted(projects.items()):
+        changed = trust.changed(folder, files)
+        lines.append(f"{folder}  {', '.join(files)}" + (f"  (changed since: {', '.join(changed)})" if changed else ""))
+    return "\n".join(lines)
+
+
+def ask_trust(read, directory: str = ".") -> bool:
+    """The terminal's one question, before the first prompt: trust what this project's files
+    would do? Asked only when something waits for trust (a person is there to answer)."""
+    lines = untrusted_lines(directory)
+    if not lines:
+        return False
+    try:
+        answer = read("\n".join([*lines, "Trust this project's files as they are now? [y/N] "]))
+    except (KeyboardInterrupt, EOFError):
+        return False
+    if answer.strip().lower() not in ("y", "yes"):
+        return False
+    trust_project(directory)
+    return True
+
+
+def trust_note(directory: str = ".") -> str:
+    """For a front end that cannot ask at start (the browser view): what waits, and how to trust."""
+    lines = untrusted_lines(directory)
+    if not lines:
+        return ""
+    return "\n".join(["This project's files are not trusted yet:", *lines,
+                      "Read them; `/mcp trust` (or `bantam trust`) trusts them."])

@@ -47,6 +47,19 @@ FALLBACK_CONTEXT_WINDOW = 200_000
 FIBONACCI_DELAYS = (1.0, 1.0, 2.0, 3.0, 5.0, 8.0, 13.0, 21.0, 34.0)
 CONFIG_FILES = (".bantam.cfg", "model.cfg")  # the first one present wins
 PROVIDERS = ("openai", "anthropic", "local")
+# The keys that draw the boundary around the model (sandbox.py, approval.py, envpolicy.py, MCP,
+# the tools folder). From a project file the user has not trusted (trust.py), a value may make
+# the boundary stricter, never looser: key -> how strict a value is (higher: stricter). A key
+# added later that widens what the model may do belongs here.
+BOUNDARY_KEYS: dict[str, Callable[[Any], int]] = {
+    "sandbox": lambda v: ("off", "workspace", "read-only").index(v),
+    "approval": lambda v: ("never", "on-request", "always").index(v),
+    "sandbox_network": lambda v: int(not v),
+    "sandbox_writable": lambda v: int(not v),  # any root named may reach past the project
+    "env_passthrough": lambda v: int(not v),
+    "mcp": lambda v: int(not v),
+    "bantam_tools_dir": lambda v: int(not v),
+}
 ALIAS = "alias."  # `alias.fast=openrouter/some/model`: `--model fast` means that model
 
 
@@ -111,7 +124,8 @@ class Config:
                         "when a person is asked (approval.py)")
     forward: Mapping[str, Any] = field(default_factory=dict)  # unknown keys, sent to the API
     file: str = ""                        # the config file that was read, if any
-    warning: str = ""                     # something the user should hear about the config file
+    warning: str = ""                     # what the user should hear about the config (lines)
+    ignored: tuple[str, ...] = ()         # "file:line key=value" an untrusted project file set in vain
     embedded: bool = False                # nothing configured: running the bundled local model
 
     def with_values(self, **changes: Any) -> "Config":
@@ -212,7 +226,8 @@ def load(flags: Mapping[str, str] | None = None, directory: str | os.PathLike = 
          environ: Mapping[str, str] | None = None) -> Config:
     """Build the Config from every layer. `flags` maps keys to values given on the command line."""
     environ = os.environ if environ is None else environ
-    raw, path, entries = layers(flags, directory, environ)
+    ignored: list[str] = []
+    raw, path, entries = layers(flags, directory, environ, ignored)
     values: dict[str, Any] = {}
     forward: dict[str, Any] = {}
     aliases = {key[len(ALIAS):]: text.strip() for key, (text, _, _) in raw.items() if key.startswith(ALIAS)}
@@ -243,31 +258,51 @@ def load(flags: Mapping[str, str] | None = None, directory: str | os.PathLike = 
     elif values["provider"] == "anthropic" and "endpoint" not in values:
         values["endpoint"] = ANTHROPIC_ENDPOINT
     withheld = ""
-    if not values.get("api_key") and not embedded and values.get("endpoint"):
+    user = user_config_path(environ)
+    if values.get("api_key") and raw.get("api_key", ("", ""))[1].startswith(f"{user}:") and values.get("endpoint"):
+        withheld = withheld_key(f"api_key ({raw['api_key'][1]})", DEFAULT_ENDPOINT, values["endpoint"],
+                                raw.get("endpoint"), path, environ)
+        values["api_key"] = "" if withheld else values["api_key"]
+    elif not values.get("api_key") and not embedded and values.get("endpoint"):
         fallback = "ANTHROPIC_API_KEY" if values["provider"] == "anthropic" else "OPENAI_API_KEY"
         var = "LLM_API_KEY" if environ.get("LLM_API_KEY") else fallback
-        withheld = withheld_key(var, values["endpoint"], raw.get("endpoint"), path, environ)
+        if environ.get(var):
+            withheld = withheld_key(var, KEY_HOMES[var][1], values["endpoint"], raw.get("endpoint"), path, environ)
         values["api_key"] = "" if withheld else environ.get(var) or ""
     _protect(values)
+    warnings = [exposed_key_warning(path, entries), withheld, ignored_warning(path, ignored)]
     return Config(**values, forward=forward, file=str(path) if path else "", embedded=embedded,
-                  warning=exposed_key_warning(path, entries) or withheld)
+                  warning="\n".join(w for w in warnings if w), ignored=tuple(ignored))
 
 
-def withheld_key(var: str, endpoint: str, source: tuple[str, ...] | None, path: Path | None,
+def withheld_key(key: str, home: str, endpoint: str, source: tuple[str, ...] | None, path: Path | None,
                  environ: Mapping[str, str]) -> str:
-    """Why the key in `var` must not go to `endpoint`, or "" when it may. A project's file (a
-    cloned repository's) may not send the user's key elsewhere than its own API or an endpoint
-    the user chose: a flag, the user's file or the environment."""
-    if not environ.get(var) or source is None or path is None or not source[1].startswith(f"{path}:"):
-        return ""  # no key, or an endpoint the user chose
-    chosen = [environ.get("LLM_URL", ""), KEY_HOMES[var][1]]
+    """Why the user's `key` (whose own API is `home`) must not go to `endpoint`, or "" when it
+    may. A project's file (a cloned repository's) the user has not trusted may not send the
+    user's key elsewhere than its own API or an endpoint the user chose: a flag, the user's
+    file or the environment."""
+    if source is None or path is None or not source[1].startswith(f"{path}:"):
+        return ""  # an endpoint the user chose
+    from . import trust
+    if trust.is_trusted(path):
+        return ""
     user = user_config_path(environ)
-    chosen += [value for key, value, _ in (read_entries(user) if user.is_file() else []) if key == "endpoint"]
+    chosen = [environ.get("LLM_URL", ""), home]
+    chosen += [value for k, value, _ in (read_entries(user) if user.is_file() else []) if k == "endpoint"]
     if any(c and _host(c) == _host(endpoint) for c in chosen):
         return ""
-    return (f"{source[1]} sets endpoint={endpoint}, so your {var} is not sent (a project's file may not "
-            f"send your key to a server you did not choose); to send it there, put api_key= in {path}, "
-            f"or pass --endpoint {endpoint}, or set endpoint={endpoint} in {user}")
+    return (f"{source[1]} sets endpoint={endpoint}, so your {key} is not sent (a project's file may not "
+            f"send your key to a server you did not choose); to send it there, trust the project "
+            f"(`bantam trust`), put api_key= in {path}, pass --endpoint {endpoint}, or set "
+            f"endpoint={endpoint} in {user}")
+
+
+def ignored_warning(path: Path | None, ignored: list[str]) -> str:
+    """One line: what an untrusted project file set about the boundary, and how to trust it."""
+    if not ignored:
+        return ""
+    return (f"{path} is not trusted, so it may not loosen bantam's boundary; ignored: "
+            f"{', '.join(ignored)} (read it, then `bantam trust` applies it)")
 
 
 def _host(url: str) -> str:
@@ -296,26 +331,49 @@ def _protect(values: dict[str, Any]) -> None:
 
 
 def layers(flags: Mapping[str, str] | None, directory: str | os.PathLike,
-           environ: Mapping[str, str]) -> tuple[dict[str, tuple[str, str, str]], Path | None, list]:
+           environ: Mapping[str, str], ignored: list[str] | None = None
+           ) -> tuple[dict[str, tuple[str, str, str]], Path | None, list]:
     """Every key's text, where it came from and the name it had there (an alias: `api_base`), by
     its one name, the higher layer winning: flags > project file > user file > environment. Also
-    the project file and its entries."""
+    the project file and its entries. A boundary key the project file may not set (not trusted,
+    and looser than what it would replace) is left out and noted in `ignored`."""
     raw: dict[str, tuple[str, str, str]] = {}  # key -> (text, where it came from, the name given there)
     for var, key in ENVIRONMENT.items():
         if environ.get(var):
             raw[key] = (environ[var], f"environment variable {var}", key)
     user = user_config_path(environ)
     path, entries = read_config_file(directory)
-    for file_entries in (read_entries(user) if user.is_file() else [], entries):
+    for file_entries, project in ((read_entries(user) if user.is_file() else [], None), (entries, path)):
         named: dict[str, str] = {}  # a key's one name -> the name this file gave it
         for key, value, where in file_entries:
             one = ALIASES.get(key, key)
             if named.setdefault(one, key) != key:
                 raise ConfigError(f"{where}: {key}: the same key as {named[one]!r}, given twice; keep one")
+            if project and one in BOUNDARY_KEYS and not _may_set(one, value, raw.get(one), project, directory):
+                if ignored is not None:
+                    ignored.append(f"{where} {key}={value}")
+                continue
             raw[one] = (value, where, key)
     for key, value in (flags or {}).items():
         raw[ALIASES.get(key, key)] = (value, f"command-line {key}", key)
     return raw, path, entries
+
+
+def _may_set(key: str, text: str, below: tuple[str, str, str] | None, path: Path,
+             directory: str | os.PathLike) -> bool:
+    """May the project file at `path` set boundary key `key` to `text`? Yes when the user trusts
+    the file as it is (and, for a tools folder, that folder as it is), or when the value is at
+    least as strict as the one it replaces."""
+    from . import trust
+    if trust.is_trusted(path):
+        return key != "bantam_tools_dir" or trust.tools_trusted(directory, text.strip())
+    strictness = BOUNDARY_KEYS[key]
+    try:
+        new = strictness(KEYS[key].kind.text(text))
+        old = strictness(KEYS[key].kind.text(below[0]) if below else KEYS[key].default)
+    except ValueError:
+        return True  # a bad value: load() reports it with its file and line
+    return new >= old
 
 
 def known_keys() -> list[str]:

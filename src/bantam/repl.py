@@ -13,7 +13,8 @@ from .approval import Approvals, terminal_ask
 from .errors import BantamError, ConfigError, LimitReached, ProviderError
 from .events import Done, Error, Notice, Usage, quiet
 from .lineeditor import Reader, make_reader
-from .mcp.cli import ask_trust, mcp_command
+from .commands import ask_trust, trust_project
+from .mcp.cli import mcp_command
 from .prompt import system_prompt
 from .providers import context_window_later, make_provider
 from .render import make_renderer
@@ -43,7 +44,8 @@ HELP = """\
 /resume [--retry-blocked]  continue the last run
 /status             the last run's progress, budgets and completion state
 /files              the files in the last run's workspace
-/mcp [trust]        MCP servers, their state and tools; trust starts this project's .mcp.json
+/mcp [trust]        MCP servers, their state and tools; trust: the same as /trust
+/trust              trust this project's files as they are now (.bantam.cfg, .mcp.json, tools folder)
 /clear              start a new conversation
 /help               this list
 /quit               exit (so does Ctrl+D on an empty line)
@@ -105,8 +107,8 @@ class Repl:
 
     def run(self) -> int:
         self.greet()
-        if ask_trust(self.cfg, self.read):  # a project's .mcp.json runs commands: ask first
-            self.cmd_mcp("trust")
+        if ask_trust(self.read):  # a project's files would change the boundary: ask first
+            self.trusted()
         while True:
             try:
                 line = self.read("> ")
@@ -186,7 +188,19 @@ class Repl:
         return True
 
     def cmd_mcp(self, arg: str) -> None:
+        if arg == "trust":
+            return self.cmd_trust("")
         self.print(mcp_command(arg, self.cfg, self.toolbox))
+
+    def cmd_trust(self, arg: str) -> None:
+        self.print(trust_project("."))
+        self.trusted()
+
+    def trusted(self) -> None:
+        """The project was just trusted: its boundary keys apply and its MCP servers start."""
+        self.configure(config.load(self.flags))
+        self.cmd_sandbox("")
+        self.print(mcp_command("", self.cfg, self.toolbox))
 
     def cmd_help(self, arg: str) -> None:
         self.print(HELP)

@@ -140,7 +140,7 @@ def test_project_servers_start_only_once_trusted(home):
         before = run_bantam("-p", "status?", cwd=home)
         assert before.returncode == 0, before.stderr
         notices = [line for line in before.stderr.splitlines() if ".mcp.json" in line]
-        assert len(notices) == 1 and "bantam mcp trust" in notices[0] and "(git)" in notices[0]
+        assert len(notices) == 1 and "bantam trust" in notices[0] and "(git)" in notices[0]
         assert not any(n.startswith("git__") for n in offered(s.chat_requests()[0]))
 
         trusted = run_bantam("mcp", "trust", cwd=home)
@@ -154,7 +154,7 @@ def test_project_servers_start_only_once_trusted(home):
 
         (home / ".mcp.json").write_text((home / ".mcp.json").read_text() + "\n")  # an edit asks again
         edited = run_bantam("-p", "status?", cwd=home)
-        assert "bantam mcp trust" in edited.stderr
+        assert "bantam trust" in edited.stderr
         assert not any(n.startswith("git__") for n in offered(s.chat_requests()[3]))
 
 
@@ -165,7 +165,7 @@ def test_mcp_list_shows_state_and_tools(home):
     assert r.returncode == 0, r.stderr
     assert "time  [ready]" in r.stdout and "    time__convert_time" in r.stdout
     assert "gone  [failed: could not start: /nonexistent/mcp-server: command not found]" in r.stdout
-    assert "proj  [not trusted: run `bantam mcp trust`]" in r.stdout
+    assert "proj  [not trusted: run `bantam trust`]" in r.stdout
 
 
 # --- the npm reference server: text, images, resources ---------------------------------------
@@ -368,7 +368,7 @@ def test_terminal_asks_before_a_project_server_starts_and_mcp_lists_it(home):
         term = Term(home)
         term.child.timeout = 60
         term.expect("wants to start these MCP servers:")
-        term.expect("Trust this file and start them? [y/N]")
+        term.expect("Trust this project's files as they are now? [y/N]")
         term.child.send("y\r")
         term.enter("/mcp")
         term.expect("time  [ready]")
@@ -423,7 +423,7 @@ def test_the_browser_view_says_how_to_trust_and_mcp_trust_starts_them(home):
         write_cfg(home, **base_cfg(s))
         web = WebServer(home)
         try:
-            web.events_until(lambda e: "`/mcp trust` trusts it and starts them" in e.get("message", ""))
+            web.events_until(lambda e: "`/mcp trust` (or `bantam trust`) trusts them" in e.get("message", ""))
             web.send("/mcp trust")
             web.events_until(lambda e: e["type"] == "output" and "time  [ready]" in e["text"], timeout=60)
             web.idle(60)

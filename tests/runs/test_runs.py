@@ -642,7 +642,7 @@ def test_killed_during_a_command_blocks_until_retried(home, capsys):
     """After the inference, during the command it asked for: resume does not ask the model again,
     and does not run the command again without --retry-blocked."""
     ws = workspace(home, **{"a.txt": "alpha\n"})
-    (home / ".bantam.cfg").write_text("sandbox=off\n")  # the test kills the command by its host pid
+    write_cfg(home, sandbox="off")  # the test kills the command by its host pid
     (home / "slow.py").write_text("import os, time\nopen('pid', 'w').write(str(os.getpid()))\n"
                                   "open('marker', 'a').write('ran\\n')\nos.path.exists('fast') or time.sleep(60)\n")
     cfg = config(home, f'[tools.commands]\nslow = ["{sys.executable}", "{home / "slow.py"}"]\n')

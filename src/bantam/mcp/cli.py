@@ -2,14 +2,13 @@
 
     bantam mcp            serve bantam over stdio (the same as `bantam mcp serve`)
     bantam mcp list       start the configured servers and show their state and tools
-    bantam mcp trust      trust this directory's .mcp.json as it is now (its servers may start)
+    bantam mcp trust      the same as `bantam trust`: this folder's files as they are now
 """
 from __future__ import annotations
 
 import argparse
 import sys
 
-from ..errors import ConfigError
 from . import need_sdk, servers
 
 
@@ -20,7 +19,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("action", nargs="?", default="serve", choices=("serve", "list", "trust"))
     args = p.parse_args(argv)
     if args.action == "trust":
-        return trust_project()
+        from ..commands import trust_main
+        return trust_main([])
     cfg = load_config(args)
     if args.action == "list":
         print(listing(cfg.mcp, start=True))
@@ -28,21 +28,6 @@ def main(argv: list[str]) -> int:
     need_sdk()
     from .serve import serve
     return serve(cfg)
-
-
-def trust_project() -> int:
-    print(trust_project_file())
-    return 0
-
-
-def trust_project_file() -> str:
-    path = servers.project_file()
-    specs = servers.read_specs(path)
-    if not specs:
-        raise ConfigError(f"no MCP servers to trust: {path} does not exist or names none")
-    servers.trust(path)
-    lines = [f"trusted {spec.name}: {spec.describe()}" for spec in specs.values()]
-    return "\n".join([*lines, f"({path} as it is now; an edit to it asks again)"])
 
 
 def listing(enabled: bool, start: bool) -> str:
@@ -64,7 +49,7 @@ def listing(enabled: bool, start: bool) -> str:
             from .tools import tool_name
             lines += [f"    {tool_name(name, t.name)}" for t in c.tools]
     for name, spec in selection.untrusted.items():
-        lines.append(f"{name}  [not trusted: run `bantam mcp trust`]  {spec.describe()}  ({spec.source})")
+        lines.append(f"{name}  [not trusted: run `bantam trust`]  {spec.describe()}  ({spec.source})")
     if not lines:
         return (f"no MCP servers configured (add them to {servers.user_file()} or "
                 f"./{servers.PROJECT_FILE})")
@@ -78,38 +63,10 @@ def _connections() -> dict:
     return dict(_hub.connections) if _hub else {}
 
 
-# --- the terminal's /mcp and its question at start -------------------------------------------
-
-def ask_trust(cfg, read) -> bool:
-    """In the terminal, before the first prompt: may this project's untrusted servers start?"""
-    if not cfg.mcp:
-        return False
-    untrusted = servers.select().untrusted
-    if not untrusted:
-        return False
-    try:
-        return read(servers.trust_question(untrusted)).strip().lower() in ("y", "yes")
-    except (KeyboardInterrupt, EOFError):
-        return False
-
-
-def trust_note(cfg) -> str:
-    """For a front end that cannot ask at start (the browser view): how to trust, or ""."""
-    untrusted = servers.select().untrusted if cfg.mcp else {}
-    if not untrusted:
-        return ""
-    lines = [f"  {s.name}: {s.describe()}" for s in untrusted.values()]
-    return "\n".join([f"{servers.project_file()} names MCP servers that are not trusted yet:", *lines,
-                      "Read it; `/mcp trust` trusts it and starts them."])
-
+# --- the terminal's /mcp ---------------------------------------------------------------
 
 def mcp_command(arg: str, cfg, box) -> str:
-    """`/mcp` lists the servers, their state and tools; `/mcp trust` trusts ./.mcp.json and
-    starts its servers in this session."""
-    if arg == "trust":
-        trust_project_file()
-        from . import attach
-        attach(box)
-    elif arg not in ("", "list"):
+    """`/mcp` lists the servers, their state and tools (the front end handles `/mcp trust`)."""
+    if arg not in ("", "list"):
         return "usage: /mcp [trust]"
     return listing(cfg.mcp, start=False)

@@ -3,9 +3,11 @@
 Two files, in the format Claude Code and others read (`{"mcpServers": {NAME: {...}}}`):
 - `~/.config/bantam/mcp.json` ($XDG_CONFIG_HOME respected): the user's own, always trusted.
 - `.mcp.json` in the current directory: came with the repository, so its commands run only once
-  the user has trusted this file's exact content (`bantam mcp trust`, or the terminal's question).
-  Trust is kept in `~/.bantam/mcp-trust.json` as {absolute path: sha256 of the content}; any edit
-  to the file asks again. A project server with the name of a user server replaces it.
+  the user has trusted this file's exact content (`bantam trust`, or the terminal's question): the
+  one project trust of trust.py, kept with the project's other files; any edit asks again. A
+  project server with the name of a user server replaces it. What the user is shown before
+  trusting (`describe`) is everything that will run or be sent: command, args, cwd, env and
+  headers as the file writes them, with the variables of the user's environment they expand.
 
 A stdio server has `command` (and `args`, `env`, `cwd`); a Streamable HTTP one has `url` (and
 `headers`). `timeout` (seconds per tool call, default `shell_timeout`) is bantam's own key.
@@ -14,16 +16,14 @@ Nothing here imports the MCP SDK: this module decides, `hub` connects.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from ..fsutil import atomic_write, bantam_home, private_dir
 from . import PROJECT_FILE, project_file, user_file
 
 NAME = re.compile(r"^[A-Za-z0-9_-]{1,40}$")  # so that `name__tool` stays a valid tool name
@@ -40,9 +40,10 @@ class ServerSpec:
     url: str = ""                    # Streamable HTTP
     headers: dict[str, str] = field(default_factory=dict, repr=False)  # may hold a token
     timeout: float | None = None     # seconds per tool call; None: the config's shell_timeout
+    shown: str = ""                  # the whole entry as the file writes it (see `shown`)
 
     def describe(self) -> str:
-        return self.url or " ".join([self.command, *self.args])
+        return self.shown or self.url or " ".join([self.command, *self.args])
 
 
 def read_specs(path: Path) -> dict[str, ServerSpec]:
@@ -69,10 +70,30 @@ def _spec(name: str, entry: Any, where: str) -> ServerSpec:
     timeout = entry.get("timeout")
     if timeout is not None and (not isinstance(timeout, (int, float)) or timeout <= 0):
         raise ConfigError(f"{where}.timeout: expected a positive number of seconds")
-    return ServerSpec(name, where.partition(":")[0], command=_str(entry, "command", where),
+    spec = ServerSpec(name, where.partition(":")[0], command=_str(entry, "command", where),
                       args=tuple(_strings(entry, "args", where)), env=_table(entry, "env", where),
                       cwd=_str(entry, "cwd", where), url=_str(entry, "url", where),
                       headers=_table(entry, "headers", where), timeout=timeout)
+    return replace(spec, shown=shown(entry, mask=Path(spec.source) == user_file()))
+
+
+def shown(entry: dict, mask: bool = False) -> str:
+    """An entry as the file writes it, unexpanded: the program (or URL) and its args, then cwd,
+    env and headers, then which of the user's variables go to the server (`${OPENAI_API_KEY}`
+    in a header sends that key). With `mask` (the user's own file, shown on screen), a literal
+    value under a secret-looking name is ***."""
+    from ..envpolicy import looks_secret
+    parts = [entry.get("url") or " ".join([entry.get("command", ""), *entry.get("args", [])])]
+    if entry.get("cwd"):
+        parts.append(f"cwd={entry['cwd']}")
+    for table in ("env", "headers"):
+        for name, value in (entry.get(table) or {}).items():
+            literal = mask and looks_secret(name) and not VARIABLE.search(value)
+            parts.append(f"{table}.{name}={'***' if literal else value}")
+    used = sorted({m.group(1) for m in VARIABLE.finditer(json.dumps(entry))})
+    if used:
+        parts.append(f"(sends your {', '.join(used)})")
+    return "  ".join(parts)
 
 
 def _str(entry: dict, key: str, where: str) -> str:
@@ -112,37 +133,11 @@ def _expand(text: str, where: str) -> str:
     return VARIABLE.sub(value, text)
 
 
-# --- trust -------------------------------------------------------------------------------
-
-def _trust_path() -> Path:
-    return bantam_home() / "mcp-trust.json"
-
-
-def _digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def _trusted() -> dict[str, str]:
-    try:
-        data = json.loads(_trust_path().read_bytes())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
+# --- trust (one store for every project file: trust.py) ------------------------------------
 
 def is_trusted(path: Path) -> bool:
-    try:
-        return _trusted().get(str(path)) == _digest(path)
-    except OSError:
-        return False
-
-
-def trust(path: Path) -> None:
-    """Remember this file's current content as trusted."""
-    trusted = _trusted()
-    trusted[str(path)] = _digest(path)
-    private_dir(bantam_home())
-    atomic_write(_trust_path(), json.dumps(trusted, indent=1).encode(), 0o600)
+    from ..trust import is_trusted
+    return is_trusted(path)
 
 
 @dataclass
@@ -163,10 +158,12 @@ def select(directory: str | os.PathLike = ".") -> Selection:
 
 def untrusted_notice(untrusted: dict[str, ServerSpec]) -> str:
     return (f"{PROJECT_FILE} is not trusted, so its MCP servers ({', '.join(untrusted)}) were not "
-            f"started; read it, then run `bantam mcp trust` to start them")
+            f"started; read it, then run `bantam trust` to start them")
 
 
-def trust_question(untrusted: dict[str, ServerSpec]) -> str:
-    lines = [f"  {s.name}: {s.describe()}" for s in untrusted.values()]
-    return "\n".join([f"{project_file()} wants to start these MCP servers:", *lines,
-                      "Trust this file and start them? [y/N] "])
+def untrusted_lines(untrusted: dict[str, ServerSpec]) -> list[str]:
+    """What a project's untrusted .mcp.json would start, in full, for a trust question."""
+    if not untrusted:
+        return []
+    return [f"{project_file()} wants to start these MCP servers:",
+            *[f"  {s.name}: {s.describe()}" for s in untrusted.values()]]

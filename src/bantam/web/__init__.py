@@ -66,8 +66,12 @@ def carried_flags(flags: dict[str, str], workspace: Path) -> dict[str, str]:
     from .. import config
     if workspace.resolve() == Path.cwd().resolve() or config.read_config_file(workspace)[0] is not None:
         return flags
-    _, entries = config.read_config_file(".")
-    return {**{key: value for key, value, _ in entries}, **flags}
+    from .. import trust
+    path, entries = config.read_config_file(".")
+    # carried as flags, which outrank everything: so a boundary key only from a trusted file
+    mine = path is not None and trust.is_trusted(path)
+    return {**{key: value for key, value, _ in entries
+               if mine or config.ALIASES.get(key, key) not in config.BOUNDARY_KEYS}, **flags}
 
 
 def serve(flags: dict[str, str], host: str, port: int, allowed: tuple[str, ...] = ()) -> int:

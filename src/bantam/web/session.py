@@ -30,7 +30,7 @@ from typing import Any, Callable
 from .. import config
 from ..envpolicy import redact
 from ..events import Done, Event, Reasoning, RequestStarted, Retry, Text, ToolCall, UsageReport
-from ..mcp.cli import trust_note
+from ..commands import trust_note
 from ..render import usage_line
 from ..repl import Repl
 from ..runs.chat import PAUSING
@@ -121,7 +121,7 @@ class WebSession(Repl):
         super().__init__(flags, read=self.ask)
         self.log = [self.reset_event()]
         self.greet()
-        if note := trust_note(self.cfg):  # the terminal asks at start; the page says how
+        if note := trust_note():  # the terminal asks at start; the page says how
             self.say(note)
 
     # --- Repl's outputs, redirected ---------------------------------------------------------

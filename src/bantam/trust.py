@@ -1,0 +1,167 @@
+"""Project trust: the files a project supplies may shape bantam's boundary only once the user has
+trusted them, as they are now.
+
+A cloned repository is not the user: its `.bantam.cfg` or `model.cfg` could switch the sandbox
+off, its `.mcp.json` could start programs, the tools folder its config names could hold scripts.
+So, as VS Code's Workspace Trust and Codex's `projects.<path>.trust_level` do, trust is kept per
+project folder, and, as Claude Code's `.mcp.json` approval does, pinned to content: the store
+holds the sha256 of each of the folder's files as the user trusted it; an edit, or a new file,
+is untrusted again until `bantam trust` (or the terminal's one question) trusts it.
+
+    ~/.bantam/trust.json   {"projects": {FOLDER: {FILE NAME or "tools:PATH": sha256}}}
+
+Until then a project file cannot loosen the boundary (config.BOUNDARY_KEYS: the keys are
+ignored, with one line naming file:line) nor receive the user's key (config.withheld_key), and
+its `.mcp.json` servers do not start. Everything else in it (model, temperature, an endpoint
+without the user's key) applies: a project may choose its model, not its rights.
+This module knows files and digests only; config and MCP ask it.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+from .errors import ConfigError
+from .fsutil import atomic_write, bantam_home, private_dir
+
+PROJECT_FILES = (".bantam.cfg", "model.cfg", ".mcp.json")  # what a project supplies, by name
+TOOLS = "tools:"           # a record's key for a tools folder: "tools:/abs/path"
+TREE_FILES = 1000          # a tools folder's digest reads at most this many files ...
+TREE_BYTES = 64 << 20      # ... and this many bytes; past that it cannot be trusted (say so)
+STORE_BYTES = 4 << 20      # the store is read with a cap like every other file bantam reads
+LEGACY = "mcp-trust.json"  # bantam 0.2's store, {path of .mcp.json: sha256}: read, then folded in
+
+
+def store_path() -> Path:
+    return bantam_home() / "trust.json"
+
+
+def folder_of(directory: str | os.PathLike) -> str:
+    """The key a folder is trusted under: its real, absolute path."""
+    return os.path.realpath(directory)
+
+
+def digest(path: Path) -> str | None:
+    """sha256 of a file's bytes; None when it does not exist (or is not a regular file)."""
+    try:
+        with open(path, "rb") as f:
+            h = hashlib.sha256()
+            while chunk := f.read(1 << 20):
+                h.update(chunk)
+            return h.hexdigest()
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        return None
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read: {e.strerror or e}") from None
+
+
+def tree_digest(folder: Path) -> str | None:
+    """One sha256 over a folder's file names, modes and contents; None when it is not a folder.
+    Bounded: a folder larger than TREE_FILES files or TREE_BYTES bytes is a ConfigError."""
+    if not folder.is_dir():
+        return None
+    h, files, size = hashlib.sha256(), 0, 0
+    for base, dirs, names in os.walk(folder):
+        dirs.sort()
+        for name in sorted(names):
+            path = Path(base, name)
+            files += 1
+            size += path.lstat().st_size
+            if files > TREE_FILES or size > TREE_BYTES:
+                raise ConfigError(f"{folder}: too large to trust (more than {TREE_FILES} files or "
+                                  f"{TREE_BYTES >> 20} MB)")
+            h.update(f"{path.relative_to(folder)}\0{path.lstat().st_mode:o}\0".encode())
+            h.update((os.readlink(path) if path.is_symlink() else digest(path) or "").encode() + b"\n")
+    return h.hexdigest()
+
+
+def _read_store() -> dict[str, dict[str, str]]:
+    projects: dict[str, dict[str, str]] = {}
+    legacy = _read_json(bantam_home() / LEGACY)
+    for path, sha in legacy.items():  # 0.2 trusted .mcp.json files by path
+        if isinstance(path, str) and isinstance(sha, str):
+            projects.setdefault(os.path.dirname(path), {})[os.path.basename(path)] = sha
+    stored = _read_json(store_path()).get("projects", {})
+    for folder, files in stored.items() if isinstance(stored, dict) else ():
+        if isinstance(files, dict):
+            projects[folder] = {k: v for k, v in files.items() if isinstance(k, str) and isinstance(v, str)}
+    return projects
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        with open(path, "rb") as f:
+            data = json.loads(f.read(STORE_BYTES))
+    except (OSError, ValueError, RecursionError):
+        return {}  # a damaged store trusts nothing: the user is asked again
+    return data if isinstance(data, dict) else {}
+
+
+def _write_store(projects: dict[str, dict[str, str]]) -> None:
+    private_dir(bantam_home())
+    atomic_write(store_path(), json.dumps({"projects": projects}, indent=1, sort_keys=True).encode(), 0o600)
+    try:
+        os.unlink(bantam_home() / LEGACY)  # folded into trust.json
+    except FileNotFoundError:
+        pass
+
+
+def is_trusted(path: str | os.PathLike) -> bool:
+    """True when the project file at `path` is trusted as it is now."""
+    path = Path(path)
+    record = _read_store().get(folder_of(path.parent), {})
+    now = digest(path)
+    return now is not None and record.get(path.name) == now
+
+
+def tools_trusted(directory: str | os.PathLike, tools_dir: str | os.PathLike) -> bool:
+    """True when the tools folder a project's file names was trusted with this content."""
+    folder = Path(directory, tools_dir).expanduser()
+    record = _read_store().get(folder_of(directory), {})
+    now = tree_digest(folder)
+    return now is not None and record.get(TOOLS + os.path.realpath(folder)) == now
+
+
+def present(directory: str | os.PathLike, tools_dir: str = "") -> dict[str, str]:
+    """The project's files in `directory` as they are now: {record key: sha256}."""
+    found = {name: sha for name in PROJECT_FILES if (sha := digest(Path(directory, name)))}
+    if tools_dir and (sha := tree_digest(Path(directory, tools_dir).expanduser())):
+        found[TOOLS + os.path.realpath(Path(directory, tools_dir).expanduser())] = sha
+    return found
+
+
+def trust(directory: str | os.PathLike, tools_dir: str = "") -> dict[str, str]:
+    """Trust the project's files in `directory` as they are now (replacing what was trusted
+    there before); returns what was recorded."""
+    files = present(directory, tools_dir)
+    if not files:
+        raise ConfigError(f"nothing to trust in {folder_of(directory)}: no {', '.join(PROJECT_FILES)} there")
+    projects = _read_store()
+    projects[folder_of(directory)] = files
+    _write_store(projects)
+    return files
+
+
+def revoke(directory: str | os.PathLike) -> bool:
+    projects = _read_store()
+    gone = projects.pop(folder_of(directory), None) is not None
+    if gone:
+        _write_store(projects)
+    return gone
+
+
+def trusted_projects() -> dict[str, dict[str, str]]:
+    """Every trusted folder and its pinned files."""
+    return _read_store()
+
+
+def changed(folder: str, files: dict[str, str]) -> list[str]:
+    """The pinned files of `folder` whose content is no longer what was trusted."""
+    out = []
+    for key, sha in files.items():
+        now = tree_digest(Path(key[len(TOOLS):])) if key.startswith(TOOLS) else digest(Path(folder, key))
+        if now != sha:
+            out.append(key)
+    return out
