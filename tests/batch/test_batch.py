@@ -95,13 +95,24 @@ def test_each_task_runs_once_as_its_own_agent(home, tasks_server):
 @pytest.mark.parametrize("line, message", [
     ('{"id": 1, "task": "x"', "tasks.jsonl:2: not valid JSON"),
     ('{"id": 1, "task": ""}', "tasks.jsonl:2: 'task' must be a non-empty string"),
-    ('{"id": 1, "task": "y"}', "tasks.jsonl:2: id '1' was already used on line 1"),
     ('{"task": "y", "chekcs": []}', "tasks.jsonl:2: unknown key 'chekcs'"),
 ])
-def test_bad_tasks_file_is_one_line_and_nothing_runs(home, tasks_server, line, message):
+def test_a_bad_tasks_line_gets_a_failure_result_and_the_rest_runs(home, tasks_server, line, message):
     write_cfg(home, **base_cfg(tasks_server))
-    (home / "tasks.jsonl").write_text('{"id": 1, "task": "x"}\n' + line + "\n")
+    (home / "tasks.jsonl").write_text('{"id": "one", "task": "x"}\n' + line + "\n")
     r = run_bantam("batch", "tasks.jsonl", "-o", "results.jsonl", cwd=home)
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    results = {x["id"]: x for x in read_results(home / "results.jsonl")}
+    assert results["one"]["status"] == "success"
+    [bad] = [x for key, x in results.items() if key != "one"]
+    assert bad["status"] == "failure" and bad["error"].startswith(message)
+
+
+def test_a_tasks_file_with_an_id_twice_is_one_line_and_nothing_runs(home, tasks_server):
+    write_cfg(home, **base_cfg(tasks_server))
+    (home / "tasks.jsonl").write_text('{"id": 1, "task": "x"}\n{"id": 1, "task": "y"}\n')
+    r = run_bantam("batch", "tasks.jsonl", "-o", "results.jsonl", cwd=home)
+    message = "tasks.jsonl:2: id '1' was already used on line 1"
     assert r.returncode == 2 and r.stderr.startswith(f"bantam: {message}") and r.stderr.count("\n") == 1
     assert not (home / "results.jsonl").exists() and not tasks_server.chat_requests()
 

@@ -6,7 +6,8 @@ An agent process (`python -m bantam.batch`) loads bantam once and then answers r
 from stdin, one task at a time, each on a result line on stdout; each worker thread of a batch
 keeps its agent for the next task (and replaces it every RECYCLE tasks). For every task it
 starts from the directory it was started in, loads the configuration as the caller did (the
-same flags, the same config file), moves to the task's `cwd`, and answers the task through
+same flags, the same config file), moves to the task's `cwd` (confined to the batch's or
+worker's root: a task cannot choose its own writable folder), and answers the task through
 `oneshot.answer`, the one core loop, in the thread `batch-<hash>`. Every complete step is on disk,
 so a task cut off by a kill resumes where it stopped; the finished result is saved beside the
 thread before it is reported, so a result lost between the agent and RESULTS.jsonl is reported
@@ -34,9 +35,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from ..errors import BantamError
+from ..errors import BantamError, ConfigError
 from ..fsutil import atomic_write, private_dir
-from .tasks import Result, Task, failed, parse_task
+from .tasks import Result, Task, failed, parse_task, task_folder
 
 GRACE = 10.0   # seconds an orphaned child has to stop by itself before it exits hard
 RECYCLE = 100  # tasks one agent process serves before a fresh one takes over (bounds any leak)
@@ -68,13 +69,15 @@ def start_agent() -> subprocess.Popen:
 
 
 def run_isolated(task: Task, flags: dict[str, str], namespace: str,
-                 proc: subprocess.Popen) -> dict[str, Any] | None:
-    """Run one task in an agent process (from start_agent); its result record, or None when the
-    agent was interrupted (the task must run again). An agent that ended is not used again."""
+                 proc: subprocess.Popen, root: str) -> dict[str, Any] | None:
+    """Run one task in an agent process (from start_agent), in its folder under `root`; its result
+    record, or None when the agent was interrupted (the task must run again). An agent that ended
+    is not used again."""
     tid = thread_id(namespace, task.key)
     private_dir(thread_file(tid, "").parent)
     started = time.monotonic()
-    request = {"task": task.to_json(), "flags": flags, "thread": tid, "log": str(thread_file(tid, ".log"))}
+    request = {"task": task.to_json(), "flags": flags, "thread": tid, "log": str(thread_file(tid, ".log")),
+               "root": root}
     assert proc.stdin is not None and proc.stdout is not None  # started with both pipes
     try:
         proc.stdin.write(json.dumps(request).encode() + b"\n")
@@ -104,9 +107,11 @@ def close(proc: subprocess.Popen) -> None:
 class Children:
     """The agent processes of a batch or worker, so that one stop reaches all of them. Each
     thread keeps its agent process for the next task (Python and bantam load once, not per
-    task), and replaces it after RECYCLE tasks or when it ended."""
+    task), and replaces it after RECYCLE tasks or when it ended. `root` is the real folder every
+    task's `cwd` must stay inside."""
 
-    def __init__(self) -> None:
+    def __init__(self, root: str) -> None:
+        self.root = root
         self.lock = threading.Lock()
         self.procs: set[subprocess.Popen] = set()
         self.stopping = threading.Event()
@@ -121,7 +126,7 @@ class Children:
             proc, served = self.start(), 0
         self.local.agent, self.local.served = proc, served + 1
         try:
-            return run_isolated(task, flags, namespace, proc)
+            return run_isolated(task, flags, namespace, proc, self.root)
         finally:
             with self.lock:
                 self.procs = {p for p in self.procs if p.poll() is None}
@@ -206,7 +211,7 @@ def serve(request: dict[str, Any], origin: str, quiet: int) -> dict[str, Any]:
     task, tid = parse_task(request["task"], "", "task"), request["thread"]
     try:
         with locked(thread_file(tid, ".lock")):  # a leftover agent of a killed run finishes first
-            return saved_result(tid) or run_task(task, request["flags"], tid)
+            return saved_result(tid) or run_task(task, request["flags"], tid, request["root"])
     except Exception as e:  # a bug costs this task, not the next ones; the log has the traceback
         traceback.print_exc()
         return failed(task, f"{type(e).__name__}: {e}; see {request['log']}", thread=tid)
@@ -264,25 +269,33 @@ def saved_result(tid: str) -> dict[str, Any] | None:
     return record if isinstance(record, dict) else None
 
 
-def run_task(task: Task, flags: dict[str, str], tid: str) -> dict[str, Any]:
+def run_task(task: Task, flags: dict[str, str], tid: str, root: str) -> dict[str, Any]:
     """Answer the task in its thread; the result is saved beside the thread before it is returned."""
     started = time.monotonic()
     try:
-        record = answer_task(task, flags, tid, started)
-    except (BantamError, OSError) as e:  # bad configuration, a missing cwd: this task fails alone
+        record = answer_task(task, flags, tid, root, started)
+    except (BantamError, OSError) as e:  # bad configuration, a cwd missing or outside: this task fails alone
         why = f"{e.strerror}: {e.filename}" if isinstance(e, OSError) and e.filename else str(e)
         record = failed(task, why, time.monotonic() - started, tid)
     atomic_write(thread_file(tid, ".result.json"), json.dumps(record).encode(), mode=0o600)
     return record
 
 
-def answer_task(task: Task, flags: dict[str, str], tid: str, started: float) -> dict[str, Any]:
+def enter(root: str, cwd: str) -> None:
+    """Move to the task's folder, confined to `root` (ConfigError, before anything runs, when it is
+    outside). Checked again where the move landed: a symlink swapped in between is caught too."""
+    os.chdir(task_folder(root, cwd))
+    if not Path(os.getcwd()).is_relative_to(root):  # the kernel's path of where we are
+        raise ConfigError(f"cwd {cwd!r} is outside {root}, the folder tasks may use")
+
+
+def answer_task(task: Task, flags: dict[str, str], tid: str, root: str, started: float) -> dict[str, Any]:
     from .. import config
     from ..sessions import Thread
     from ..tools.spawn import read_report
+    # the configuration is the caller's (from where the agent started), not the task folder's
     cfg = config.load({**flags, **({"model": task.model} if task.model else {})})
-    if task.cwd:
-        os.chdir(task.cwd)
+    enter(root, task.cwd)
     tally = Tally()
     text = final_text(cfg, task, tid, tally)
     steps = sum(m["role"] == "assistant" for m in Thread(tid).history())

@@ -5,9 +5,9 @@ from __future__ import annotations
 import sys
 import time
 from collections import Counter
-from typing import IO, Any
+from typing import IO, Any, Sequence
 
-from .tasks import Task
+from .tasks import Malformed, Task
 
 
 class Progress:
@@ -53,7 +53,7 @@ def describe(record: dict[str, Any]) -> str:
     return f"{line}: {record['error']}" if record.get("error") else line
 
 
-def summary(tasks: list[Task], done: dict[str, dict[str, Any]], wall: float, out: IO[str] | None = None) -> None:
+def summary(tasks: Sequence[Task | Malformed], done: dict[str, dict[str, Any]], wall: float, out: IO[str] | None = None) -> None:
     """The closing table: tasks by status, tokens, time, and what is still missing."""
     from rich.console import Console
     from rich.table import Table

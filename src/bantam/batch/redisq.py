@@ -14,6 +14,11 @@ result; while it runs one it renews its claim every third of `--idle-timeout`, a
 died (SIGKILL, a lost machine) stops renewing, so after the idle timeout another worker takes the
 task over with XAUTOCLAIM. A result is recorded once per task id and reply stream (a set of done
 ids beside it), even when two workers ran the same task.
+
+Whoever can write to the stream is untrusted: messages are read as bytes (so no decoding happens
+inside the Redis client, where an error would kill the worker thread and leave the message pending
+for the next worker), each goes through `read_message`, and a malformed one is answered with a
+`failure` and acknowledged, never retried. A task's `cwd` stays inside the worker's `--root`.
 """
 from __future__ import annotations
 
@@ -29,7 +34,7 @@ from typing import Any
 from ..errors import BantamError, ConfigError
 from .agent import Children, forget, interrupt, run_threads
 from .progress import Progress, describe
-from .tasks import Result, ResultsFile, Task, failed, parse_task
+from .tasks import Malformed, ResultsFile, Task, fail_malformed, failed, read_task, real_root
 
 TASKS = "bantam:tasks"            # the stream every worker reads
 GROUP = "bantam-workers"          # its consumer group
@@ -68,7 +73,8 @@ def connect(url: str) -> Any:
         raise ConfigError("--queue and `bantam worker` need the redis client: "
                           "pip install 'bantam[redis]'") from None
     try:
-        client = redis.Redis.from_url(url, decode_responses=True, socket_connect_timeout=10,
+        # bytes, decoded by read_message: a field that is not UTF-8 is that message's failure
+        client = redis.Redis.from_url(url, decode_responses=False, socket_connect_timeout=10,
                                       health_check_interval=30)
     except ValueError as e:
         raise ConfigError(f"queue URL {url!r}: {e}") from None
@@ -92,17 +98,18 @@ def ensure_group(client: Any) -> None:
 
 # --- the batch side --------------------------------------------------------------------------------
 
-def run_queued(url: str, tasks: list[Task], results: ResultsFile) -> None:
+def run_queued(url: str, tasks: list[Task | Malformed], results: ResultsFile) -> None:
     """Enqueue the tasks without a result (once, however often this is rerun) and append the
-    results the workers send, until every task has one."""
+    results the workers send, until every task has one. A malformed line fails here."""
     import redis
     client = connect(url)
     reply = f"bantam:results:{results.batch}"  # this batch's own stream; a rerun finds it again
-    missing = {t.key for t in tasks if t.key not in results.done}
+    pending = [t for t in tasks if t.key not in results.done]
     try:
-        enqueue_all(client, [t for t in tasks if t.key in missing], reply)
-        with Progress(len(tasks), len(tasks) - len(missing)) as progress:
-            collect(client, reply, missing, results, progress)
+        with Progress(len(tasks), len(tasks) - len(pending)) as progress:
+            runnable = fail_malformed(pending, results, progress.finished)
+            enqueue_all(client, runnable, reply)
+            collect(client, reply, {t.key for t in runnable}, results, progress)
         client.delete(reply, f"{reply}:enqueued")  # all on disk now
         client.expire(f"{reply}:done", DONE_TTL)
     except redis.RedisError as e:
@@ -126,8 +133,8 @@ def collect(client: Any, reply: str, missing: set[str], results: ResultsFile, pr
         for _, entries in client.xread({reply: last}, count=500, block=1000) or []:
             for last, fields in entries:  # noqa: B007 (`last` is where the next XREAD starts)
                 try:
-                    record = json.loads(fields.get("result") or "")
-                except ValueError:
+                    record = json.loads(fields.get(b"result") or b"")
+                except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
                     continue  # not a worker's message
                 key = str(record.get("id")) if isinstance(record, dict) else None
                 if key in missing and results.add(record):
@@ -145,6 +152,9 @@ def worker_parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, default=1, metavar="N", help="tasks run at the same time (default 1)")
     p.add_argument("--idle-timeout", type=float, default=IDLE_TIMEOUT, metavar="S",
                    help=f"seconds before a dead worker's task goes to another (default {IDLE_TIMEOUT:g})")
+    p.add_argument("--root", metavar="DIR", default=".", help="the folder a task's cwd is relative to "
+                   "and must stay inside (default: the folder the worker was started in); a task "
+                   "naming another folder (absolute, '..', a symlink out) gets a failure and never runs")
     return common_options(p)
 
 
@@ -154,10 +164,11 @@ def worker_main(argv: list[str]) -> int:
     if args.workers < 1 or args.idle_timeout <= 0:
         raise ConfigError("--workers must be at least 1 and --idle-timeout above 0")
     load_config(args)
+    root = real_root(args.root)
     client = connect(args.url)
     name = f"{socket.gethostname()}-{os.getpid()}"
     numbers = iter(range(args.workers))
-    children = Children()
+    children = Children(root)
     signal.signal(signal.SIGTERM, interrupt)
     print(f"bantam worker {name}: {args.workers} at a time from {TASKS} on {args.url}", file=sys.stderr)
 
@@ -170,7 +181,9 @@ def worker_main(argv: list[str]) -> int:
         print(f"bantam worker {name}: stopped; its unfinished tasks go to another worker after "
               f"{args.idle_timeout:g} s", file=sys.stderr)
         return 130
-    return 0
+    # the threads end only when stopped: here every one died of an error (its traceback is above)
+    print(f"bantam worker {name}: every worker thread stopped on an error", file=sys.stderr)
+    return 1
 
 
 class Consumer:
@@ -200,7 +213,7 @@ class Consumer:
                 except redis.RedisError:
                     pass
 
-    def next_message(self) -> tuple[str, dict[str, str]] | None:
+    def next_message(self) -> tuple[bytes, dict[bytes, bytes]] | None:
         """A task whose worker stopped renewing its claim, else a new one (waiting up to 1 s)."""
         # the cursor walks the whole pending list over successive calls (each call looks at a few)
         self.cursor, claimed = self.client.xautoclaim(TASKS, GROUP, self.name, self.idle_ms, self.cursor,
@@ -210,13 +223,12 @@ class Consumer:
         got = self.client.xreadgroup(GROUP, self.name, {TASKS: ">"}, count=1, block=1000)
         return got[0][1][0] if got and got[0][1] else None
 
-    def handle(self, message_id: str, fields: dict[str, str]) -> None:
-        reply = fields.get("reply_to") or DEFAULT_REPLY
-        try:
-            task = read_message(fields, message_id)
-        except ConfigError as e:  # answered, so the sender hears why, and never retried
-            self.answer(message_id, reply, Result(claimed_id(fields, message_id), "failure",
-                                                  error=str(e)).to_json())
+    def handle(self, message_id: bytes, fields: dict[bytes, bytes]) -> None:
+        reply = fields.get(b"reply_to") or DEFAULT_REPLY.encode()  # a stream name is any bytes
+        task = read_message(message_id.decode("ascii"), fields)  # Redis makes ids of digits and '-'
+        if isinstance(task, Malformed):  # answered, so the sender hears why, and never retried
+            self.answer(message_id, reply, failed(task, task.error))
+            print(f"bantam worker {self.name}: {task.error}", file=sys.stderr)
             return
         deliveries = self.deliveries(message_id)
         record: dict[str, Any] | None
@@ -225,7 +237,7 @@ class Consumer:
                                   "took this task stopped before it finished")
         else:
             with Lease(self.client, message_id, self.name, self.idle_ms / 3000):
-                record = self.children.run(task, self.flags, reply)
+                record = self.children.run(task, self.flags, reply.decode())  # UTF-8: read_message checked
             if record is None:
                 return  # stopped: not acknowledged, so another worker takes it over
         record["worker"] = self.name
@@ -233,43 +245,35 @@ class Consumer:
         forget(record)
         print(f"bantam worker {self.name}: {describe(record)}", file=sys.stderr)
 
-    def answer(self, message_id: str, reply: str, record: dict[str, Any]) -> None:
-        self.finish(keys=[f"{reply}:done", reply, TASKS],
+    def answer(self, message_id: bytes, reply: bytes, record: dict[str, Any]) -> None:
+        self.finish(keys=[reply + b":done", reply, TASKS],
                     args=[str(record.get("id")), json.dumps(record, ensure_ascii=False), GROUP, message_id])
 
-    def deliveries(self, message_id: str) -> int:
+    def deliveries(self, message_id: bytes) -> int:
         pending = self.client.xpending_range(TASKS, GROUP, min=message_id, max=message_id, count=1)
         return int(pending[0]["times_delivered"]) if pending else 1
 
 
-def read_message(fields: dict[str, str], message_id: str) -> Task:
-    """The task in a message: a JSON task object or string, or plain text; its id defaults to the
-    message id."""
-    text = fields.get("task")
-    if text is None:
-        raise ConfigError(f"message {message_id}: no 'task' field")
-    try:
-        value = json.loads(text)
-    except ValueError:
-        value = text
-    return parse_task(value, message_id, f"message {message_id}")
-
-
-def claimed_id(fields: dict[str, str], message_id: str) -> str | int:
-    """The id a bad task message gives itself, so its sender can match the failure to it."""
-    try:
-        value = json.loads(fields.get("task") or "")
-    except ValueError:
-        return message_id
-    task_id = value.get("id") if isinstance(value, dict) else None
-    return task_id if isinstance(task_id, (str, int)) and not isinstance(task_id, bool) else message_id
+def read_message(message_id: str, fields: dict[bytes, bytes]) -> Task | Malformed:
+    """The task in a message (its `task` field read by read_task, the id defaulting to the message
+    id), or Malformed: no `task` field, or any field name or value that is not UTF-8."""
+    where = f"message {message_id}"
+    for name, value in fields.items():
+        try:
+            name.decode("utf-8"), value.decode("utf-8")
+        except UnicodeDecodeError:
+            return Malformed(message_id, f"{where}: field {name!r} is not valid UTF-8")
+    raw = fields.get(b"task")
+    if raw is None:
+        return Malformed(message_id, f"{where}: no 'task' field")
+    return read_task(raw, message_id, where)
 
 
 class Lease:
     """While a task runs, claim it again every `every` seconds, so its idle time stays low and no
     other worker takes it over; when this worker dies, the renewals stop."""
 
-    def __init__(self, client: Any, message_id: str, consumer: str, every: float):
+    def __init__(self, client: Any, message_id: bytes, consumer: str, every: float):
         self.client, self.message_id, self.consumer, self.every = client, message_id, consumer, every
         self.done = threading.Event()
 

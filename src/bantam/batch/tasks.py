@@ -4,6 +4,12 @@ A task line is a JSON object `{"id": ..., "task": ..., "checks": [...], "cwd": .
 (only `task` is required; `id` defaults to the line number) or a plain string, the task itself.
 A result is one JSON object per task: `id`, `status`, `output`, `steps`, `usage`, `seconds`,
 `error`, plus `unmet_checks` and `thread` (the thread that holds the whole conversation).
+
+Task text is untrusted (a Redis queue anyone on it can write to, a generated tasks file): `read_task`
+is the one reader of it, for TASKS.jsonl lines and Redis messages alike, and whatever the bytes
+are it returns a Task or a Malformed (which gets a `failure` result and never runs), never raises.
+A task's `cwd` is confined to a root folder by `task_folder`, so a task cannot pick its own
+writable root (`/`, someone's home).
 """
 from __future__ import annotations
 
@@ -13,12 +19,13 @@ import os
 import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from ..errors import ConfigError
 from ..fsutil import JsonlLog, atomic_write, bantam_home, private_dir
 
 TASK_KEYS = ("id", "task", "checks", "cwd", "model")
+MAX_TASK_BYTES = 1 << 20  # a task line or message over this is refused: a prompt, not a data set
 
 
 @dataclass(frozen=True)
@@ -26,7 +33,7 @@ class Task:
     id: str | int
     task: str
     checks: tuple[str, ...] = ()
-    cwd: str = ""    # the agent's working directory, relative to where bantam runs; "" for here
+    cwd: str = ""    # the agent's folder, relative to the root (task_folder); "" for the root itself
     model: str = ""  # overrides the configured model for this task only
 
     @property
@@ -36,6 +43,79 @@ class Task:
 
     def to_json(self) -> dict[str, Any]:
         return {**asdict(self), "checks": list(self.checks)}
+
+
+@dataclass(frozen=True)
+class Malformed:
+    """A tasks-file line or queue message that is not a task: it gets a `failure` result saying
+    why, under the id it claims when that can be read (else its line number or message id)."""
+    id: str | int
+    error: str
+    checks: tuple[str, ...] = ()  # none: so `failed` treats it like a Task
+
+    @property
+    def key(self) -> str:
+        return str(self.id)
+
+
+def read_task(raw: bytes, default_id: str | int, where: str) -> Task | Malformed:
+    """The one reader of untrusted task text (a TASKS.jsonl line, a message's `task` field): a Task,
+    or Malformed naming `where` and why. No content makes it raise: bytes that are not UTF-8, JSON
+    nested deeper than Python's recursion limit, oversized text or wrong types all come back as
+    Malformed, so one bad task cannot stop a batch or a worker."""
+    try:
+        value = decode_task(raw)
+    except RecursionError:  # json's decoder recurses once per level: a deep nest ends here
+        return Malformed(default_id, f"{where}: JSON nested too deeply")
+    except UnicodeDecodeError as e:  # before ValueError: it is one
+        return Malformed(default_id, f"{where}: not valid UTF-8 (byte {e.start})")
+    except (ValueError, TypeError) as e:
+        return Malformed(default_id, f"{where}: {e}")
+    try:
+        return parse_task(value, default_id, where)
+    except ConfigError as e:
+        return Malformed(claimed_id(value, default_id), str(e))
+
+
+def decode_task(raw: bytes) -> Any:
+    """The JSON value of a task's text, or the text itself when it is plain text (not JSON, and not
+    starting with {, [ or ", which would be JSON gone wrong)."""
+    if len(raw) > MAX_TASK_BYTES:
+        raise ValueError(f"over {MAX_TASK_BYTES} bytes")
+    text = raw.decode("utf-8")
+    try:
+        return json.loads(text)
+    except ValueError:
+        if text.lstrip().startswith(("{", "[", '"')):
+            raise ValueError("not valid JSON (a plain-text task must not start with {, [ or \")") from None
+        return text
+
+
+def claimed_id(value: Any, default_id: str | int) -> str | int:
+    """The id a bad task gives itself, so its sender can match the failure to it."""
+    task_id = value.get("id") if isinstance(value, dict) else None
+    if isinstance(task_id, (str, int)) and not isinstance(task_id, bool) and str(task_id):
+        return task_id
+    return default_id
+
+
+def task_folder(root: str, cwd: str) -> str:
+    """The real folder a task with this `cwd` runs in: `cwd` relative to `root` (or absolute),
+    every symlink resolved; ConfigError when that is outside `root`, which must itself be a real
+    path. (`..`, an absolute path and a symlink out all end outside.)"""
+    real = os.path.realpath(os.path.join(root, cwd))
+    if not Path(real).is_relative_to(root):
+        raise ConfigError(f"cwd {cwd!r} is outside {root}, the folder tasks may use "
+                          "(choose it with --root)")
+    return real
+
+
+def real_root(folder: str) -> str:
+    """The real path of a batch's or worker's root folder; ConfigError if it is not a folder."""
+    real = os.path.realpath(folder)
+    if not os.path.isdir(real):
+        raise ConfigError(f"--root {folder}: not a folder")
+    return real
 
 
 def parse_task(value: Any, default_id: str | int, where: str) -> Task:
@@ -55,31 +135,26 @@ def parse_task(value: Any, default_id: str | int, where: str) -> Task:
     if not isinstance(checks, list) or not all(isinstance(c, str) for c in checks):
         raise ConfigError(f"{where}: 'checks' must be a list of strings")
     for name in ("cwd", "model"):
-        if not isinstance(value.get(name, ""), str):
-            raise ConfigError(f"{where}: {name!r} must be a string")
+        if not isinstance(value.get(name, ""), str) or "\0" in value.get(name, ""):
+            raise ConfigError(f"{where}: {name!r} must be a string without NUL")
     return Task(task_id, text, tuple(checks), value.get("cwd", ""), value.get("model", ""))
 
 
-def read_tasks(path: str | os.PathLike) -> list[Task]:
-    """Every task of a TASKS.jsonl file, checked whole before anything runs."""
+def read_tasks(path: str | os.PathLike) -> list[Task | Malformed]:
+    """Every line of a TASKS.jsonl file, read before anything runs: a Task, or Malformed for a line
+    that is not one (it gets a failure result). ConfigError when the file cannot be read, has no
+    tasks, or two lines claim one id (one result per id could not tell them apart)."""
     try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(f"cannot read tasks file {path}: {getattr(e, 'strerror', None) or e}") from None
-    tasks: list[Task] = []
+        lines = Path(path).read_bytes().splitlines()
+    except OSError as e:
+        raise ConfigError(f"cannot read tasks file {path}: {e.strerror or e}") from None
+    tasks: list[Task | Malformed] = []
     seen: dict[str, int] = {}
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
         where = f"{path}:{number}"
-        try:
-            value = json.loads(line)
-        except ValueError:
-            value = line if not line.lstrip().startswith(("{", "[", '"')) else None
-            if value is None:
-                raise ConfigError(f"{where}: not valid JSON (a plain-text task must not start "
-                                  "with {, [ or \")") from None
-        task = parse_task(value, number, where)
+        task = read_task(line, number, where)
         if task.key in seen:
             raise ConfigError(f"{where}: id {task.key!r} was already used on line {seen[task.key]}")
         seen[task.key] = number
@@ -87,6 +162,16 @@ def read_tasks(path: str | os.PathLike) -> list[Task]:
     if not tasks:
         raise ConfigError(f"{path}: no tasks")
     return tasks
+
+
+def fail_malformed(items: list[Task | Malformed], results: "ResultsFile",
+                   finished: Callable[[dict[str, Any]], None]) -> list[Task]:
+    """Give each Malformed without a result its failure result (nothing runs for it), telling
+    `finished`; the Tasks, to run."""
+    for item in items:
+        if isinstance(item, Malformed) and results.add(failed(item, item.error)):
+            finished(results.done[item.key])
+    return [t for t in items if isinstance(t, Task)]
 
 
 @dataclass
@@ -105,7 +190,7 @@ class Result:
         return asdict(self)
 
 
-def failed(task: Task, error: str, seconds: float = 0.0, thread: str = "") -> dict[str, Any]:
+def failed(task: Task | Malformed, error: str, seconds: float = 0.0, thread: str = "") -> dict[str, Any]:
     """The result of a task bantam could not run to an answer."""
     return Result(task.id, "failure", error=error, seconds=round(seconds, 3),
                   unmet_checks=list(task.checks), thread=thread).to_json()
