@@ -18,9 +18,11 @@ import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .errors import ToolError
+from .fsutil import Boundary
 from .sandbox import Sandbox
 
 if TYPE_CHECKING:
@@ -112,9 +114,14 @@ def check_command(cfg: Config, approvals: Approvals, command: str, escalate: str
     return command, box
 
 
-def check_write(cfg: Config, approvals: Approvals, path: str) -> None:
-    """Let write_file go ahead, or raise ToolError saying why not."""
-    box = Sandbox.for_config(cfg)
+def check_write(cfg: Config, approvals: Approvals, path: str,
+                cwd: str | os.PathLike | None = None) -> Boundary:
+    """Let a file write or edit of `path` go ahead, or raise ToolError saying why not. `path` is
+    absolute or from the process's folder; `cwd` places the writable roots. Returns the boundary
+    the write is then made in (`Boundary.write`, which checks again on what it writes): the
+    sandbox's; for a write outside it that a person allowed, the folder they were shown; with the
+    sandbox off, anywhere."""
+    box = Sandbox.for_config(cfg, cwd)
     outside = box.may_write(path)
     if outside and cfg.approval == "never":
         raise ToolError(f"not written: {outside} (sandbox={box.mode}, approval=never)")
@@ -122,6 +129,15 @@ def check_write(cfg: Config, approvals: Approvals, path: str) -> None:
         where = os.path.dirname(os.path.realpath(os.path.expanduser(path)))
         approvals.decide(Request("write", path, f"write outside the sandbox: {outside}" if outside
                                  else "approval=always", where))
+        if outside:  # allowed there, and only there (its missing folders are made by the write)
+            return Boundary((_existing(Path(where)),))
+    return box.boundary()
+
+
+def _existing(folder: Path) -> Path:
+    while not folder.is_dir() and folder.parent != folder:
+        folder = folder.parent
+    return folder
 
 
 def _refused(request: Request) -> str:

@@ -1,15 +1,26 @@
-"""The one way bantam writes files: atomically, so a crash never leaves half a file. And the
-one way it keeps a path inside a directory (`confine`, `open_confined`)."""
+"""The one way bantam writes files: atomically, so a crash never leaves half a file. The one way
+a file change the model asks for is made (`Boundary.write`: checked and written on the same
+directory descriptors, so a link swapped in meanwhile cannot redirect it). And the one way it
+keeps a path inside a directory for reading (`confine`, `open_confined`)."""
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
+import secrets
+import stat
 import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from .errors import Refused
+from .errors import Refused, ToolError
+
+Change = bytes | Callable[[bytes | None], bytes]  # new content, or old content (None: no file) -> new
+# A directory descriptor that only names the directory (no read permission needed) where Linux has it.
+_DIR_FLAGS = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_CLOEXEC
 
 
 def confine(root: Path, path: Any) -> Path:
@@ -71,6 +82,152 @@ def atomic_write(path: str | os.PathLike, data: bytes, mode: int | None = None) 
         except FileNotFoundError:
             pass
         raise
+
+
+@dataclass(frozen=True)
+class Boundary:
+    """Where a file change the model asks for may land. Every such change (write_file, edit_file,
+    the daemon's WRITE_FILE and EDIT_FILE, a controlled run's write, `bantam mcp`) is made by
+    `write`, which walks from the root one component at a time on directory descriptors opened
+    without following links, and writes inside the last one. The object checked is the object
+    written: a link or rename between a check and the write cannot lead out of the roots.
+
+    roots      the folders the path must lie under (resolved); () allows nothing
+    protected  names no component below the root may have, at any depth (.git, .bantam.cfg, ...)
+    guarded    folders never written inside, wherever they lie (bantam's own state and config)
+    resolve    True: the path's links are resolved once, then the result is walked (a link from one
+               place in the roots to another works; one that appears later is refused). False: the
+               path as written, and any link in it is refused.
+    where      the roots in words, for the model
+    The default is the user's full rights (sandbox=off): anywhere, links resolved once.
+    """
+    roots: tuple[Path, ...] = (Path("/"),)
+    protected: frozenset[str] = frozenset()
+    guarded: tuple[Path, ...] = ()
+    resolve: bool = True
+    where: str = ""
+
+    def locate(self, path: str | os.PathLike) -> tuple[Path, tuple[str, ...]]:
+        """(root, the components below it) that a write of `path` walks; Refused saying why not."""
+        given = os.path.expanduser(os.fspath(path))
+        full = Path(os.path.realpath(given) if self.resolve else os.path.abspath(given))
+        inside = [root for root in self.roots if root == full or root in full.parents]
+        if not inside:
+            where = self.where or ", ".join(map(str, self.roots)) or "none"
+            raise Refused(f"{path} is outside the writable roots ({where})")
+        root = max(inside, key=lambda r: len(r.parts))  # nested roots: the closest one
+        parts = full.parts[len(root.parts):]
+        for name in parts:
+            if name in self.protected:
+                raise Refused(f"{path} is protected: {name} stays read-only, at any depth")
+        for guarded in self.guarded:
+            if guarded == full or guarded in full.parents:
+                raise Refused(f"{path} is protected: {guarded} (bantam's own files) stays read-only")
+        if not parts:
+            raise ToolError(f"{path} is a directory")
+        return root, parts
+
+    def write(self, path: str | os.PathLike, change: Change, mode: int | None = None) -> bytes:
+        """Replace the file at `path` atomically by `change` (bytes, or a function of the old bytes)
+        and return what was written. Missing folders are made once the new content is known (a
+        refused change leaves nothing behind). `mode` defaults to the old file's, or the umask's."""
+        root, parts = self.locate(path)
+        fd = os.open(root, _DIR_FLAGS)
+        try:
+            for name in parts[:-1]:
+                try:
+                    below = _open_dir(fd, name, path)
+                except FileNotFoundError:
+                    if callable(change):
+                        change = change(None)  # no folder, so no file: a bad splice fails before mkdir
+                    try:
+                        os.mkdir(name, dir_fd=fd)
+                    except FileExistsError:
+                        pass  # made meanwhile: opened below like any other, without following a link
+                    below = _open_dir(fd, name, path)
+                os.close(fd)
+                fd = below
+            return _replace_in(fd, parts[-1], change, mode, path)
+        finally:
+            os.close(fd)
+
+
+ANYWHERE = Boundary()  # the user's full rights (sandbox=off, or bantam's own writes)
+
+
+def _open_dir(fd: int, name: str, shown: str | os.PathLike) -> int:
+    """The folder `name` inside `fd`, never through a link."""
+    try:
+        return os.open(name, _DIR_FLAGS | os.O_NOFOLLOW, dir_fd=fd)
+    except OSError as e:
+        if e.errno in (errno.ENOTDIR, errno.ELOOP) and _is_link(fd, name):
+            raise Refused(f"{shown}: {name} is a symbolic link (or became one); file writes do not "
+                          "follow links here: write the link's target by its own path") from None
+        raise
+
+
+def _is_link(fd: int, name: str) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+
+
+def _replace_in(fd: int, name: str, change: Change, mode: int | None, shown: str | os.PathLike) -> bytes:
+    """Write `name` in the folder `fd`: a new temp file there, fsync, chmod, rename over the name."""
+    try:
+        st: os.stat_result | None = os.stat(name, dir_fd=fd, follow_symlinks=False)
+    except FileNotFoundError:
+        st = None
+    if st is not None and stat.S_ISLNK(st.st_mode):
+        raise Refused(f"{shown} is a symbolic link (or became one); file writes do not follow links "
+                      "here: write the link's target by its own path")
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        raise ToolError(f"{shown} is a directory")
+    if callable(change):
+        change = change(_read_in(fd, name, shown) if st is not None else None)
+    if mode is None and st is not None:
+        mode = st.st_mode & 0o7777
+    while True:  # a new file gets 0o666 less the umask from the kernel (no racy os.umask read)
+        tmp = f".{name[:200]}.{secrets.token_hex(4)}.tmp"
+        try:
+            out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                          0o666 if mode is None else 0o600, dir_fd=fd)
+            break
+        except FileExistsError:
+            continue
+    try:
+        try:
+            write_all(out, change)
+            os.fsync(out)
+            if mode is not None:
+                os.fchmod(out, mode)
+        finally:
+            os.close(out)
+        os.rename(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
+    except BaseException:
+        try:
+            os.unlink(tmp, dir_fd=fd)
+        except FileNotFoundError:
+            pass
+        raise
+    return change
+
+
+def _read_in(fd: int, name: str, shown: str | os.PathLike) -> bytes:
+    """The old content for a splice or edit: opened without following a link, and only a regular
+    file (O_NONBLOCK: a FIFO swapped in does not hang the open)."""
+    try:
+        handle = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=fd)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise Refused(f"{shown} is a symbolic link (or became one); file writes do not follow "
+                          "links here") from None
+        raise
+    with os.fdopen(handle, "rb") as f:
+        if not stat.S_ISREG(os.fstat(handle).st_mode):
+            raise ToolError(f"{shown} is not a regular file")
+        return f.read()
 
 
 def private_dir(path: str | os.PathLike) -> Path:

@@ -4,10 +4,16 @@ for write_file, and the words that tell the model and the user where the boundar
     sandbox=off        the seeds' way: commands run with the user's full rights
     sandbox=workspace  the filesystem is read-only except the writable roots (sandbox_writable,
                        default the working directory) and a private /tmp; .git, .bantam.cfg,
-                       model.cfg, ~/.bantam and ~/.config/bantam stay read-only inside them;
+                       model.cfg, .mcp.json, ~/.bantam and ~/.config/bantam stay read-only inside
+                       them (for file writes at any depth; a write never leaves them by a link);
                        network off unless sandbox_network=on; a private process namespace; the
                        command dies with bantam
     sandbox=read-only  nothing writable but a private /tmp
+
+In both modes ~/.bantam and ~/.config/bantam (wherever $BANTAM_HOME and $XDG_CONFIG_HOME put them)
+are empty and read-only to commands, but for the folder of clipped tool output (the model is given
+those paths) and bantam_tools_dir; a writable root inside them is refused. With the network off,
+a seccomp filter (bantam.seccomp) also closes Unix-domain sockets, which are files, not network.
 
 One `Sandbox` serves one command: `wrap` builds the bubblewrap argv (and notes which protected
 names were absent), `settle` removes a protected file the command created and explains a refusal
@@ -18,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -26,18 +33,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .errors import ToolError
-from .fsutil import bantam_home
+from . import seccomp
+from .errors import Refused, ToolError
+from .fsutil import ANYWHERE, Boundary, bantam_home, private_dir
 
 if TYPE_CHECKING:
     from .config import Config
     from .tools.shell import ShellResult
 
-PROTECTED_NAMES = (".git", ".bantam.cfg", "model.cfg")  # read-only inside every writable root
+# Read-only inside every writable root: bantam's project files, and git's (whose hooks and config
+# run commands outside the sandbox). For file writes at any depth; for commands, at each root's top
+# (bubblewrap binds only names that exist; finding names a command made deeper needs a tree walk).
+PROTECTED_NAMES = (".git", ".bantam.cfg", "model.cfg", ".mcp.json")
 # What a command's output says when the boundary stopped it (the kernel's and common tools' words).
 WRITE_REFUSED = ("Read-only file system",)
 NETWORK_REFUSED = ("Network is unreachable", "Could not resolve host", "Temporary failure in name resolution",
                    "Name or service not known", "Connection refused", "No address associated with hostname")
+SOCKET_REFUSED = "Operation not permitted"  # EPERM: the seccomp filter (bantam.seccomp) refused a socket
 INSTALL_HINT = "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap)"
 
 
@@ -57,6 +69,9 @@ class Sandbox:
     network: bool = False
     absent: list[Path] = field(default_factory=list)  # protected names missing when the command started
     can_escalate: bool = False  # shell_exec's `escalate` is offered: a person is there to ask
+    readonly: tuple[Path, ...] = ()  # more paths kept read-only inside the roots (the daemon's own files)
+    reveal: tuple[Path, ...] = ()  # shown again, read-only, inside a hidden guarded dir (bantam_tools_dir)
+    fds: list[int] = field(default_factory=list)  # open for the wrapped command's start (the seccomp filter)
 
     @classmethod
     def for_config(cls, cfg: Config, cwd: str | os.PathLike | None = None) -> Sandbox:
@@ -66,7 +81,9 @@ class Sandbox:
         if cfg.sandbox == "workspace":
             roots = tuple(Path(os.path.realpath(base / Path(r).expanduser())) for r in cfg.sandbox_writable) \
                 or (base,)
-        return cls(cfg.sandbox, roots, cfg.sandbox_network)
+        tools = cfg.bantam_tools_dir  # the model is told to run these: visible even under ~/.bantam
+        reveal = (Path(os.path.realpath(Path(tools).expanduser())),) if tools else ()
+        return cls(cfg.sandbox, roots, cfg.sandbox_network, reveal=reveal)
 
     @property
     def on(self) -> bool:
@@ -85,14 +102,64 @@ class Sandbox:
         missing = [str(root) for root in self.roots if not root.is_dir()]
         if missing:
             raise ToolError(f"not run: sandbox_writable names no directory at {', '.join(missing)}")
+        self._refuse_roots_in_guarded()
+        self.release()
         self.absent = [p for p in self._protected_candidates() if not os.path.lexists(p)]
-        prefix = bwrap_prefix(self.roots, self.network, self.protected(), interpreter_under_tmp())
+        hidden = self.hidden()
+        prefix = bwrap_prefix(self.roots, self.network, self.protected(), interpreter_under_tmp(),
+                              hidden, revealed(hidden, self.reveal))
+        if not self.network:
+            prefix += self._unix_socket_filter()
         return [*prefix, "--", *argv]
+
+    def release(self) -> None:
+        """Close what `wrap` opened for the command's start; call once the command has started."""
+        fds, self.fds = self.fds, []
+        for fd in fds:
+            os.close(fd)
+
+    def hidden(self) -> list[Path]:
+        """The guarded dirs that commands see as empty and read-only: bantam's state and the
+        user's bantam configuration hold keys, tokens and trust decisions, and reading them is
+        enough to leak a key (redaction only knows the literal string, not its base64). A missing
+        one inside a writable root is made (empty, 0700) so that it is covered too: a command
+        could otherwise create ~/.config/bantam/config there for bantam's next start."""
+        hidden = []
+        for guarded in guarded_dirs():
+            if not guarded.is_dir() and self._in_root(guarded) and not os.path.lexists(guarded):
+                private_dir(guarded)
+            if guarded.is_dir():
+                hidden.append(guarded)
+        return hidden
+
+    def _refuse_roots_in_guarded(self) -> None:
+        """A writable root inside (or equal to) a guarded dir would be hidden with it, and writing
+        there means writing bantam's own state: the command is not run, and the words say why."""
+        for root in self.roots:
+            for guarded in guarded_dirs():
+                if _within(root, guarded):
+                    raise ToolError(f"not run: the writable root {root} lies inside {guarded}, bantam's "
+                                    "own folder, which commands cannot see or change; run bantam (or "
+                                    "set sandbox_writable) in a folder outside it")
+
+    def _unix_socket_filter(self) -> list[str]:
+        """`--seccomp FD` with the filter that closes Unix sockets (bantam.seccomp), the fd kept
+        in self.fds for the start. Raises ToolError when bubblewrap cannot apply it here."""
+        code = seccomp.program()
+        if code is None:  # an architecture the filter does not know: describe() says so
+            return []
+        problem = filter_unavailable()
+        if problem:
+            raise ToolError(f"not run: {problem}")
+        fd = seccomp.program_fd(code)
+        self.fds.append(fd)
+        return ["--seccomp", str(fd)]
 
     def protected(self) -> list[Path]:
         """The existing paths that stay read-only although they lie inside a writable root."""
         inside = [p for p in self._protected_candidates() if os.path.lexists(p)]
         inside += [d for d in guarded_dirs() if d.exists() and self._in_root(d)]
+        inside += [p for p in self.readonly if p.exists() and self._in_root(p)]
         return inside
 
     def _protected_candidates(self) -> list[Path]:
@@ -116,31 +183,39 @@ class Sandbox:
         found = []
         if any(words in output for words in WRITE_REFUSED):
             found.append(f"[sandbox: writes are refused outside {self.writable_text()}, and to "
-                         f".git, .bantam.cfg and model.cfg; {self.ask_hint}]")
+                         f".git, .bantam.cfg, model.cfg and .mcp.json; {self.ask_hint}]")
         if "/tmp/" in output and "No such file or directory" in output:
             found.append("[sandbox: /tmp is private to each command: the host's /tmp and what earlier "
                          "commands left there are not visible; use the working directory instead]")
         if not self.network and any(words in output for words in NETWORK_REFUSED):
             found.append(f"[sandbox: the network is off for commands (sandbox_network=off), localhost "
                          f"included; {self.ask_hint}]")
+        if not self.network and SOCKET_REFUSED in output and "socket" in output.lower():
+            found.append(f"[sandbox: Unix-domain sockets cannot be opened with the network off "
+                         f"(sandbox_network=off), so no socket outside the sandbox can be reached; "
+                         f"{self.ask_hint}]")
         return found
 
-    # --- write_file ------------------------------------------------------------------------
+    # --- write_file, edit_file -------------------------------------------------------------
+
+    def boundary(self) -> Boundary:
+        """Where the model's file writes may land (fsutil.Boundary.write makes every one): the
+        writable roots, less the protected names at any depth and bantam's own folders. With the
+        sandbox off, anywhere: the user chose full rights."""
+        if not self.on:
+            return ANYWHERE
+        guarded = (*guarded_dirs(), *self.readonly)
+        return Boundary(self.roots, frozenset(PROTECTED_NAMES), guarded, where=self.writable_text())
 
     def may_write(self, path: str | os.PathLike) -> str:
-        """"" if write_file may write `path`; otherwise why not, in words for the model."""
-        if not self.on:
-            return ""
-        real = Path(os.path.realpath(Path(path).expanduser()))
-        if not self._in_root(real):
-            return f"{path} is outside the writable roots ({self.writable_text()})"
-        for root in self.roots:
-            for name in PROTECTED_NAMES:
-                if _within(real, root / name):
-                    return f"{path} is protected: {name} stays read-only inside the sandbox"
-        for guarded in guarded_dirs():
-            if _within(real, guarded):
-                return f"{path} is protected: {guarded} (bantam's own files) stays read-only"
+        """"" if the boundary lets the model write `path`; otherwise why not, in words for the model.
+        Only the question asked first: the write itself checks again, on what it writes."""
+        try:
+            self.boundary().locate(path)
+        except Refused as e:
+            return str(e)
+        except ToolError:
+            pass  # not a boundary matter (the path is a root itself): the write says what is wrong
         return ""
 
     def _in_root(self, path: Path) -> bool:
@@ -164,20 +239,31 @@ class Sandbox:
         problem = unavailable()
         if problem:
             return f"sandbox={self.mode} cannot work: {problem}"
-        net = "on" if self.network else "off"
-        return f"sandbox={self.mode}: commands may write only {self.writable_text()}; network {net}"
+        net = "on" if self.network else f"off{unix_sockets_note()}"
+        home = f"; {self.home_warning()}" if self.home_warning() else ""
+        return f"sandbox={self.mode}: commands may write only {self.writable_text()}; network {net}{home}"
+
+    def home_warning(self) -> str:
+        """Words for the user when their home folder itself is a writable root: ~/.bashrc, ~/.ssh
+        and the like are then inside the boundary."""
+        home = Path(os.path.realpath(Path.home()))
+        if self.mode != "workspace" or home not in self.roots:
+            return ""
+        return (f"the writable root is your home folder itself ({home}): the model may change "
+                "~/.bashrc, ~/.ssh and the like; start bantam in a project folder to keep them out")
 
     def for_prompt(self, approval: str, can_ask: bool) -> str:
         """One or two sentences for the system prompt: the boundary and how to ask for more. Only
         with a person to ask (`can_ask`) is shell_exec's `escalate` offered, and mentioned."""
         if not self.on:
             return ""
+        _warn_once(self.home_warning())  # at start-up: every front end builds its prompt here
         net = "on" if self.network else "off (localhost included)"
         ask = ("To run one command outside the sandbox, call shell_exec with `escalate` set to the "
                "reason; the user is asked." if approval != "never" and can_ask else
                "Nothing runs outside the sandbox; if you need more, say so in your answer.")
         return (f"Sandbox: your commands and file writes may go only to {self.writable_text()} "
-                f"(.git, .bantam.cfg and model.cfg stay read-only); the network is {net}; background "
+                f"(.git, .bantam.cfg, model.cfg and .mcp.json stay read-only, at any depth); the network is {net}; background "
                 f"processes end when the command returns. {ask}")
 
 
@@ -188,10 +274,13 @@ NO_ASK_HINT = ("nothing runs outside the sandbox here: if the task needs this, t
 
 
 def bwrap_prefix(roots: Iterable[Path], network: bool, protected: Iterable[Path],
-                 visible: Iterable[Path] = ()) -> list[str]:
+                 visible: Iterable[Path] = (), hidden: Iterable[Path] = (),
+                 reveal: Iterable[tuple[Path, Path]] = ()) -> list[str]:
     """The bubblewrap arguments: everything read-only, a private /tmp, /dev and /proc, the
     `visible` paths again inside the private /tmp, then the writable roots, then the protected
-    paths inside them (later mounts win). `--cap-drop ALL` matters when bantam runs as root: with
+    paths inside them, and last the `hidden` dirs as empty read-only tmpfs with the `reveal`
+    (source, destination) pairs bound read-only inside them (later mounts win, so nothing bound
+    before shows through a hidden dir). `--cap-drop ALL` matters when bantam runs as root: with
     its capabilities a command could remount / read-write."""
     args = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
             "--unshare-pid", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
@@ -203,7 +292,29 @@ def bwrap_prefix(roots: Iterable[Path], network: bool, protected: Iterable[Path]
         args += ["--bind", str(root), str(root)]
     for path in protected:
         args += ["--ro-bind", str(path), str(path)]
+    reveal = list(reveal)
+    for path in hidden:
+        args += ["--tmpfs", str(path)]
+        for source, dest in reveal:  # its mount point is made in the tmpfs, before it turns read-only
+            if _within(dest, path):
+                args += ["--ro-bind", str(source), str(dest)]
+        args += ["--remount-ro", str(path)]
     return args
+
+
+def revealed(hidden: Iterable[Path], extra: Iterable[Path] = ()) -> list[tuple[Path, Path]]:
+    """What stays visible, read-only, inside the hidden dirs, as (source, destination): the
+    folder of clipped tool output, whose file paths the model is given to read in a later command
+    (bantam wrote them, redacted; no configuration or key is there), and `extra` (the user's
+    bantam_tools_dir, which the model is told to run)."""
+    hidden = list(hidden)
+    pairs = []
+    home = Path(os.path.realpath(bantam_home()))
+    output = Path(os.path.realpath(bantam_home() / "tool-output"))
+    if home in hidden and output.is_dir():
+        pairs.append((output, home / "tool-output"))  # where the model's path leads, link or not
+    pairs += [(p, p) for p in extra if p.is_dir() and any(_within(p, h) for h in hidden)]
+    return pairs
 
 
 def interpreter_under_tmp() -> list[Path]:
@@ -232,6 +343,48 @@ def unavailable() -> str:
                 "disabled (sysctl kernel.unprivileged_userns_clone=1, user.max_user_namespaces, or "
                 "Ubuntu's AppArmor userns restriction), or set sandbox=off (--yolo)")
     return ""
+
+
+_warned: set[str] = set()
+
+
+def _warn_once(text: str) -> None:
+    """A warning on stderr, once per process (the prompt is built again on every turn)."""
+    if text and text not in _warned:
+        _warned.add(text)
+        print(f"bantam: warning: {text}", file=sys.stderr)
+
+
+@functools.cache
+def filter_unavailable() -> str:
+    """"" when bubblewrap applies the Unix-socket filter here; otherwise what is wrong (checked
+    once). Without it the network-off promise cannot be kept, so network-off commands do not run."""
+    code = seccomp.program()
+    if code is None or unavailable():
+        return ""
+    fd = seccomp.program_fd(code)
+    try:
+        probe = subprocess.run([*bwrap_prefix([], False, []), "--seccomp", str(fd), "--", "true"],
+                               stdin=subprocess.DEVNULL, capture_output=True, timeout=30, check=False,
+                               pass_fds=(fd,))
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"bubblewrap could not start: {e}"
+    finally:
+        os.close(fd)
+    if probe.returncode == 0:
+        return ""
+    said = probe.stderr.decode("utf-8", "replace").strip().splitlines()
+    return (f"bubblewrap cannot apply the seccomp filter that closes Unix sockets with the network "
+            f"off ({said[-1] if said else f'exit {probe.returncode}'}); set sandbox_network=on "
+            "(Unix sockets and the network open) or sandbox=off (--yolo)")
+
+
+def unix_sockets_note() -> str:
+    """Words after "network off" when the filter cannot be built for this machine."""
+    if seccomp.program() is not None:
+        return ""
+    return (f" (but Unix sockets stay reachable: bantam's seccomp filter does not know this "
+            f"machine's architecture, {platform.machine()})")
 
 
 def _within(path: Path, root: Path) -> bool:

@@ -16,6 +16,7 @@ docs/daemon.md. The modules:
     triggers.py   the schedule      mail.py    mail_inbox/      telegram.py  the chat
     tools.py      the tools         bg.py      bg_run           stash.py     blobs, clipping, stashes
     prompt.py     the system prompt web.py     SEARCH, WEB_FETCH watch.py    inotify
+    boundary.py   the daemon's own files (read-only to the model); the sandbox of BASH and cmd triggers
 This module stays cheap to import: everything else is imported when the command runs.
 """
 from __future__ import annotations

@@ -3,12 +3,14 @@ the process lock, and LIFE.md (the append-only event log whose tail rides with e
 from __future__ import annotations
 
 import fcntl
+import importlib.util
 import json
 import os
 import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from ..config import ALIASES
@@ -138,6 +140,16 @@ def find_opt(agent: AgentDir, entry: str) -> Path | None:
 def available_opt() -> list[str]:
     return sorted(str(p.relative_to(BUILTIN_OPT).with_suffix("")) for p in BUILTIN_OPT.glob("*/*.py")
                   if p.name != "__init__.py")
+
+
+def load_module(path: Path, package: str) -> ModuleType:
+    """The one loader of the agent's Python files (tools/*.py, providers/*.py): imported into the
+    daemon's own process, so only from folders the model cannot write (boundary.py)."""
+    spec = importlib.util.spec_from_file_location(f"{package}.{path.stem}", path)
+    assert spec is not None and spec.loader is not None  # a .py file always has both
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def ensure_heartbeat(agent: AgentDir, every: float) -> bool:

@@ -4,12 +4,10 @@ says `"provider": "<name>"` and the agent has that file (copied from opt/provide
 `make_provider(cfg) -> Provider`."""
 from __future__ import annotations
 
-import importlib.util
-
 from ..config import Config
 from ..errors import ConfigError
 from ..providers import Provider, make_provider
-from .layout import AgentDir
+from .layout import AgentDir, load_module
 from .settings import Settings
 
 
@@ -17,11 +15,7 @@ def load_provider(agent: AgentDir, s: Settings, cfg: Config) -> Provider:
     path = agent / "providers" / f"{s.provider}.py"
     if not s.provider or not path.is_file():
         return make_provider(cfg)
-    spec = importlib.util.spec_from_file_location(f"bantam_agent_providers.{s.provider}", path)
-    assert spec is not None and spec.loader is not None  # a .py file always has both
-    module = importlib.util.module_from_spec(spec)
     try:
-        spec.loader.exec_module(module)
-        return module.make_provider(cfg)
+        return load_module(path, "bantam_agent_providers").make_provider(cfg)
     except Exception as e:  # the agent's own file: say which and why, in one line
         raise ConfigError(f"{path}: cannot make a provider: {type(e).__name__}: {e}") from None

@@ -38,14 +38,16 @@ state lives in {dir}/:
   are deleted after firing); {{"cron": "<m h dom mon dow>", "message": "..."}} fires on a cron
   expression; {{"watch": "<path>", "repeat_s": <cooldown>, "message": "..."}} fires when a file's
   content changes; {{"cmd": "<shell>", "repeat_s": <s>}} runs a command ({cmd_timeout:g} s timeout)
-  and fires with its stdout (no output: no fire); "watch" with "cmd" runs the command when the
-  file changes. Triggers are checked every {trigger_tick:g} s; paths are relative to your home.
+  and fires with its stdout (no output: no fire), inside the same sandbox as BASH; "watch" with
+  "cmd" runs the command when the file changes. Triggers are checked every {trigger_tick:g} s;
+  paths are relative to your home.
   Fires are queued and delivered one at a time, only when you are idle; fires of one trigger
   that piled up meanwhile arrive as one message saying how many.{heartbeat}
 - {dir}/mail_inbox/: files dropped there arrive as "[mail from <user>] <name>" messages and are
   moved to {dir}/mail_inbox/processed/.
-- {dir}/inbound/: files your operator sent over chat. {dir}/tools/: your own extra tools
-  (<name>.py with a TOOLS list; loaded at start). {dir}/blobs/<hash>: stashed content.
+- {dir}/inbound/: files your operator sent over chat. {dir}/blobs/<hash>: stashed content.
+- {dir}/config.json, {dir}/tools/ (extra tools, loaded at start) and {dir}/providers/ are your
+  operator's: read-only to you.
 Messages wrapped in <system-message> come from the harness, not from a person. Your text replies
 go to your operator's chat{chat}, except replies to harness messages when you used no tool in
 between: those are muted, so an idle "ok" costs nothing.

@@ -3,27 +3,31 @@
 `fn(args, agent)` returns text (or a Popen-like object, which is waited for). Each entry becomes a
 bantam Tool whose `run` goes through the agent's bg_run, so every call is inline within
 tool_timeout and backgrounded past it; bantam's Toolbox still checks arguments, sanitises and
-turns failures into results the model can read. Tools in <agent>/tools/*.py are added at start.
+turns failures into results the model can read. Tools in <agent>/tools/*.py are added at start:
+they are Python run in the daemon's process, so they come only from tools/, which the model cannot
+write (boundary.py), as no tool may change config.json, tools/ or providers/.
 """
 from __future__ import annotations
 
 import base64
 import json
-import importlib.util
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from .. import mcp
 from ..approval import check_command, check_write
 from ..errors import ToolError
+from ..fsutil import Boundary
 from ..tools import ToolContext, Toolbox, files
 from ..tools.files import READ_LINES, numbered_lines, read_bytes, write_file
 from ..tools.media import sniff_image
 from ..tools.shell import run_shell
-from . import web
+from . import boundary, web
 from .bg import note_pid
 from .bus import Conversation
+from .layout import load_module
 from .stash import middle_half, stash_range
 
 if TYPE_CHECKING:
@@ -33,6 +37,7 @@ ToolFn = Callable[[dict, "Agent"], Any]
 IMAGE_LIMIT = 10 * 1024 * 1024      # bytes of an image shown to the model (it stays in messages.jsonl)
 SHELL_CAPTURE = 2_000_000           # characters of BASH output kept (then clipped and stashed)
 RAW_ARGUMENTS = {"WRITE_FILE": ("content",), "EDIT_FILE": ("old_string", "new_string")}
+WRITES = ("WRITE_FILE", "EDIT_FILE")  # their `path` may not be one of the daemon's own files
 
 
 def resolve(agent: "Agent", path: str) -> Path:
@@ -64,19 +69,29 @@ def _image(name: str, mime: str, data: bytes, agent: "Agent") -> str:
 
 
 def write(args: dict, agent: "Agent") -> str:
-    check_write(agent.cfg, agent.toolbox.ctx.approvals, str(resolve(agent, args["path"])))
-    return write_file(str(resolve(agent, args["path"])), args["content"])
+    path = str(resolve(agent, args["path"]))
+    return write_file(path, args["content"], boundary=_allowed(agent, path))
 
 
 def edit_file(args: dict, agent: "Agent") -> str:
-    return files.edit_file(resolve(agent, args["path"]), args["path"], args["old_string"], args["new_string"],
-                           bool(args.get("replace_all")))
+    path = resolve(agent, args["path"])
+    return files.edit_file(path, args["path"], args["old_string"], args["new_string"],
+                           bool(args.get("replace_all")), boundary=_allowed(agent, str(path)))
+
+
+def _allowed(agent: "Agent", path: str) -> Boundary:
+    """The core tools' rule for the daemon's writes: the sandbox around the agent's home (as for
+    its BASH), asked or refused past it, and written by Boundary.write, which also keeps out of
+    the daemon's own files on what it writes (FnTool.run's refuse_own names them first)."""
+    allowed = check_write(agent.cfg, agent.toolbox.ctx.approvals, path, cwd=agent.dir.home)
+    own = boundary.own_files(agent.dir, agent.settings.primary_dir)
+    return replace(allowed, guarded=(*allowed.guarded, *(Path(os.path.realpath(p)) for p in own)))
 
 
 def bash(args: dict, agent: "Agent") -> str:
-    command, box = check_command(agent.cfg, agent.toolbox.ctx.approvals, args["command"])
+    command, box = check_command(agent.cfg, agent.toolbox.ctx.approvals, args["command"], cwd=agent.dir.home)
     return run_shell(command, agent.settings.shell_timeout, SHELL_CAPTURE, cancel=agent.stop,
-                     on_start=lambda proc: note_pid(proc.pid), sandbox=box).for_model()
+                     on_start=lambda proc: note_pid(proc.pid), sandbox=boundary.sandbox(agent, box)).for_model()
 
 
 def search(args: dict, agent: "Agent") -> str:
@@ -94,12 +109,23 @@ def stash(args: dict, agent: "Agent") -> str:
 
 def stash_messages(args: dict, agent: "Agent") -> str:
     path = resolve(agent, args["path"]) if args.get("path") else agent.dir / "messages.jsonl"
+    if path != agent.dir / "messages.jsonl":
+        _may_rewrite_stream(agent, path, args["path"])
     conv = agent.conv if path == agent.dir / "messages.jsonl" else Conversation(path)
     if args.get("start") is None and args.get("end") is None:
         start, end = middle_half(conv.read())
     else:
         start, end = int(args.get("start") or 1) - 1, int(args.get("end") or 10**9)
     return stash_range(conv, agent.blobs, agent.summarize, start, end)
+
+
+def _may_rewrite_stream(agent: "Agent", path: Path, shown: str) -> None:
+    """Reading a messages.jsonl heals it, a rewrite: so another stream is only one named so,
+    where writes may go, and not the daemon's own (a config.json read as a stream loses every line)."""
+    if path.name != "messages.jsonl":
+        raise ToolError(f"{shown} is not a messages.jsonl")
+    boundary.refuse_own(agent, path, shown)
+    check_write(agent.cfg, agent.toolbox.ctx.approvals, str(path), cwd=agent.dir.home)
 
 
 def send_attachment(args: dict, agent: "Agent") -> str:
@@ -164,6 +190,8 @@ class FnTool:
         return RAW_ARGUMENTS.get(self.name, ())
 
     def run(self, args: dict, ctx: ToolContext) -> str:
+        if self.name in WRITES:
+            boundary.refuse_own(self.agent, resolve(self.agent, args["path"]), args["path"])
         return self.agent.bg.run(self.name, self.agent.current_call,
                                  lambda: _text(self.fn(args, self.agent)),
                                  json.dumps(args, ensure_ascii=False)[:300])
@@ -184,10 +212,7 @@ def load_tool_files(folder: Path, log: Callable[[str, str], None]) -> list[tuple
     entries = []
     for path in sorted(folder.glob("*.py")):
         try:
-            spec = importlib.util.spec_from_file_location(f"bantam_agent_tools.{path.stem}", path)
-            assert spec is not None and spec.loader is not None  # a .py file always has both
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
+            module = load_module(path, "bantam_agent_tools")
             found = list(getattr(module, "TOOLS", []))
             if not all(isinstance(t, tuple) and len(t) == 4 and callable(t[1]) for t in found):
                 raise TypeError("TOOLS must hold (NAME, fn, description, parameters) tuples")

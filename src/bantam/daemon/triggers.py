@@ -6,6 +6,9 @@
     {"cmd": "<shell>", "repeat_s": <s?>}                  fires with the command's stdout, if any
     {"watch": ..., "cmd": ...}                            the command runs when the file changes
 
+A trigger's command is the model's command (the model writes triggers; the subconscious does by
+design): it runs inside the same sandbox as BASH (boundary.sandbox), with the tool environment.
+
 A fire is first written to trigger-queue/ (so it survives a crash), then the schedule is moved on
 or removed. Queued fires are injected one at a time, and only when the stream is idle (its last
 message is a plain assistant reply); if the previous trigger got nothing but an idle reply, that
@@ -27,8 +30,10 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..errors import ToolError
 from ..fsutil import atomic_write
 from ..tools.shell import run_shell
+from . import boundary
 from .bus import system_message, unwrap
 
 if TYPE_CHECKING:
@@ -158,9 +163,15 @@ class Triggers:
         return None
 
     def run_cmd(self, cmd: str) -> str:
-        """stdout only (stderr is dropped), with the cmd timeout; clipped like a tool result."""
+        """stdout only (stderr is dropped), with the cmd timeout; clipped like a tool result. Inside
+        the sandbox BASH gets, never outside it: where that cannot work the command is not run."""
         s = self.agent.settings
-        result = run_shell(f"exec 2>/dev/null\n{cmd}", s.cmd_timeout, CMD_CAPTURE)
+        try:
+            result = run_shell(f"exec 2>/dev/null\n{cmd}", s.cmd_timeout, CMD_CAPTURE,
+                               sandbox=boundary.sandbox(self.agent))
+        except ToolError as e:  # (bubblewrap missing or broken): no fire; the schedule moves on
+            self.agent.log("trigger", f"cmd {e}: {cmd[:200]}")
+            return ""
         if result.timed_out:
             self.agent.log("trigger", f"cmd timed out after {s.cmd_timeout:g}s: {cmd[:200]}")
         return self.agent.blobs.clip(result.output.strip(), s.tool_output_limit)

@@ -5,7 +5,11 @@ daemon calls the same functions with its agent's home as the base.
 In a context with a workspace (a controlled run's tools), paths are relative to its root and
 confined to it: read_file gives the whole text (clipped at the workspace's output limit, with the
 facts a run keeps as evidence), list_files lists from the root, write_file writes only the
-workspace's write_paths, whole files, atomically."""
+workspace's write_paths, whole files, atomically.
+
+Every change to a file goes through fsutil's `Boundary.write`, with the boundary approval's
+`check_write` returns (the sandbox's writable roots, less the protected names at any depth), so
+write_file and edit_file, here and in the daemon, obey the same rules and cannot be raced."""
 from __future__ import annotations
 
 import os
@@ -13,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import Refused, ToolError
-from ..fsutil import atomic_write, open_confined
+from ..fsutil import ANYWHERE, Boundary, open_confined
 from ..sanitize import bidi_note
 from . import Outcome
 from .workspace import Workspace, sha256
@@ -40,47 +44,51 @@ class WriteFile:
     def run(self, args: dict[str, Any], ctx: Any = None) -> str | Outcome:
         if ctx is not None and ctx.workspace is not None:
             return write_in(ctx.workspace, args["path"], args.get("content", ""))
-        if ctx is not None:
-            from ..approval import check_write
-            check_write(ctx.cfg, ctx.approvals, args["path"])
-        return write_file(args["path"], args["content"], args.get("offset"), args.get("del_bytes"))
+        return write_file(args["path"], args["content"], args.get("offset"), args.get("del_bytes"),
+                          boundary=allowed(ctx, args["path"]))
 
 
-def write_file(path: str, content: str, offset: int | None = None, del_bytes: int | None = None) -> str:
-    target = Path(path).expanduser()
+def allowed(ctx: Any, path: str) -> Boundary:
+    """The boundary a model's write or edit of `path` is made in, once the sandbox and the
+    approvals let it go ahead (ToolError when not). Without a context (bantam's own call), anywhere."""
+    if not str(path).strip():
+        raise ToolError("path is empty")
+    if ctx is None:
+        return ANYWHERE
+    from ..approval import check_write
+    return check_write(ctx.cfg, ctx.approvals, path)
+
+
+def write_file(path: str, content: str, offset: int | None = None, del_bytes: int | None = None, *,
+               boundary: Boundary = ANYWHERE) -> str:
+    """The whole file, or a splice of it (offset, del_bytes), written within `boundary`."""
     if not path.strip():
         raise ToolError("path is empty")
-    if target.is_dir():
-        raise ToolError(f"{path} is a directory")
     data = content.encode("utf-8")
+    whole = offset is None and del_bytes is None
+    deleted = [0]
+
+    def spliced(old: bytes | None) -> bytes:  # run on the file as opened for the write
+        new, deleted[0] = splice(old or b"", offset or 0, del_bytes or 0, data, path)
+        return new
     try:
-        if offset is None and del_bytes is None:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(target, data)
-            return f"wrote {len(data)} bytes to {path}{bidi_note(content)}"
-        new, deleted = splice(_read(target), offset or 0, del_bytes or 0, data, path)
-        target.parent.mkdir(parents=True, exist_ok=True)  # only once the splice is known to be valid
-        atomic_write(target, new)
+        new = boundary.write(path, data if whole else spliced)
     except OSError as e:
         raise ToolError(f"cannot write {path}: {e.strerror or e}") from e
-    return (f"wrote {len(data)} bytes at offset {offset or 0} of {path} (deleted {deleted}); "
+    if whole:
+        return f"wrote {len(data)} bytes to {path}{bidi_note(content)}"
+    return (f"wrote {len(data)} bytes at offset {offset or 0} of {path} (deleted {deleted[0]}); "
             f"the file is now {len(new)} bytes{bidi_note(content)}")
 
 
 def write_in(ws: Workspace, path: str, content: str) -> Outcome:
-    """A whole file of the workspace's write_paths, atomically (the run's gates already asked)."""
+    """A whole file of the workspace's write_paths, atomically (the run's gates already asked).
+    The write walks the path as written and refuses any link on it, even one made after the check."""
     real = ws.writable(path)
     data = content.encode("utf-8")
-    real.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(real, data)
+    root = ws.root.resolve()
+    Boundary((root,), resolve=False, where=str(root)).write(root / ws.relative(real), data)
     return Outcome(f"wrote {len(data)} bytes to {ws.relative(real)}", facts={"sha256": sha256(data), "bytes": len(data)})
-
-
-def _read(target: Path) -> bytes:
-    try:
-        return target.read_bytes()
-    except FileNotFoundError:
-        return b""
 
 
 def splice(old: bytes, offset: int, del_bytes: int, data: bytes, path: str) -> tuple[bytes, int]:
@@ -186,23 +194,36 @@ class EditFile:
     }
 
     def run(self, args: dict[str, Any], ctx: Any = None) -> str:
+        if ctx is not None and ctx.workspace is not None:  # a controlled run writes whole files only
+            raise Refused("edit_file is not offered in a controlled run's workspace; use write_file")
         return edit_file(_path(args), args["path"], args["old_string"], args["new_string"],
-                         bool(args.get("replace_all")))
+                         bool(args.get("replace_all")), boundary=allowed(ctx, args["path"]))
 
 
-def edit_file(path: Path, shown_as: str, old: str, new: str, replace_all: bool = False) -> str:
+def edit_file(path: Path, shown_as: str, old: str, new: str, replace_all: bool = False, *,
+              boundary: Boundary = ANYWHERE) -> str:
+    """Replace `old` by `new` in the file, written within `boundary` (like write_file)."""
+    count = [0]
+
+    def edited(data: bytes | None) -> bytes:  # run on the file as opened for the write
+        if data is None:
+            raise ToolError(f"cannot read {shown_as}: No such file or directory")
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise ToolError(f"cannot read {shown_as}: {e}") from e
+        count[0] = text.count(old) if old else 0
+        if count[0] == 0:
+            raise ToolError(f"old_string was not found in {shown_as}" if old else "old_string is empty")
+        if count[0] > 1 and not replace_all:
+            raise ToolError(f"old_string occurs {count[0]} times in {shown_as}: add context to make it "
+                            "unique, or set replace_all")
+        return text.replace(old, new).encode("utf-8")
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise ToolError(f"cannot read {shown_as}: {getattr(e, 'strerror', None) or e}") from e
-    count = text.count(old) if old else 0
-    if count == 0:
-        raise ToolError(f"old_string was not found in {shown_as}" if old else "old_string is empty")
-    if count > 1 and not replace_all:
-        raise ToolError(f"old_string occurs {count} times in {shown_as}: add context to make it "
-                        "unique, or set replace_all")
-    atomic_write(path, text.replace(old, new).encode("utf-8"))
-    return f"replaced {count if replace_all else 1} occurrence(s) in {shown_as}"
+        boundary.write(path, edited)
+    except OSError as e:
+        raise ToolError(f"cannot edit {shown_as}: {e.strerror or e}") from e
+    return f"replaced {count[0] if replace_all else 1} occurrence(s) in {shown_as}"
 
 
 class ListFiles:

@@ -15,7 +15,7 @@ import threading
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import IO, TYPE_CHECKING, Any, Callable
 
 from .. import reaper
@@ -30,7 +30,15 @@ if TYPE_CHECKING:
     from .workspace import Workspace
 
 SHELL = shutil.which("bash") or "/bin/sh"
-SPOOL_CAP = 100 * 1024 * 1024  # at most this much of one command's output is kept on disk
+# A clipped output is kept in ~/.bantam/tool-output for the model to read (the result names the
+# file). Bounded because the model controls both the size and the count: 100 MB a file and 200
+# calls a turn filled 20 GB. 4 MiB of text is about a million tokens, more than any model reads
+# through its tool results; the folder keeps the newest files, the oldest go first, and 64 MiB
+# still holds the last 16 spills at the largest (many more at the usual size). The count is capped
+# too, so that pruning (one directory scan per spill) stays cheap however small the spills are.
+SPOOL_CAP = 4 << 20            # of one command's output: the first SPOOL_CAP bytes are kept
+SPOOL_FOLDER_CAP = 64 << 20    # of the whole folder
+SPOOL_FOLDER_FILES = 1000      # files in the folder
 DRAIN_AFTER_EXIT = 0.5         # seconds to keep reading after the shell exits (background children)
 _spool_numbers = itertools.count(1)
 
@@ -118,7 +126,8 @@ def run_process(argv: list[str], timeout: float, output_limit: int,
                 cancel: threading.Event | None = None,
                 on_start: Callable[[subprocess.Popen], None] | None = None,
                 cwd: str | os.PathLike | None = None, env: dict[str, str] | None = None,
-                sandbox: "Sandbox | None" = None) -> ShellResult:
+                sandbox: "Sandbox | None" = None, pass_fds: Iterable[int] = (),
+                started: Callable[[], None] | None = None) -> ShellResult:
     """The one place bantam runs a program: stdin closed, stdout and stderr merged, its own session.
     The whole process group is killed at `timeout`, on Ctrl+C, when `cancel` is set (a sub-agent
     whose parent was interrupted: then KeyboardInterrupt), and when the program returns (so nothing
@@ -127,14 +136,23 @@ def run_process(argv: list[str], timeout: float, output_limit: int,
     (bantam.reaper). `env` defaults to the model's tool environment (bantam.envpolicy.tool_env);
     the user's own `!cmd` passes envpolicy.user_env(). A program that cannot start raises OSError.
     With a `sandbox`, the program runs inside it (bubblewrap; ToolError when that cannot work) and
-    its result is settled there."""
+    its result is settled there. `pass_fds` stay open in the program; `started` is called as soon
+    as it exists."""
     if sandbox is not None:
         argv = sandbox.wrap(argv)
-        return sandbox.settle(run_process(argv, timeout, output_limit, cancel, on_start, cwd, env))
+        try:  # the filter's descriptor goes to bubblewrap and is closed here once it started
+            result = run_process(argv, timeout, output_limit, cancel, on_start, cwd, env,
+                                 pass_fds=sandbox.fds, started=sandbox.release)
+        finally:
+            sandbox.release()
+        return sandbox.settle(result)
     with _ctrl_c_held() as held:  # a Ctrl+C between the start and the watch would orphan the group
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                start_new_session=True, cwd=cwd, env=tool_env() if env is None else env)
+                                start_new_session=True, cwd=cwd, env=tool_env() if env is None else env,
+                                pass_fds=tuple(pass_fds))
         reaper.watch(proc.pid)
+    if started is not None:
+        started()
     output = ClippedOutput(output_limit)
     timed_out = False
     deadline = time.monotonic() + timeout
@@ -238,9 +256,12 @@ class ClippedOutput:
 
     def _open_spool(self) -> None:
         folder = private_dir(bantam_home() / "tool-output")
+        os.chmod(folder, 0o700)  # made by an older bantam, or by hand: the outputs are the user's alone
+        prune_spool(folder, SPOOL_FOLDER_CAP - SPOOL_CAP, SPOOL_FOLDER_FILES - 1)  # room for this one
         name = f"shell-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{next(_spool_numbers)}.txt"
         self.path = str(folder / name)
-        self.spool = os.fdopen(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb")
+        self.spool = os.fdopen(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW,
+                                       0o600), "wb")
         self.saved = 0
         self.redactor = StreamRedactor()  # the file on disk holds no known secret either
 
@@ -256,7 +277,30 @@ class ClippedOutput:
             return keep.head.decode("utf-8", "replace")
         self.spool.write(self.redactor.flush())
         self.spool.close()
+        assert self.path is not None  # set with the spool
+        prune_spool(Path(self.path).parent, SPOOL_FOLDER_CAP, SPOOL_FOLDER_FILES, keep=self.path)  # others' spills
         kept = f"full output in {self.path}" if self.saved == keep.total else \
             f"the first {self.saved} bytes are in {self.path}"
         head, tail = redact_cut(keep.head.decode("utf-8", "replace"), keep.tail.decode("utf-8", "replace"))
         return f"{head}\n\n[... {keep.cut} bytes clipped of {keep.total}; {kept} ...]\n\n{tail}"
+
+
+def prune_spool(folder: Path, cap: int, count: int, keep: str | None = None) -> None:
+    """Remove the oldest files of `folder` until what is left takes at most `cap` bytes in at most
+    `count` files; `keep` (the file just written) stays. Another bantam pruning at the same time
+    is harmless."""
+    files = []
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            with contextlib.suppress(OSError):
+                if entry.is_file(follow_symlinks=False):
+                    info = entry.stat(follow_symlinks=False)
+                    files.append((info.st_mtime_ns, entry.name, info.st_size, entry.path))
+    total, left = sum(size for _, _, size, _ in files), len(files)
+    for _, _, size, path in sorted(files):
+        if total <= cap and left <= count:
+            return
+        if path != keep:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+            total, left = total - size, left - 1
