@@ -257,3 +257,32 @@ def test_the_users_tools_dir_under_bantams_folder_stays_runnable(user):
     out = shell("~/.bantam/tools/hello; ls -A ~/.bantam | tr '\\n' ' '", sandbox="workspace",
                 bantam_tools_dir=str(tools))
     assert out.startswith("hello from the tools dir\ntool-output tools \n"), out
+
+
+def test_in_process_read_tools_refuse_bantams_own_folders(tmp_path, monkeypatch):
+    """read_file, read_image and read_pdf run in bantam's own process, outside bubblewrap: they
+    refuse bantam's folders (the user's config holds the key), by path and through a link, in
+    every sandbox mode, while clipped tool output stays readable."""
+    from bantam import config as bantam_config
+    from bantam.tools import ToolContext, make_toolbox
+    home = tmp_path / "home"
+    (home / ".config" / "bantam").mkdir(parents=True)
+    (home / ".config" / "bantam" / "config").write_text("api_key=sk-user-0123456789\n")
+    (home / ".bantam" / "tool-output").mkdir(parents=True)
+    (home / ".bantam" / "tool-output" / "out-1.txt").write_text("clipped output\n")
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "link").symlink_to(home / ".config" / "bantam" / "config")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+    monkeypatch.delenv("BANTAM_HOME", raising=False)
+    monkeypatch.chdir(work)
+    for mode in ("off", "workspace"):
+        cfg = bantam_config.Config(sandbox=mode, tools=("read_file", "read_image", "read_pdf"))
+        box = make_toolbox(cfg.tools, ToolContext(cfg, None, "", lambda e: None))
+        for name in ("read_file", "read_image", "read_pdf"):
+            for path in ("~/.config/bantam/config", "link", str(home / ".bantam" / "trust.json")):
+                out = box.execute(name, json.dumps({"path": path}))
+                assert out.is_error and "not read:" in out.content and "sk-user" not in out.content, (name, path)
+        kept = box.execute("read_file", json.dumps({"path": str(home / ".bantam" / "tool-output" / "out-1.txt")}))
+        assert "clipped output" in kept.content

@@ -70,6 +70,7 @@ class Sandbox:
     absent: list[Path] = field(default_factory=list)  # protected names missing when the command started
     can_escalate: bool = False  # shell_exec's `escalate` is offered: a person is there to ask
     readonly: tuple[Path, ...] = ()  # more paths kept read-only inside the roots (the daemon's own files)
+    concealed: tuple[Path, ...] = ()  # files commands see as empty (the daemon's config.json: its keys)
     reveal: tuple[Path, ...] = ()  # shown again, read-only, inside a hidden guarded dir (bantam_tools_dir)
     fds: list[int] = field(default_factory=list)  # open for the wrapped command's start (the seccomp filter)
 
@@ -108,6 +109,9 @@ class Sandbox:
         hidden = self.hidden()
         prefix = bwrap_prefix(self.roots, self.network, self.protected(), interpreter_under_tmp(),
                               hidden, revealed(hidden, self.reveal))
+        for path in self.concealed:  # after the roots and protected binds: this mount wins
+            if path.is_file():
+                prefix += ["--ro-bind", "/dev/null", str(path)]
         if not self.network:
             prefix += self._unix_socket_filter()
         return [*prefix, "--", *argv]
@@ -300,6 +304,19 @@ def bwrap_prefix(roots: Iterable[Path], network: bool, protected: Iterable[Path]
                 args += ["--ro-bind", str(source), str(dest)]
         args += ["--remount-ro", str(path)]
     return args
+
+
+def refuse_read(path: str | os.PathLike, shown: str) -> None:
+    """ToolError when an in-process read tool (read_file, read_image, read_pdf, the daemon's
+    READ_FILE) is asked for a file in bantam's own folders, whatever the sandbox mode: those hold
+    keys, tokens and trust decisions, and commands cannot see them either (`hidden`). Clipped
+    tool output, which the model is pointed to, stays readable."""
+    real = Path(os.path.realpath(Path(path).expanduser()))
+    output = Path(os.path.realpath(bantam_home() / "tool-output"))
+    for guarded in guarded_dirs():
+        if _within(real, guarded) and not _within(real, output):
+            raise ToolError(f"not read: {shown} lies in {guarded}, bantam's own files (keys and settings), "
+                            "which the model may not read")
 
 
 def revealed(hidden: Iterable[Path], extra: Iterable[Path] = ()) -> list[tuple[Path, Path]]:

@@ -123,3 +123,17 @@ def test_a_plugin_the_model_drops_is_never_loaded_into_the_daemon(home, model, d
     assert not ran.exists()
     assert not list((agent / "tools").glob("evil.py")) and not (agent / "providers" / "evil.py").exists()
     assert not (home / "old").exists()
+
+
+def test_the_daemons_config_json_is_not_readable_by_the_model(agent, home):
+    """It may hold the API key and the telegram token: commands see it empty, READ_FILE refuses,
+    by name and through a link, and the key cannot leave in another encoding."""
+    config = home / "agent" / "config.json"
+    data = json.loads(config.read_text())
+    config.write_text(json.dumps({**data, "api_key": "sk-daemon-0123456789abcdef"}))
+    out = call(agent, "BASH", command="base64 -w0 agent/config.json; wc -c < subconscious/config.json; "
+                                      "ln -s agent/config.json c.json; echo done")
+    assert "done" in out and "c2stZGFlbW9u" not in out and "sk-daemon" not in out, out  # (base64 of "sk-daemon")
+    for path in ("agent/config.json", "c.json", str(config)):
+        assert call(agent, "READ_FILE", path=path).startswith("error: not read: "), path
+    assert "sk-daemon" not in call(agent, "READ_FILE", path="agent/SOUL.md")

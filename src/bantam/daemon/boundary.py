@@ -75,7 +75,22 @@ def sandbox(agent: "Agent", box: Sandbox | None = None) -> Sandbox:
     pins = tuple(d for d in dirs if d not in box.roots and any(_within(d, r) for r in box.roots))
     box.roots = (*box.roots, *pins)  # after the roots they lie in: the later mount wins
     box.readonly = (*box.readonly, *own_files(agent.dir, agent.settings.primary_dir))
+    box.concealed = (*box.concealed, *config_files(agent))
     return box
+
+
+def config_files(agent: "Agent") -> list[Path]:
+    """Every agent's config.json: it may hold the API key and the telegram token, so the model
+    reads none of them (commands see an empty file, READ_FILE refuses)."""
+    return [d / "config.json" for d in agent_dirs(agent.dir, agent.settings.primary_dir)]
+
+
+def refuse_read(agent: "Agent", path: Path, shown: str) -> None:
+    """ToolError when READ_FILE is asked for a config.json of the daemon, by name or through a link."""
+    real = Path(os.path.realpath(path))
+    if any(real == Path(os.path.realpath(c)) for c in config_files(agent)):
+        raise ToolError(f"not read: {shown} is the daemon's config.json, which may hold keys; "
+                        "your settings are in your system prompt")
 
 
 def refuse_own(agent: "Agent", path: Path, shown: str) -> None:

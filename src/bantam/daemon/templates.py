@@ -47,7 +47,7 @@ state lives in {dir}/:
   moved to {dir}/mail_inbox/processed/.
 - {dir}/inbound/: files your operator sent over chat. {dir}/blobs/<hash>: stashed content.
 - {dir}/config.json, {dir}/tools/ (extra tools, loaded at start) and {dir}/providers/ are your
-  operator's: read-only to you.
+  operator's: read-only to you (config.json, which may hold keys, is not readable either).
 Messages wrapped in <system-message> come from the harness, not from a person. Your text replies
 go to your operator's chat{chat}, except replies to harness messages when you used no tool in
 between: those are muted, so an idle "ok" costs nothing.

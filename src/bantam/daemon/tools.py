@@ -192,6 +192,8 @@ class FnTool:
     def run(self, args: dict, ctx: ToolContext) -> str:
         if self.name in WRITES:
             boundary.refuse_own(self.agent, resolve(self.agent, args["path"]), args["path"])
+        if self.name == "READ_FILE":
+            boundary.refuse_read(self.agent, resolve(self.agent, args["path"]), args["path"])
         return self.agent.bg.run(self.name, self.agent.current_call,
                                  lambda: _text(self.fn(args, self.agent)),
                                  json.dumps(args, ensure_ascii=False)[:300])

@@ -156,6 +156,8 @@ def read_in(ws: Workspace, path: str) -> Outcome:
 
 
 def read_bytes(path: Path, shown_as: str, limit: int = READ_LIMIT) -> bytes:
+    from ..sandbox import refuse_read
+    refuse_read(path, shown_as)
     try:
         with open(path, "rb") as f:
             return f.read(limit)

@@ -76,9 +76,11 @@ def _question(args: dict[str, Any], default: str) -> str:
 
 def read_bytes(path: str, limit: int) -> bytes:
     """The whole file, refused with a clear message if it is missing, odd, empty or over `limit`."""
+    from ..sandbox import refuse_read
     target = Path(path).expanduser()
     if not path.strip():
         raise ToolError("path is empty")
+    refuse_read(target, path)
     try:
         if not target.exists():
             raise ToolError(f"{path} does not exist")
