@@ -27,7 +27,7 @@ from .errors import APIError, LimitReached
 from .events import Notice, OnEvent, ToolCall, ToolResult, Usage, UsageReport, quiet
 from .providers import Provider, Reply
 from .providers.retry import with_retries
-from .sanitize import sanitize
+from .sanitize import loads, sanitize
 from .tools import Outcome, Toolbox
 
 REPEAT_LIMIT = 3  # the same call this many times in a row is refused, not run again
@@ -297,7 +297,7 @@ class RepeatGuard:
 
     def count(self, name: str, arguments: str) -> int:
         try:
-            arguments = json.dumps(json.loads(arguments), sort_keys=True)
+            arguments = json.dumps(loads(arguments), sort_keys=True)  # deep nesting: TooDeep, a ValueError
         except ValueError:
             pass
         key = (name, arguments)

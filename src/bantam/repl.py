@@ -19,6 +19,7 @@ from .prompt import system_prompt
 from .providers import context_window_later, make_provider
 from .render import make_renderer
 from .sandbox import Sandbox
+from .sanitize import terminal_safe
 from .tools import ToolContext, make_toolbox
 from .envpolicy import user_env
 from .tools.shell import run_shell
@@ -369,7 +370,7 @@ class Repl:
     def run_outcome(self, outcome: tuple) -> None:
         self.last_run, answer, line = outcome
         if answer:
-            self.print(answer)
+            self.print(terminal_safe(answer))  # the model's text: no escape sequences
         self.say(line)
 
     def shown(self, key: str) -> str:

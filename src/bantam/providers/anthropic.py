@@ -14,8 +14,9 @@ from urllib.parse import urlsplit
 from ..config import Config
 from ..errors import APIError, ProviderError
 from ..events import OnEvent, Reasoning, Text, Usage
+from ..sanitize import loads
 from . import Reply
-from .http import HTTPProvider, error_message, redact
+from .http import HTTPProvider, error_message, parse_event, redact
 from .sse import iter_sse
 
 API_VERSION = "2023-06-01"
@@ -84,10 +85,7 @@ class AnthropicProvider(HTTPProvider):
     def read_stream(self, lines: Iterator[str], on_event: OnEvent) -> Reply:
         turn = TurnBuilder(on_event, self.cfg.api_key)
         for event, data in iter_sse(lines, idle=self.cfg.timeout):
-            try:
-                payload = json.loads(data)
-            except ValueError:
-                payload = None
+            payload = parse_event(data)
             if not isinstance(payload, dict):
                 raise ProviderError(f"server sent invalid JSON in the stream: {data[:200]!r}")
             turn.add_event(payload.get("type") or event, payload)
@@ -291,7 +289,7 @@ def _image(image: Any) -> dict:
 def _arguments(arguments: Any) -> dict:
     """The call's JSON arguments as an object; {} when the model wrote invalid JSON."""
     try:
-        value = arguments if isinstance(arguments, dict) else json.loads(arguments or "{}")
+        value = arguments if isinstance(arguments, dict) else loads(arguments or "{}")
     except (TypeError, ValueError):
         return {}
     return value if isinstance(value, dict) else {}

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 from ..config import Config
 from ..errors import APIError, ProviderError
 from ..events import Notice, OnEvent, RequestStarted, Usage
+from ..sanitize import TooDeep, loads, terminal_safe
 
 if TYPE_CHECKING:
     import httpx
@@ -131,7 +132,8 @@ class HTTPProvider:
         return models if isinstance(models, list) else []
 
     def list_models(self) -> list[str]:
-        return [str(m.get("id")) for m in self.models() if isinstance(m, dict) and m.get("id")]
+        """The endpoint's model names, as `bantam models` and /models print them: terminal-safe."""
+        return [terminal_safe(str(m.get("id"))) for m in self.models() if isinstance(m, dict) and m.get("id")]
 
     def context_window(self) -> int | None:
         return None
@@ -155,9 +157,21 @@ def parse_json(raw: bytes, url: str) -> Any:
     if not raw.strip():  # an empty 200 is a hiccup of some proxy: worth another try
         raise ProviderError(f"{url} sent an empty response")
     try:
-        return json.loads(raw)
+        return loads(raw)
+    except TooDeep as e:
+        raise ProviderError(f"{url} sent {e}; not reading it", retryable=False) from None
     except ValueError:
         raise ProviderError(f"{url} sent a body that is not JSON: {raw[:200]!r}", retryable=False) from None
+
+
+def parse_event(data: str) -> Any:
+    """One server-sent event's JSON; ProviderError, in one line, when it is not JSON or nests too deep."""
+    try:
+        return loads(data)
+    except TooDeep as e:
+        raise ProviderError(f"server sent {e} in the stream") from None
+    except ValueError:
+        raise ProviderError(f"server sent invalid JSON in the stream: {data[:200]!r}") from None
 
 
 def read_head(resp: "httpx.Response", cap: int) -> bytes:
@@ -254,23 +268,29 @@ def error_from_response(response: "httpx.Response", body: bytes, secret: str) ->
 
 
 def describe_body(body: bytes, content_type: str) -> str:
-    """The API's own message where there is one, else a short, readable hint of the body."""
+    """The API's own message where there is one, else a short, readable hint of the body; either
+    without escape sequences (it is printed as `bantam: ...` by every front end)."""
     text = body.decode("utf-8", "replace").strip()
     try:
-        message = error_message(json.loads(text))
+        message = error_message(loads(text))
         if message:
             return message
     except ValueError:
         pass
     if "html" in content_type or text[:100].lstrip().lower().startswith(("<!doctype", "<html")):
         title = re.search(r"<title[^>]*>(.*?)</title>", text, re.I | re.S)
-        return "an HTML page" + (f" ({' '.join(title.group(1).split())[:100]})" if title else "") + \
+        return "an HTML page" + (f" ({terminal_safe(' '.join(title.group(1).split())[:100])})" if title else "") + \
             ", not an API response: is the endpoint right?"
-    return " ".join(text.split())[:300] or "(empty body)"
+    return terminal_safe(" ".join(text.split())[:300]) or "(empty body)"
 
 
 def error_message(obj: Any) -> str:
-    """Find the message in {"error": {"message": ...}}, {"error": "..."}, {"message": ...}, {"detail": ...}."""
+    """The message in {"error": {"message": ...}}, {"error": "..."}, {"message": ...}, {"detail": ...},
+    without escape sequences: a server's words reach the terminal in every front end's error line."""
+    return terminal_safe(_find_message(obj))
+
+
+def _find_message(obj: Any) -> str:
     if not isinstance(obj, dict):
         return ""
     err = obj.get("error", obj)

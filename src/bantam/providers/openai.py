@@ -8,7 +8,7 @@ from ..config import Config
 from ..errors import APIError, ProviderError
 from ..events import OnEvent, Reasoning, Text, Usage
 from . import Reply
-from .http import HTTPProvider, error_message, redact
+from .http import HTTPProvider, error_message, parse_event, redact
 from .sse import iter_sse
 from .think import ThinkSplitter
 
@@ -65,11 +65,7 @@ class OpenAIProvider(HTTPProvider):
             if data.strip() == "[DONE]":
                 turn.done = True
                 continue
-            try:
-                chunk = json.loads(data)
-            except ValueError:
-                raise ProviderError(f"server sent invalid JSON in the stream: {data[:200]!r}") from None
-            turn.add_chunk(chunk)
+            turn.add_chunk(parse_event(data))
         return turn.finish()
 
     def read_json(self, data: Any, on_event: OnEvent) -> Reply:

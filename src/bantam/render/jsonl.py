@@ -6,6 +6,7 @@ from dataclasses import asdict
 from typing import IO, Any, Callable
 
 from ..events import Done, Event, Notice, RequestStarted, Retry, Usage, UsageReport
+from ..sanitize import terminal_safe
 
 
 class JsonRenderer:
@@ -16,8 +17,8 @@ class JsonRenderer:
     def __call__(self, event: Event) -> None:
         if isinstance(event, RequestStarted):
             return
-        if isinstance(event, Notice):  # not part of the JSON contract; people read these
-            self.err.write(f"[{event.agent + ': ' if event.agent else ''}{event.message}]\n")
+        if isinstance(event, Notice):  # not part of the JSON contract; people read these, on a terminal
+            self.err.write(terminal_safe(f"[{event.agent + ': ' if event.agent else ''}{event.message}]") + "\n")
             return
         if isinstance(event, Retry):
             obj: dict[str, Any] = {"type": "error", "message": event.message, "fatal": False,

@@ -1,4 +1,10 @@
-"""Plain text: the answer on stdout, everything else on stderr, in the seed's palette on a terminal."""
+"""Plain text: the answer on stdout, everything else on stderr, in the seed's palette on a terminal.
+
+Every character of an event (the model's answer and reasoning, its tool calls, a server's error
+message) is made terminal-safe here, where it comes in, whether stdout and stderr are a terminal or
+a pipe (what a pipe gets may be `cat` to a terminal later): no escape sequence of the model's or a
+server's reaches either stream. bantam's own colours and Markdown are drawn after that.
+"""
 from __future__ import annotations
 
 import re
@@ -8,6 +14,7 @@ from typing import IO, Callable
 
 from ..events import (Done, Error, Event, Notice, Reasoning, RequestStarted, Retry, Text, ToolCall,
                       ToolResult, UsageReport)
+from ..sanitize import TerminalStream, terminal_safe
 from . import usage_line
 
 STATUS, CYAN, DIM, YELLOW, GREEN, RED, RESET = (
@@ -38,6 +45,9 @@ class TextRenderer:
         self.in_reasoning = False
         self.mid_line = False         # the last character written was not a newline
         self.answer_mid_line = False  # the same, for stdout alone
+        # streamed text, cleaned piece by piece: an escape sequence split between two deltas is
+        # held back until it is complete, then dropped whole
+        self.answer_stream, self.reasoning_stream = TerminalStream(), TerminalStream()
 
     def __call__(self, event: Event) -> None:
         if self.status_shown:
@@ -52,14 +62,18 @@ class TextRenderer:
             if not self.in_reasoning:
                 self._line("--- reasoning start ---", CYAN)
                 self.in_reasoning = True
-            self._write(self.err, event.text, DIM)
+            self._write(self.err, self.reasoning_stream.feed(event.text), DIM)
             return
         self._end_reasoning()
         if isinstance(event, Text):
-            self._text(event.text)
+            self._text(self.answer_stream.feed(event.text))
             return
+        if rest := self.answer_stream.flush():
+            self._text(rest)
         if isinstance(event, Retry):
             self._discard_answer()
+        elif isinstance(event, Error) and not self.live:
+            self._drop_answer()  # into a pipe only whole responses go, on the failure path too
         self._end_answer()
         agent = getattr(event, "agent", "")  # which sub-agent
         who = f"{agent} " if agent else ""
@@ -89,6 +103,8 @@ class TextRenderer:
     def reset(self) -> None:
         """After an interrupt: forget half-drawn state and start on a fresh line."""
         self.segment.clear()
+        self.answer_stream.flush()
+        self.reasoning_stream.flush()
         self.held = self.filled = False
         if self.mid_line:
             self.err.write("\n")
@@ -148,6 +164,13 @@ class TextRenderer:
         elif text and self.live and not self._erase(text):
             self._line("[the partial answer above was cut off; it is asked for again]", DIM)
 
+    def _drop_answer(self) -> None:
+        """The request failed for good with part of its answer received, kept off stdout (a pipe):
+        a program reading stdout must never take a cut-off answer for a whole one."""
+        text, self.segment = "".join(self.segment), []
+        if text:
+            self._line(f"[a partial answer ({len(text)} characters) was not written: the response failed]", DIM)
+
     def _erase(self, text: str) -> bool:
         """Move the cursor back over `text` just written and clear it; False if it scrolled away."""
         rows = _rows(text)
@@ -159,13 +182,15 @@ class TextRenderer:
 
     def _end_reasoning(self) -> None:
         if self.in_reasoning:
+            self._write(self.err, self.reasoning_stream.flush(), DIM)
             self.in_reasoning = False
             self._line("--- reasoning end ---", CYAN)
 
     def _line(self, text: str, color: str) -> None:
+        """A whole line on stderr: a trace, a server's message, a notice (cleaned, then coloured)."""
         if self.mid_line:
             self.err.write("\n")
-        self._write(self.err, text, color)
+        self._write(self.err, terminal_safe(text), color)
         self.err.write("\n")
         self.err.flush()
         self.mid_line = False

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import importlib
 import itertools
-import json
 import threading
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
@@ -20,7 +19,7 @@ from ..approval import Approvals
 from ..envpolicy import redact
 from ..errors import ConfigError, ToolError
 from ..events import OnEvent, Usage, ignore, labelled, quiet
-from ..sanitize import sanitize
+from ..sanitize import loads, sanitize
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -174,7 +173,7 @@ def clean_arguments(text: str, raw: tuple[str, ...]) -> dict[str, Any]:
 
 def parse_arguments(text: str) -> dict[str, Any]:
     try:
-        args = json.loads(text or "{}")
+        args = loads(text or "{}")  # nested too deep: TooDeep, a ValueError
     except ValueError as e:
         raise ToolError(f"arguments are not valid JSON ({e}); send a JSON object") from None
     if not isinstance(args, dict):
