@@ -286,3 +286,22 @@ def test_in_process_read_tools_refuse_bantams_own_folders(tmp_path, monkeypatch)
                 assert out.is_error and "not read:" in out.content and "sk-user" not in out.content, (name, path)
         kept = box.execute("read_file", json.dumps({"path": str(home / ".bantam" / "tool-output" / "out-1.txt")}))
         assert "clipped output" in kept.content
+
+
+def test_a_nested_repositorys_git_and_config_files_are_read_only_to_commands(user):
+    """Protected names at every depth: a vendored repository's hooks and config (run by the user's
+    next `git` there) and a nested project's config stay read-only, as the top-level ones do."""
+    import subprocess
+    work = Path.cwd()
+    subprocess.run(["git", "init", "-q", "vendor/lib"], cwd=work, check=True)
+    (work / "vendor" / "lib" / ".bantam.cfg").write_text("model=m\n")
+    hooks = work / "vendor" / "lib" / ".git" / "hooks"
+    out = shell("echo 'touch pwned' > vendor/lib/.git/hooks/pre-commit; "
+                "git -C vendor/lib config core.fsmonitor 'touch pwned'; "
+                "echo sandbox=off >> vendor/lib/.bantam.cfg; echo ok > vendor/lib/file.txt; echo done",
+                sandbox="workspace")
+    assert "done" in out, out
+    assert not (hooks / "pre-commit").exists()
+    assert "fsmonitor" not in (work / "vendor" / "lib" / ".git" / "config").read_text()
+    assert (work / "vendor" / "lib" / ".bantam.cfg").read_text() == "model=m\n"
+    assert (work / "vendor" / "lib" / "file.txt").read_text() == "ok\n"  # the rest stays writable

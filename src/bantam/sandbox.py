@@ -164,6 +164,7 @@ class Sandbox:
         inside = [p for p in self._protected_candidates() if os.path.lexists(p)]
         inside += [d for d in guarded_dirs() if d.exists() and self._in_root(d)]
         inside += [p for p in self.readonly if p.exists() and self._in_root(p)]
+        inside += [p for root in self.roots for p in nested_protected(root)]
         return inside
 
     def _protected_candidates(self) -> list[Path]:
@@ -317,6 +318,37 @@ def refuse_read(path: str | os.PathLike, shown: str) -> None:
         if _within(real, guarded) and not _within(real, output):
             raise ToolError(f"not read: {shown} lies in {guarded}, bantam's own files (keys and settings), "
                             "which the model may not read")
+
+
+NESTED_SCAN_ENTRIES = 50_000  # a walk past this many entries stops (a huge tree is not walked whole)
+NESTED_SCAN_SECONDS = 60.0    # a root's walk is reused this long (about 120 ms for this repository)
+NESTED_SKIP = frozenset({"node_modules", ".venv", "venv", "__pycache__", ".tox", ".mypy_cache"})
+_nested: dict[Path, tuple[float, list[Path]]] = {}
+
+
+def nested_protected(root: Path) -> list[Path]:
+    """The protected names below a root's top (`sub/.git`, `vendor/x/.bantam.cfg`), which
+    bubblewrap binds read-only like the top-level ones: a nested repository's hooks and config
+    would otherwise be the model's to rewrite, and run by the user's next `git` there. A walk
+    costs about 120 ms on this repository, so it is kept for NESTED_SCAN_SECONDS; a name created
+    after it is not covered (a config file the model writes is an untrusted project file anyway)."""
+    import time
+    now = time.monotonic()
+    cached = _nested.get(root)
+    if cached and now - cached[0] < NESTED_SCAN_SECONDS:
+        return cached[1]
+    found: list[Path] = []
+    seen = 0
+    for folder, dirs, files in os.walk(root):
+        seen += len(dirs) + len(files)
+        here = Path(folder)
+        if here != root:
+            found += [here / name for name in PROTECTED_NAMES if name in dirs or name in files]
+        dirs[:] = [d for d in dirs if d not in NESTED_SKIP and d not in PROTECTED_NAMES]
+        if seen > NESTED_SCAN_ENTRIES:
+            break
+    _nested[root] = (now, found)
+    return found
 
 
 def revealed(hidden: Iterable[Path], extra: Iterable[Path] = ()) -> list[tuple[Path, Path]]:
