@@ -31,7 +31,7 @@ import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from . import seccomp
 from .errors import Refused, ToolError
@@ -39,11 +39,21 @@ from .fsutil import ANYWHERE, Boundary, bantam_home, private_dir
 
 if TYPE_CHECKING:
     from .config import Config
-    from .tools.shell import ShellResult
+
+
+R = TypeVar("R", bound="CommandResult")
+
+
+class CommandResult(Protocol):
+    """What `settle` reads and amends of a finished command (tools.shell's ShellResult), declared
+    here so that the sandbox does not import the tools above it."""
+    output: str
+    exit_code: int
 
 # Read-only inside every writable root: bantam's project files, and git's (whose hooks and config
-# run commands outside the sandbox). For file writes at any depth; for commands, at each root's top
-# (bubblewrap binds only names that exist; finding names a command made deeper needs a tree walk).
+# run commands outside the sandbox). For file writes at any depth; for commands, the existing ones
+# at any depth (nested_protected) and new ones at each root's top (bubblewrap binds only names
+# that exist; finding names a command made deeper would need a tree walk after every command).
 PROTECTED_NAMES = (".git", ".bantam.cfg", "model.cfg", ".mcp.json")
 # What a command's output says when the boundary stopped it (the kernel's and common tools' words).
 WRITE_REFUSED = ("Read-only file system",)
@@ -76,8 +86,9 @@ class Sandbox:
 
     @classmethod
     def for_config(cls, cfg: Config, cwd: str | os.PathLike | None = None) -> Sandbox:
-        """The boundary `cfg` asks for, around a command run in `cwd` (default: the current directory)."""
-        base = Path(os.path.realpath(cwd or os.getcwd()))
+        """The boundary `cfg` asks for, around a command run in `cwd`, the session's folder (every
+        front end passes one; None only for a library caller's hand-built context: paths as given)."""
+        base = Path(os.path.realpath(cwd if cwd is not None else os.curdir))
         roots: tuple[Path, ...] = ()
         if cfg.sandbox == "workspace":
             roots = tuple(Path(os.path.realpath(base / Path(r).expanduser())) for r in cfg.sandbox_writable) \
@@ -170,7 +181,7 @@ class Sandbox:
     def _protected_candidates(self) -> list[Path]:
         return [root / name for root in self.roots for name in PROTECTED_NAMES]
 
-    def settle(self, result: ShellResult) -> ShellResult:
+    def settle(self, result: R) -> R:
         """After the command: remove a protected config file it created (bantam would read it at
         its next start), and tell the model when the boundary is the likely cause of a failure."""
         notes = []
