@@ -26,23 +26,23 @@ from bench.bench_core import machine, ms, write_results  # noqa: E402
 from bantam.config import Config  # noqa: E402
 from bantam.events import Text  # noqa: E402
 from bantam.prompt import SYSTEM_PROMPT  # noqa: E402
+from bantam.providers.aids import profiles  # noqa: E402
 from bantam.providers.local import LocalProvider, bundled_model  # noqa: E402
 
 BEGIN, END = "<!-- bench_local:begin -->", "<!-- bench_local:end -->"
 EVAL_BEGIN, EVAL_END = "<!-- bench_local_eval:begin -->", "<!-- bench_local_eval:end -->"
-# Each row adds one aid to the row above it; the last row is bantam's default.
+# Each row adds one aid of the bundled model's profile (providers/aids/profiles.json) to the row
+# above it; the last row is bantam's default (local_aids=auto).
+BUNDLED_PROFILE = "smollm2-135m"
+NONE = {"example": False, "call_first": False, "commands": False, "grounded": False, "cite": False}
 EVAL_VARIANTS = [
-    ("model decides alone (0.1)", {"local_example": False, "local_tool_first": "off", "local_commands": False,
-                                   "local_grounded": False, "local_cite": False}),
-    ("+ the worked tool call nearest the request shown", {"local_example": True, "local_tool_first": "off",
-                                                     "local_commands": False, "local_grounded": False,
-                                                     "local_cite": False}),
-    ("+ tool call first when the request needs the machine", {"local_tool_first": "auto", "local_commands": False,
-                                                               "local_grounded": False, "local_cite": False}),
+    ("model decides alone (0.1)", NONE),
+    ("+ the worked tool call nearest the request shown", {**NONE, "example": True}),
+    ("+ tool call first when the request needs the machine", {**NONE, "example": True, "call_first": True}),
     ("+ commands: a known program; its words from the request or the folder",
-     {"local_commands": True, "local_grounded": False, "local_cite": False}),
-    ("+ answers after a result use its words", {"local_grounded": True, "local_cite": False}),
-    ("+ ... and cite one word only the result has", {"local_cite": True}),
+     {"grounded": False, "cite": False}),
+    ("+ answers after a result use its words", {"cite": False}),
+    ("+ ... and cite one word only the result has", {}),
 ]
 # Kinds no worked example shows (the examples list a folder and read a file): more than half the
 # set, so the gain measured there is general behaviour, not copying.
@@ -111,8 +111,9 @@ def eval_table() -> str:
     from bench.local_eval import evaluate, tasks
     kinds = list(dict.fromkeys(t["kind"] for t in tasks()))
     rows = []
-    for label, values in EVAL_VARIANTS:
-        results = evaluate(values)
+    bundled = profiles()[BUNDLED_PROFILE]
+    for label, switches in EVAL_VARIANTS:
+        results = evaluate(profile=bundled.but(**switches))
         print(label, [(r["id"], r["ok"], r["trace"]) for r in results], file=sys.stderr, flush=True)
         by_kind = [sum(r["ok"] for r in results if r["kind"] == k) for k in kinds]
         per_kind = [len([r for r in results if r["kind"] == k]) for k in kinds]

@@ -25,6 +25,7 @@ from bantam.config import Config
 from bantam.errors import LimitReached, ProviderError
 from bantam.events import Event, ToolCall
 from bantam.prompt import system_prompt
+from bantam.providers.aids import Profile
 from bantam.providers.local import LocalProvider
 from bantam.tools import ToolContext, make_toolbox
 
@@ -77,7 +78,7 @@ def run_task(task: dict, cfg: Config, provider: LocalProvider) -> dict[str, Any]
         os.chdir(directory)
         try:
             system = system_prompt(cfg, directory)
-            toolbox = make_toolbox(cfg.tools, ToolContext(cfg, provider, system))
+            toolbox = make_toolbox(cfg.tools, ToolContext(cfg, provider, system, folder=directory))
             schemas = {s["function"]["name"]: s["function"]["parameters"] for s in toolbox.schemas()}
             messages = [{"role": "system", "content": system}, {"role": "user", "content": task["prompt"]}]
             try:
@@ -97,8 +98,10 @@ def run_task(task: dict, cfg: Config, provider: LocalProvider) -> dict[str, Any]
             "seconds": time.perf_counter() - start}
 
 
-def evaluate(values: dict[str, Any] | None = None, selected: Iterable[dict] | None = None) -> list[dict]:
-    """Run the set (or `selected` tasks) with the embedded default's settings plus `values`."""
+def evaluate(values: dict[str, Any] | None = None, selected: Iterable[dict] | None = None,
+             profile: Profile | None = None) -> list[dict]:
+    """Run the set (or `selected` tasks) with the embedded default's settings plus `values`, and
+    `profile`'s aids instead of local_aids's when given."""
     cfg = Config(provider="local", temperature=0.0, forward={"seed": 1, "max_tokens": 160}).with_values(**(values or {}))
-    provider = LocalProvider(cfg)
+    provider = LocalProvider(cfg, profile)
     return [run_task(task, cfg, provider) for task in (selected if selected is not None else tasks())]

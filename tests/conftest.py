@@ -90,3 +90,15 @@ def process_gone(pid: int, within: float = 30.0) -> bool:
             return True
         time.sleep(0.05)
     return False
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist (`-n 3 --dist loadgroup`, the README's command), tests that share one of
+    our fixtures wider than a test (a browser, a real model server: module or session scope) go to
+    one worker together, so the fixture starts once rather than once on every worker."""
+    for item in items:
+        for defs in item._fixtureinfo.name2fixturedefs.values():
+            shared = defs[-1]
+            if shared.scope != "function" and getattr(shared.func, "__module__", "").startswith("tests."):
+                item.add_marker(pytest.mark.xdist_group(f"{shared.func.__module__}.{shared.argname}"))
+                break

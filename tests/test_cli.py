@@ -11,6 +11,7 @@ import pytest
 
 from tests.conftest import process_gone, base_cfg, run_bantam, write_cfg
 from tests.fakes.openai_server import json_reply, text_reply, tool_reply, usage
+from tests.fakes.scripted import ScriptedProvider, one_shot, text
 
 USAGE_RE = r"\[test-model: \d+ prompt"
 
@@ -167,11 +168,14 @@ def test_environment_endpoint(home, server):
     assert r.stdout == "via env\n"
 
 
-def test_system_prompt_agents_md_and_tools_dir(cfg, server):
-    (cfg / "AGENTS.md").write_text("Always answer in French.")
-    server.add(text_reply("oui"))
-    run_bantam("-p", "x", cwd=cfg, env={"BANTAM_TOOLS_DIR": "/opt/my-tools"})
-    system = server.chat_requests()[0].body["messages"][0]
+@pytest.mark.quick
+def test_system_prompt_agents_md_and_tools_dir(home, monkeypatch):  # in process: the session's prompt
+    write_cfg(home, model="test-model")
+    (home / "AGENTS.md").write_text("Always answer in French.")
+    monkeypatch.setenv("BANTAM_TOOLS_DIR", "/opt/my-tools")
+    model = ScriptedProvider(text("oui"))
+    one_shot(home, model, "x")
+    system = model.requests[0].messages[0]
     assert system["role"] == "system" and "AGENTS.md" in system["content"]
     assert "Always answer in French." in system["content"]
     assert system["content"].endswith("Extra shell tools can be found at /opt/my-tools")
@@ -261,20 +265,20 @@ def test_context_overflow_compacts_and_retries(cfg, server):
 
 def offered(request) -> tuple[str, dict]:
     """The system prompt of a request and shell_exec's parameters as the model was offered them."""
-    tools = {t["function"]["name"]: t["function"]["parameters"] for t in request.body["tools"]}
-    return request.body["messages"][0]["content"], tools["shell_exec"]["properties"]
+    tools = {t["function"]["name"]: t["function"]["parameters"] for t in request.tools}
+    return request.messages[0]["content"], tools["shell_exec"]["properties"]
 
 
-def test_the_one_shot_prompt_describes_only_the_tools_offered(cfg, server):
-    write_cfg(cfg, **base_cfg(server, sandbox="workspace", approval="on-request"))
-    server.add(text_reply("ok"))
-    assert run_bantam("-p", "hi", cwd=cfg).returncode == 0
-    system, shell = offered(server.chat_requests()[0])
+@pytest.mark.quick
+def test_the_one_shot_prompt_describes_only_the_tools_offered(home):  # in process: the one-shot session
+    write_cfg(home, model="test-model", sandbox="workspace", approval="on-request")
+    model = ScriptedProvider(text("ok"), text("ok"))
+    assert one_shot(home, model, "hi")[0] is not None
+    system, shell = offered(model.requests[0])
     assert "Sandbox:" in system  # the boundary is described...
     assert "escalate" not in shell and "escalate" not in system  # ...but no way out no one could approve
     assert "say so in your answer" in system
-    write_cfg(cfg, **base_cfg(server, tools="shell_exec"))
-    server.add(text_reply("ok"))
-    assert run_bantam("-p", "hi", cwd=cfg).returncode == 0
-    system, _ = offered(server.chat_requests()[1])
+    write_cfg(home, model="test-model", tools="shell_exec")
+    assert one_shot(home, model, "hi")[0] is not None
+    system, _ = offered(model.requests[1])
     assert "Use shell_exec" in system and "write_file" not in system and "sub-agent" not in system

@@ -30,16 +30,18 @@ def gone(marker: str, within: float = 5.0) -> bool:
 
 
 def test_many_children_all_killed_at_the_timeout(home):
-    r = run_shell("for i in $(seq 60); do sleep 31.4159 & done; wait", 1, 30_000)
+    marker = f"sleep 31.{os.getpid()}"  # a length no other test run uses: pgrep sees the whole machine
+    r = run_shell(f"for i in $(seq 60); do {marker} & done; wait", 1, 30_000)
     assert r.timed_out and r.exit_code == 124
-    assert gone("sleep 31.4159")
+    assert gone(marker)
 
 
 def test_a_command_that_ignores_sigterm(home):
     started = time.monotonic()
-    r = run_shell("trap '' TERM INT HUP; sleep 27.1828", 1, 30_000)
+    marker = f"sleep 27.{os.getpid()}"
+    r = run_shell(f"trap '' TERM INT HUP; {marker}", 1, 30_000)
     assert r.timed_out and time.monotonic() - started < 10
-    assert gone("sleep 27.1828")
+    assert gone(marker)
 
 
 def test_binary_output_is_clean_text_for_the_model(home):

@@ -7,15 +7,21 @@ like, are A's closing) is a byte prefix of B's body. For the daemon, A's trailin
 rebuilt every step by design (seed 003), is left out of A first. For Anthropic the comparison is
 made without the `cache_control` marks (Anthropic's cache matches content: the breakpoints move
 on with the conversation), and the breakpoints are checked apart.
-Real processes against the real local fake server; bodies compared as the server received them.
+The real providers against the real local fake server; bodies compared as the server received
+them. One-shot sessions run in process (tests/fakes/scripted.one_shot: the provider is the real
+one, only the model is the fake server); a thread continued by a new process, the daemon and a
+controlled run through real processes.
 """
 import json
 import os
 import sys
 
+import pytest
+
 from tests.conftest import base_cfg, run_bantam, wait_for, write_cfg
 from tests.fakes import anthropic_server as anth
 from tests.fakes.openai_server import Recorded, text_reply, tool_reply
+from tests.fakes.scripted import one_shot
 
 LIFE_TAIL = b',{"role":"user","content":"<system-message>[now '
 
@@ -57,10 +63,11 @@ def test_open_prefix_is_the_body_up_to_the_end_of_the_messages():
     assert Recorded("POST", "/", {}, json.loads(last), 0, last).open_prefix() == last[:-2]
 
 
+@pytest.mark.quick
 def test_one_shot_steps_extend_the_previous_request(home, server):
     write_cfg(home, **base_cfg(server, tools="shell_exec,write_file", sandbox="off"))
     server.add(*steps(2), text_reply("done"))
-    assert run_bantam("-p", "go", cwd=home).returncode == 0
+    assert one_shot(home, None)[0] is not None
     first, second, third = posts(server)
     assert list(first.body)[:3] == ["model", "tools", "messages"]  # what stays the same comes first
     assert_extends(first, second)
@@ -78,23 +85,25 @@ def test_a_thread_continued_by_a_new_process_extends_its_last_request(home, serv
     assert_extends(requests[1], requests[2])
 
 
+@pytest.mark.quick
 def test_sub_agent_steps_extend_their_own_previous_request(home, server):
     write_cfg(home, **base_cfg(server, tools="shell_exec,spawn_agent", sandbox="off"))
     server.add(tool_reply("spawn_agent", {"task": "the subtask"}, call_id="spawn"), *steps(2),
                text_reply("sub done\nSTATUS: success"), text_reply("all done"))
-    assert run_bantam("-p", "go", cwd=home).returncode == 0
+    assert one_shot(home, None)[0] is not None
     parent1, child1, child2, child3, parent2 = posts(server)
     assert_extends(child1, child2)
     assert_extends(child2, child3)
     assert_extends(parent1, parent2)
 
 
+@pytest.mark.quick
 def test_anthropic_steps_extend_the_previous_request_breakpoints_included(home):
     with anth.AnthropicServer() as server:
         write_cfg(home, **base_cfg(server, provider="anthropic", tools="shell_exec", sandbox="off"))
         server.add(anth.tool_reply("shell_exec", {"command": "echo 1"}, "toolu_1"),
                    anth.tool_reply("shell_exec", {"command": "echo 2"}, "toolu_2"), anth.text_reply("done"))
-        assert run_bantam("-p", "go", cwd=home).returncode == 0
+        assert one_shot(home, None)[0] is not None
         first, second, third = posts(server)
     assert list(third.body)[:4] == ["model", "tools", "system", "messages"]  # Anthropic's cache order
     assert_extends(without_breakpoints(first), without_breakpoints(second))

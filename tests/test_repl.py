@@ -16,10 +16,10 @@ PROMPT_READY = "\x1b[?2004h"  # prompt_toolkit turns on bracketed paste whenever
 
 
 class Term:
-    def __init__(self, cwd: Path, **env: str):
+    def __init__(self, cwd: Path, width: int = 120, **env: str):
         full = {**os.environ, "TERM": "xterm", "PROMPT_TOOLKIT_NO_CPR": "1", **env}
         self.child = pexpect.spawn(sys.executable, ["-m", "bantam"], cwd=str(cwd), env=full,
-                                   encoding="utf-8", dimensions=(40, 120), timeout=20)
+                                   encoding="utf-8", dimensions=(40, width), timeout=20)
 
     def enter(self, text: str) -> None:
         """Wait for the prompt, type `text` and press Enter."""

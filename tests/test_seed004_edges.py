@@ -1,13 +1,16 @@
 """Seed 004's edges (issue 15): what a child reports, the seed's names and arguments, labels and
 usage of sub-agents, and clean stderr in a pipe, through real local servers and real processes."""
 import json
+from dataclasses import replace
 
 import pytest
 
 from bantam.tools.spawn import read_report
 from tests.conftest import base_cfg, run_bantam, write_cfg
-from tests.fakes.openai_server import text_reply, tool_reply, usage
-from tests.tools.test_agents import RoutedServer, parent_run, results, spawn_calls
+from tests.fakes.openai_server import text_reply, tool_reply
+from tests.fakes import scripted
+from tests.fakes.scripted import text, tool
+from tests.tools.test_agents import RoutedModel, parent_run, results, spawn_calls
 
 
 @pytest.mark.parametrize("text, status, output", [
@@ -22,21 +25,17 @@ def test_a_failed_or_blocked_child_is_not_success(text, status, output):
 
 
 def test_spawned_child_failure_reaches_the_parent(home):
-    children = {"deploy": [text_reply("cannot reach the host\nSTATUS: blocked - I need the API key")]}
-    server = RoutedServer([spawn_calls("deploy"), text_reply("ok")], children)
-    with server:
-        _, messages, _ = parent_run(server, home)
+    children = {"deploy": [text("cannot reach the host\nSTATUS: blocked - I need the API key")]}
+    _, messages, _ = parent_run(RoutedModel([spawn_calls("deploy"), text("ok")], children), home)
     result = results(messages)[0]
     assert result["status"] == "blocked"
     assert result["output"] == "cannot reach the host\nI need the API key"
 
 
 def test_max_iter_zero_is_refused_and_one_is_one(home):
-    children = {"one step": [tool_reply("shell_exec", {"command": "true"})]}
-    server = RoutedServer([spawn_calls("zero", max_iter=0), spawn_calls("one step", max_iter=1),
-                           text_reply("ok")], children)
-    with server:
-        _, messages, _ = parent_run(server, home)
+    children = {"one step": [tool("shell_exec", {"command": "true"})]}
+    model = RoutedModel([spawn_calls("zero", max_iter=0), spawn_calls("one step", max_iter=1), text("ok")], children)
+    _, messages, _ = parent_run(model, home)
     zero = next(m["content"] for m in messages if m["role"] == "tool")
     assert zero == "error: max_iter must be at least 1, got 0"
     one = json.loads([m["content"] for m in messages if m["role"] == "tool"][1])
@@ -45,24 +44,20 @@ def test_max_iter_zero_is_refused_and_one_is_one(home):
 
 
 def test_durable_without_a_thread_says_so(home):
-    children = {"job": [text_reply("done\nSTATUS: success")]}
-    server = RoutedServer([spawn_calls("job", persistence="durable"), text_reply("ok")], children)
-    with server:
-        _, messages, _ = parent_run(server, home)
+    children = {"job": [text("done\nSTATUS: success")]}
+    _, messages, _ = parent_run(RoutedModel([spawn_calls("job", persistence="durable"), text("ok")], children), home)
     result = results(messages)[0]
     assert result["persistence"] == "ephemeral"
     assert result["note"] == "durable needs a --thread run; this sub-agent ran ephemeral"
 
 
 def test_children_are_labelled_and_their_tokens_counted(home):
-    children = {"task A": [tool_reply("shell_exec", {"command": "echo a"}, u=usage(100, 10)),
-                           text_reply("A\nSTATUS: success", usage(120, 5))],
-                "task B": [text_reply("B\nSTATUS: success", usage(50, 5))]}
-    calls = spawn_calls("task A", "task B")
-    calls.chunks.insert(-1, b'data: {"choices": [], "usage": %s}\n\n' % json.dumps(usage(10, 5)).encode())
-    server = RoutedServer([calls, text_reply("both done", usage(1000, 7))], children)
-    with server:
-        turn, _, events = parent_run(server, home)
+    children = {"task A": [tool("shell_exec", {"command": "echo a"}, usage=scripted.usage(100, 10)),
+                           text("A\nSTATUS: success", scripted.usage(120, 5))],
+                "task B": [text("B\nSTATUS: success", scripted.usage(50, 5))]}
+    spawn = replace(spawn_calls("task A", "task B"), usage=scripted.usage(10, 5))
+    model = RoutedModel([spawn, text("both done", scripted.usage(1000, 7))], children)
+    turn, _, events = parent_run(model, home)
     calls = [e for e in events if e.type == "tool_call"]
     assert {(e.agent, e.name) for e in calls} == {("", "spawn_agent"), ("agent 1", "shell_exec")}
     child_result = next(e for e in events if e.type == "tool_result" and e.name == "shell_exec")
@@ -89,12 +84,13 @@ def test_children_labelled_in_the_terminal_trace_and_json(home, server):
     assert [e.get("agent") for e in events if e["type"] == "tool_call"] == [None, "agent 1"]
 
 
-def test_run_shell_is_shell_exec(home, server):
-    write_cfg(home, **base_cfg(server))
-    server.add(tool_reply("run_shell", {"command": "echo via-alias"}), text_reply("ok"))
-    r = run_bantam("-p", "go", cwd=home)
-    assert r.returncode == 0, r.stderr
-    assert "via-alias" in server.chat_requests()[1].body["messages"][-1]["content"]
+@pytest.mark.quick
+def test_run_shell_is_shell_exec(home):  # in process: the alias is the toolbox's, not the command line's
+    write_cfg(home, model="test-model")
+    model = scripted.ScriptedProvider(tool("run_shell", {"command": "echo via-alias"}), text("ok"))
+    turn, _ = scripted.one_shot(home, model)
+    assert turn is not None and turn.text == "ok"
+    assert "via-alias" in model.requests[1].messages[-1]["content"]
 
 
 @pytest.mark.parametrize("args, prompt", [

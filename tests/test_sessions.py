@@ -1,4 +1,5 @@
-"""Sessions and compaction on real files, with a real server for the model's side."""
+"""Sessions and compaction on real files; the model's side of compaction is a scripted model in
+process (tests/fakes/scripted.py). The front ends' imports are checked in a real process."""
 import json
 import subprocess
 import sys
@@ -6,10 +7,11 @@ import sys
 import pytest
 
 from bantam import compact, sessions
-from bantam.config import Config
 from bantam.errors import APIError
-from bantam.providers.openai import OpenAIProvider
-from tests.fakes.openai_server import json_reply, text_reply
+from tests.fakes.openai_server import text_reply
+from tests.fakes.scripted import ScriptedProvider, text
+
+pytestmark = pytest.mark.quick
 
 MESSAGES = [{"role": "system", "content": "S"}, {"role": "user", "content": "fix the bug"},
             {"role": "assistant", "content": "done"}]
@@ -167,45 +169,42 @@ def test_project_id_is_md5_of_the_directory(home):
     assert sessions.project_id(home) == hashlib.md5(str(home.resolve()).encode()).hexdigest()
 
 
-def provider(server):
-    return OpenAIProvider(Config(endpoint=server.url, model="test-model"))
-
-
-def test_compact_keeps_task_latest_request_and_rules(home, server):
+def test_compact_keeps_task_latest_request_and_rules(home):
     (home / "AGENTS.md").write_text("Rule: run tests first.")
     messages = MESSAGES + [{"role": "user", "content": "now add docs"}]
-    server.add(text_reply("Fixed the bug; docs pending."))
-    compact.compact(provider(server), messages, (0,))
+    model = ScriptedProvider(text("Fixed the bug; docs pending."))
+    compact.compact(model, messages, (0,))
     assert [m["role"] for m in messages] == ["system", "user"]
-    text = messages[1]["content"]
+    assert model.requests[0].tools == []  # a summary request offers no tools
+    summary = messages[1]["content"]
     for part in ("Original task (verbatim):\nfix the bug", "Latest request (verbatim):\nnow add docs",
                  "Rule: run tests first.", "Fixed the bug; docs pending."):
-        assert part in text
+        assert part in summary
     # compacting again keeps the original task, not the previous summary
     messages += [{"role": "assistant", "content": "docs added"}]
-    server.add(text_reply("All done."))
-    compact.compact(provider(server), messages, (0,))
+    model.add(text("All done."))
+    compact.compact(model, messages, (0,))
     assert "Original task (verbatim):\nfix the bug\n\n" in messages[1]["content"]
     assert messages[1]["content"].count("Original task") == 1
 
 
-def test_compact_when_even_the_summary_request_is_too_long(home, server):
+def test_compact_when_even_the_summary_request_is_too_long(home):
     long = [{"role": "system", "content": "S"}] + [
         {"role": "user" if i % 2 == 0 else "assistant", "content": f"message {i}"} for i in range(16)]
-    overflow = {"error": {"message": "prompt is too long: 300000 tokens > 200000 maximum"}}
-    server.add(json_reply(overflow, status=400), json_reply(overflow, status=400), text_reply("short summary"))
-    compact.compact(provider(server), long, (0,))
-    sizes = [len(r.body["messages"]) for r in server.chat_requests()]
+    overflow = "HTTP 400: prompt is too long: 300000 tokens > 200000 maximum"
+    model = ScriptedProvider(APIError(overflow, status=400), APIError(overflow, status=400), text("short summary"))
+    compact.compact(model, long, (0,))
+    sizes = [len(r.messages) for r in model.requests]
     assert sizes[0] > sizes[1] > sizes[2]
     assert "short summary" in long[1]["content"] and "message 0" in long[1]["content"]
 
 
-def test_compact_fails_cleanly_on_other_errors(home, server):
+def test_compact_fails_cleanly_on_other_errors(home):
     messages = list(MESSAGES)
-    server.add(json_reply({"error": {"message": "bad key"}}, status=401))
+    model = ScriptedProvider(APIError("HTTP 401: bad key", status=401))
     with pytest.raises(APIError):
-        compact.compact(provider(server), messages, ())
-    assert messages == MESSAGES
+        compact.compact(model, messages, ())
+    assert messages == MESSAGES and len(model.requests) == 1
 
 
 def test_front_ends_import_only_what_they_need(home, server):

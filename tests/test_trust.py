@@ -17,6 +17,8 @@ from bantam.errors import ConfigError
 from bantam.tools import ToolContext, make_toolbox
 from tests.conftest import base_cfg, run_bantam, write_cfg
 from tests.fakes.openai_server import FakeServer, text_reply, tool_reply
+from tests.fakes.scripted import ScriptedProvider, one_shot, text, tool
+from tests.fakes.scripted import tool_results as scripted_results
 
 # Values that must never reach the model or any file. The names cover bantam's own key, a
 # secret-looking name, and a URL with a password in a variable that is otherwise kept.
@@ -59,24 +61,34 @@ def test_a_model_running_env_reads_no_secret(home, server, mode):
     assert server.chat_requests()[0].headers["authorization"] == "Bearer sk-env-key-0123456789"
 
 
-def test_env_passthrough_names_a_variable_the_model_may_use(home, server):
-    write_cfg(home, **base_cfg(server, env_passthrough="GITHUB_TOKEN"))
-    server.add(tool_reply("shell_exec", ENV_COMMAND), text_reply("done"))
-    r = run_bantam("-p", "x", cwd=home, env=SECRETS)
-    assert r.returncode == 0, r.stderr
-    result = tool_results(server)[0]
+# In process (the one-shot session on a scripted model): what a command's environment holds is the
+# session's doing; the four front ends above show it through real processes.
+
+@pytest.mark.quick
+def test_env_passthrough_names_a_variable_the_model_may_use(home, monkeypatch):
+    for name, value in SECRETS.items():
+        monkeypatch.setenv(name, value)
+    write_cfg(home, model="test-model", env_passthrough="GITHUB_TOKEN")
+    model = ScriptedProvider(tool("shell_exec", ENV_COMMAND), text("done"))
+    turn, _ = one_shot(home, model, "x")
+    assert turn is not None and turn.text == "done"
+    result = scripted_results(model)[0]
     assert "GITHUB_TOKEN=ghp_github0123456789" in result  # the user asked for it
     assert "sk-env-key-0123456789" not in result and "DB_PASSWORD" not in result
 
 
-def test_a_sub_agents_commands_get_the_same_environment(home, server):
-    write_cfg(home, **base_cfg(server, tools="shell_exec,run_subagent"))
-    server.add(tool_reply("run_subagent", {"prompt": "list the environment"}),
-               tool_reply("shell_exec", ENV_COMMAND), text_reply("child done"), text_reply("parent done"))
-    r = run_bantam("-p", "delegate", cwd=home, env=SECRETS)
-    assert r.returncode == 0, r.stderr
-    assert any("env-listed" in t for t in tool_results(server))
-    assert_clean(json.dumps([req.body for req in server.chat_requests()]) + r.stderr + everything_written(home))
+@pytest.mark.quick
+def test_a_sub_agents_commands_get_the_same_environment(home, monkeypatch):
+    for name, value in SECRETS.items():
+        monkeypatch.setenv(name, value)
+    write_cfg(home, model="test-model", tools="shell_exec,run_subagent")
+    model = ScriptedProvider(tool("run_subagent", {"prompt": "list the environment"}),
+                             tool("shell_exec", ENV_COMMAND), text("child done"), text("parent done"))
+    turn, events = one_shot(home, model, "delegate")
+    assert turn is not None and turn.text == "parent done"
+    assert any("env-listed" in t for t in scripted_results(model))
+    assert_clean(json.dumps([r.messages for r in model.requests]) + json.dumps([e.to_json() for e in events])
+                 + everything_written(home))
 
 
 def test_a_known_secret_read_from_a_file_is_shown_as_stars(home, server):

@@ -11,6 +11,7 @@ import threading
 
 from . import __version__
 from .errors import BantamError, ConfigError, Terminated
+from .options import common_options, flags, load_config
 
 USAGE = r"""
 bantam                         interactive session
@@ -28,8 +29,10 @@ bantam web                     the browser view (bantam web --help)
 bantam config                  every configuration key, its value and where it came from
 bantam sessions [show|export|delete ID]   saved sessions
 bantam completion bash|zsh|fish           a shell completion script
+bantam undo [N] [--thread ID] [--list]    take back the file changes of the last N turns (--yes, --force)
 bantam trust [list|revoke [DIR]]          trust this project's files (.bantam.cfg, .mcp.json, ...) as they are
 bantam mcp [list|trust]        serve bantam as an MCP server on stdio; list or trust MCP servers
+bantam acp                     serve the Agent Client Protocol on stdio, for editors (Zed, JetBrains, Neovim)
 bantam batch TASKS -o RESULTS  many tasks, N agents at a time (--workers N, --queue redis://...)
 bantam worker redis://...      run tasks from a Redis queue (for batch --queue, or any service)"""
 WORD_HELP = {  # the modes that take the common options only
@@ -40,7 +43,8 @@ WORD_HELP = {  # the modes that take the common options only
                "and the answer on standard output (the answer alone when the variable is unset).",
 }
 # Modes with options of their own: `bantam WORD ...` hands the rest of the line to MODULE:FUNCTION,
-# which parses it (with common_options) and returns the exit code.
+# which parses it (with options.common_options) and returns the exit code. By name, so that this
+# module, the top of the layers, is the only one that knows them all.
 SUBCOMMANDS = {
     "run": "bantam.runs.cli:run_main",
     "status": "bantam.runs.cli:status_main",
@@ -52,22 +56,12 @@ SUBCOMMANDS = {
     "sessions": "bantam.commands:sessions_main",
     "completion": "bantam.commands:completion_main",
     "mcp": "bantam.mcp.cli:main",
+    "acp": "bantam.acp:main",
     "trust": "bantam.commands:trust_main",
+    "undo": "bantam.undo.cli:main",
     "batch": "bantam.batch:main",
     "worker": "bantam.batch.redisq:worker_main",
 }
-
-
-def common_options(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """The options every mode takes: model, endpoint, provider, --set."""
-    p.add_argument("--model", help="model name")
-    p.add_argument("--endpoint", help="API base URL")
-    p.add_argument("--provider", help="openai, anthropic or local")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="any configuration key (repeatable)")
-    p.add_argument("--yolo", action="store_true",
-                   help="no sandbox and no approvals: the model's commands run with your full rights")
-    return p
 
 
 def parser() -> argparse.ArgumentParser:
@@ -143,27 +137,6 @@ def stop_on_signals() -> None:
 
 def _terminated(signum: int, frame: object) -> None:
     raise Terminated(signum)
-
-
-def load_config(args: argparse.Namespace):
-    """The configuration, with this command line's options on top."""
-    from . import config
-    cfg = config.load(flags(args))
-    for line in cfg.warning.splitlines():
-        print(f"bantam: warning: {line}", file=sys.stderr)
-    return cfg
-
-
-def flags(args: argparse.Namespace) -> dict[str, str]:
-    values = {k: v for k in ("model", "endpoint", "provider") if (v := getattr(args, k)) is not None}
-    if getattr(args, "yolo", False):  # the seeds' way; a --set after it still wins
-        values.update(sandbox="off", approval="never")
-    for item in args.set:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError(f"--set expects KEY=VALUE, got {item!r}")
-        values[key.strip()] = value
-    return values
 
 
 def dispatch(args: argparse.Namespace) -> int:

@@ -20,7 +20,7 @@ SECRET_KEYS = ("api_key", "web_password")  # shown as *** wherever they come fro
 
 
 def config_main(argv: list[str]) -> int:
-    from .cli import common_options, flags
+    from .options import common_options, flags
     parser = common_options(argparse.ArgumentParser(
         prog="bantam config", description="Show every configuration key, its value and where it came "
         f"from: flags > .bantam.cfg (else model.cfg) > {config.user_config_path()} > environment > defaults."))
@@ -191,7 +191,7 @@ def trust_main(argv: list[str]) -> int:
     raise ConfigError(f"bantam trust: unknown arguments {' '.join(argv)!r}\n{TRUST_USAGE}")
 
 
-def untrusted_lines(directory: str = ".") -> list[str]:
+def untrusted_lines(directory: str | os.PathLike) -> list[str]:
     """What this folder's untrusted files would do once trusted, in full: the boundary keys a
     config file sets, the MCP servers it would start. [] when nothing waits for trust."""
     from .mcp import servers
@@ -203,7 +203,7 @@ def untrusted_lines(directory: str = ".") -> list[str]:
     return lines + servers.untrusted_lines(servers.select(directory).untrusted)
 
 
-def trust_project(directory: str = ".") -> str:
+def trust_project(directory: str | os.PathLike) -> str:
     """Trust the folder's files as they are now; say what that allows."""
     from . import trust
     from .mcp import servers
@@ -231,7 +231,7 @@ def trusted_listing() -> str:
     return "\n".join(lines)
 
 
-def ask_trust(read, directory: str = ".") -> bool:
+def ask_trust(read, directory: str | os.PathLike) -> bool:
     """The terminal's one question, before the first prompt: trust what this project's files
     would do? Asked only when something waits for trust (a person is there to answer)."""
     lines = untrusted_lines(directory)
@@ -247,7 +247,7 @@ def ask_trust(read, directory: str = ".") -> bool:
     return True
 
 
-def trust_note(directory: str = ".") -> str:
+def trust_note(directory: str | os.PathLike) -> str:
     """For a front end that cannot ask at start (the browser view): what waits, and how to trust."""
     lines = untrusted_lines(directory)
     if not lines:

@@ -5,9 +5,7 @@ project's AGENTS.md verbatim, so no compaction can lose what the user asked for 
 """
 from __future__ import annotations
 
-import re
-
-from .errors import APIError
+from .errors import APIError, is_context_overflow
 from .events import OnEvent, ignore
 from . import providers
 from .providers import Provider
@@ -24,15 +22,6 @@ HEADER = "[compacted conversation]\n"
 TASK, LATEST, RULES, WORK = ("Original task (verbatim):\n", "Latest request (verbatim):\n",
                              f"Project rules from {AGENTS_FILE} (verbatim):\n", "Summary of the work so far:\n")
 RESULT_CLIP = 2000   # characters of each tool result the summariser sees
-
-_CONTEXT_ERRORS = re.compile(
-    r"context[ _-]?(length|window)|maximum context|too many tokens|prompt is too long|"
-    r"reduce the length|input is too long|exceeds? the (context|maximum)|n_ctx", re.I)
-
-
-def is_context_overflow(error: Exception) -> bool:
-    return isinstance(error, APIError) and error.status in (400, 413, 422, None) \
-        and bool(_CONTEXT_ERRORS.search(str(error)))
 
 
 def ask(provider: Provider, messages: list[dict], instruction: str, delays: tuple[float, ...],

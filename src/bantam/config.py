@@ -23,9 +23,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from . import bundled
 from .errors import ConfigError
 from .kinds import (Choice, Flag, Key, Kind, Names, Number, Numbers, Url, aliases_of, canonical, check,
                     keys_of, knob)
+from .toolnames import MCP_SEPARATOR, REGISTRY
 
 __all__ = ["Config", "load", "KEYS", "ALIASES", "Key", "Kind", "Flag", "Number", "Choice", "Url", "Names",
            "Numbers", "ToolNames", "knob", "keys_of", "aliases_of", "canonical", "check"]
@@ -60,14 +62,19 @@ BOUNDARY_KEYS: dict[str, Callable[[Any], int]] = {
     "mcp": lambda v: int(not v),
     "bantam_tools_dir": lambda v: int(not v),
 }
+# Keys of an older bantam that mean something else now: a file that still sets one gets this.
+REPLACED_KEYS = dict.fromkeys(
+    ("local_tool_first", "local_example", "local_commands", "local_grounded", "local_cite"),
+    "local_aids=auto|off|NAME (the small-model aids are one profile now, providers/aids/profiles.json)")
 ALIAS = "alias."  # `alias.fast=openrouter/some/model`: `--model fast` means that model
 
 
 class ToolNames(Names):
+    """Names of tools: the core's (toolnames.py, data below this module) or an MCP server's."""
+
     def value(self, value: Any) -> tuple[str, ...]:
-        from .tools import REGISTRY  # names only; no tool module is imported
         names = super().value(value)
-        unknown = [n for n in names if n not in REGISTRY and "__" not in n]  # server__tool: MCP's
+        unknown = [n for n in names if n not in REGISTRY and MCP_SEPARATOR not in n]
         if unknown:
             raise ValueError(f"unknown tool {unknown[0]!r} (known: {', '.join(REGISTRY)})")
         return names
@@ -105,14 +112,9 @@ class Config:
     env_passthrough: tuple[str, ...] = knob((), Names(), "secret-looking variables commands may see (GH_TOKEN, AWS_*)")
     n_ctx: int | None = knob(None, Number(int, 16), "provider=local: context size (default 8192)", "tokens")
     n_threads: int | None = knob(None, Number(int, 1), "provider=local: CPU threads (default: llama.cpp's)")
-    local_aids: str = knob("auto", Choice("auto", "on", "off"),
-                           "provider=local: the five aids below; auto: for the bundled model only, not a model_path= GGUF")
-    local_tool_first: str = knob("auto", Choice("auto", "off"),
-                                "provider=local: a request that needs the machine gets a tool call first")
-    local_example: bool = knob(True, Flag(), "provider=local: show the model one worked tool call")
-    local_commands: bool = knob(True, Flag(), "provider=local: shell_exec commands start with a known program")
-    local_grounded: bool = knob(True, Flag(), "provider=local: an answer after a tool result uses its words")
-    local_cite: bool = knob(True, Flag(), "provider=local: that answer cites a word only the tool result has")
+    local_aids: str = knob("auto", Kind(), "provider=local: the aids for a small model, a profile of "
+                           "providers/aids/profiles.json; auto: the bundled model's (none for a model_path= "
+                           "GGUF), off, or a profile's name")
     retry_delays: tuple[float, ...] = knob(FIBONACCI_DELAYS, Numbers(), "between retries of a request", "seconds")
     max_tokens_limit: int = knob(32_768, Number(int, 1), "an answer cut at max_tokens is asked again, "
                                 "doubled, up to this", "tokens")
@@ -120,6 +122,7 @@ class Config:
                        "around the model's commands (sandbox.py)")
     sandbox_writable: tuple[str, ...] = knob((), Names(), "writable roots for sandbox=workspace (default: the working dir)")
     sandbox_network: bool = knob(False, Flag(), "sandboxed commands may use the network")
+    undo_keep: int = knob(50, Number(int, 0), "turns kept for `bantam undo` per conversation; 0: none recorded")
     approval: str = knob("on-request", Choice("never", "on-request", "always"),
                         "when a person is asked (approval.py)")
     forward: Mapping[str, Any] = field(default_factory=dict)  # unknown keys, sent to the API
@@ -239,6 +242,8 @@ def load(flags: Mapping[str, str] | None = None, directory: str | os.PathLike = 
         if key in KEYS:
             values[key] = check(KEYS[key], text, where, named=given)
             continue
+        if key in REPLACED_KEYS:  # else it would be sent to the API as an unknown key
+            raise ConfigError(f"{where}: {key} was replaced by {REPLACED_KEYS[key]}")
         try:
             forward[key] = forwarded_value(text)
         except ValueError as e:
@@ -247,8 +252,7 @@ def load(flags: Mapping[str, str] | None = None, directory: str | os.PathLike = 
         _route_env_key(values, environ)
     embedded = False
     if not values.get("provider") and "endpoint" not in values:
-        from .providers.local import available  # the bundled model, when the local extra is installed
-        embedded = available()
+        embedded = bundled.available()  # the bundled model, when the local extra is installed
         if embedded:
             values["provider"] = "local"
     if not values.get("provider"):

@@ -12,13 +12,25 @@
      ├── Rejected          a controlled run's gate refused a proposal; the reason goes to the model
      ├── Blocked           a controlled run's budget or gate stopped the run (resumable)
      ├── ParseError        a controlled run's answer could not be parsed (also a ValueError)
-     └── SchemaError       ... parsed, but not a proposal of an expected kind (also a ValueError)
+     ├── SchemaError       ... parsed, but not a proposal of an expected kind (also a ValueError)
+     └── (defined where they are raised) sanitize.TooDeep (also a ValueError), runs.loop.Paused,
+         batch.redisq.QueueError
     Terminated (BaseException, like SystemExit)   SIGTERM or SIGHUP: exit 128 + the signal's number
 
+tests/test_errors_tree.py checks that every exception a bantam module defines is in this tree.
 Provider code maps httpx's exceptions onto ProviderError at its boundary, so nothing above the
-providers ever sees an HTTP library's exception.
+providers ever sees an HTTP library's exception; `is_context_overflow` classifies a refusal for
+context length here, where both the providers (which learn the stated window) and the loop
+(which compacts) can ask without one importing the other.
 """
 from __future__ import annotations
+
+import re
+
+# How servers word a refusal for context length (OpenAI, Anthropic, llama.cpp, vLLM, Ollama...)
+_CONTEXT_ERRORS = re.compile(
+    r"context[ _-]?(length|window)|maximum context|too many tokens|prompt is too long|"
+    r"reduce the length|input is too long|exceeds? the (context|maximum)|n_ctx", re.I)
 
 
 class BantamError(Exception):
@@ -50,6 +62,13 @@ class APIError(ProviderError):
     def invalid_assistant_message(self) -> bool:
         """The error a cut-off stream causes later: an empty assistant message in the history."""
         return "content or tool_calls must be set" in str(self)
+
+
+def is_context_overflow(error: BaseException) -> bool:
+    """The server refused the request because the conversation is longer than the model's
+    context window (the loop compacts and asks again; a provider learns the stated window)."""
+    return isinstance(error, APIError) and error.status in (400, 413, 422, None) \
+        and bool(_CONTEXT_ERRORS.search(str(error)))
 
 
 class LimitReached(BantamError):

@@ -18,14 +18,14 @@ from __future__ import annotations
 
 import json
 import threading
-from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable, Protocol, Sequence
 
-from .compact import compact, is_context_overflow
-from .config import FIBONACCI_DELAYS, Config
-from .errors import APIError, LimitReached
-from .events import Notice, OnEvent, ToolCall, ToolResult, Usage, UsageReport, quiet
-from .providers import Provider, Reply
+from .compact import compact
+from .limits import Limits, Turn
+from .errors import APIError, LimitReached, is_context_overflow
+from .events import Notice, OnEvent, ToolCall, ToolResult, UsageReport, quiet
+from .providers import Provider, Reply, RequestOptions
 from .providers.retry import with_retries
 from .sanitize import loads, sanitize
 from .tools import Outcome, Toolbox
@@ -34,18 +34,6 @@ REPEAT_LIMIT = 3  # the same call this many times in a row is refused, not run a
 OUTPUT_ATTEMPTS = 3  # seed 003: at most three generations of an answer cut at the output limit
 CUT = ("length", "max_tokens")  # finish reasons of an answer cut at the output limit
 Checkpoint = Callable[[list[dict]], None]
-
-
-@dataclass(frozen=True)
-class Limits:
-    max_iterations: int = 1000  # model requests per turn
-    tool_budget: int = 200      # tool calls per turn
-    retry_delays: tuple[float, ...] = FIBONACCI_DELAYS
-    max_tokens_limit: int = 32_768  # a cut answer is asked again with doubled max_tokens, up to this
-
-    @classmethod
-    def from_config(cls, cfg: Config) -> "Limits":
-        return cls(cfg.max_al_iterations, cfg.tool_budget, cfg.retry_delays, cfg.max_tokens_limit)
 
 
 class Guard(Protocol):
@@ -59,18 +47,13 @@ class Guard(Protocol):
     def after_call(self, name: str, arguments: str, outcome: Outcome) -> None: ...
 
 
-@dataclass
-class Turn:
-    text: str                   # the final answer (or the last text seen, when a limit stopped it)
-    usage: Usage = field(default_factory=Usage)
-    steps: int = 0              # model requests made
-
-
 def run(provider: Provider, messages: list[dict], toolbox: Toolbox, limits: Limits,
         on_event: OnEvent, checkpoint: Checkpoint | None = None,
         guards: Sequence[Guard] | None = None) -> Turn:
     """Run until the model answers without tool calls; raise LimitReached if a budget runs out."""
     turn = Turn("")
+    if toolbox.ctx.run_loop is None:
+        toolbox.ctx.run_loop = run  # sub-agents started by these tools run this same loop
     schemas = toolbox.schemas()
     policy = list(default_guards(limits) if guards is None else guards)
     toolbox.start_run()
@@ -80,10 +63,11 @@ def run(provider: Provider, messages: list[dict], toolbox: Toolbox, limits: Limi
                 raise KeyboardInterrupt
             for guard in policy:
                 guard.before_request(messages)
-            reply = request(provider, messages, schemas, limits, on_event)
+            reply = request(provider, messages, schemas, limits, on_event, toolbox.ctx.folder)
             if reply.usage:
                 turn.usage.add(reply.usage)
             turn.text = reply.message.get("content") or turn.text
+            turn.finish_reason = reply.finish_reason or ""
             calls = reply.message.get("tool_calls")
             if not calls:
                 turn.text = _finish(reply, messages, on_event)
@@ -114,28 +98,26 @@ def run(provider: Provider, messages: list[dict], toolbox: Toolbox, limits: Limi
 
 
 def request(provider: Provider, messages: list[dict], schemas: list[dict], limits: Limits,
-            on_event: OnEvent) -> Reply:
+            on_event: OnEvent, workspace: Path | None = None) -> Reply:
     """One answer. One cut at the output limit is asked for again with twice the output budget,
     up to `max_tokens_limit` and OUTPUT_ATTEMPTS generations in all (seed 003). A cut tool call
-    is never run: when the budget is spent it raises LimitReached; a cut text is kept."""
-    reply = _request(provider, messages, schemas, limits, on_event)
-    budget = getattr(provider, "output_tokens", False)  # False: the provider cannot be told
-    try:
-        for _ in range(OUTPUT_ATTEMPTS - 1):
-            if reply.finish_reason not in CUT or budget is False:
-                break
-            used = provider.output_budget() or (  # type: ignore[attr-defined]
-                reply.usage.completion_tokens if reply.usage else 0)
-            larger = min(max(2 * used, 1024), max(limits.max_tokens_limit, used))
-            if larger <= used:
-                break
-            on_event(Notice(message=f"the answer was cut at the output limit ({used} tokens); "
-                                    f"asking again with max_tokens={larger}"))
-            provider.output_tokens = larger  # type: ignore[attr-defined]
-            reply = _request(provider, messages, schemas, limits, on_event)
-    finally:
-        if budget is not False:
-            provider.output_tokens = None  # type: ignore[attr-defined]
+    is never run: when the budget is spent it raises LimitReached; a cut text is kept. The budget
+    is the one the reply says it was generated under, else its completion tokens; the larger one
+    travels with that one request (RequestOptions), never on the provider, which parallel
+    sub-agents share."""
+    options = RequestOptions(workspace=workspace)
+    reply = _request(provider, messages, schemas, limits, on_event, options)
+    for _ in range(OUTPUT_ATTEMPTS - 1):
+        if reply.finish_reason not in CUT:
+            break
+        used = reply.output_limit or (reply.usage.completion_tokens if reply.usage else 0)
+        larger = min(max(2 * used, 1024), max(limits.max_tokens_limit, used))
+        if not used or larger <= used:  # a budget not known cannot be doubled: the cut answer stands
+            break
+        on_event(Notice(message=f"the answer was cut at the output limit ({used} tokens); "
+                                f"asking again with max_tokens={larger}"))
+        options = RequestOptions(output_tokens=larger, workspace=workspace)
+        reply = _request(provider, messages, schemas, limits, on_event, options)
     if reply.finish_reason in CUT:
         if reply.message.get("tool_calls"):
             raise LimitReached("the answer was cut at the output limit (max_tokens_limit "
@@ -145,11 +127,11 @@ def request(provider: Provider, messages: list[dict], schemas: list[dict], limit
 
 
 def _request(provider: Provider, messages: list[dict], schemas: list[dict], limits: Limits,
-             on_event: OnEvent) -> Reply:
+             on_event: OnEvent, options: RequestOptions) -> Reply:
     """One model request, retried. Two refusals are repaired once: the seed's "Invalid assistant
     message" (drop the empty message) and a context overflow (compact, then ask again)."""
     def call() -> Reply:
-        return provider.complete(messages, schemas, on_event)
+        return provider.complete(messages, schemas, on_event, options)
     try:
         return with_retries(call, on_event, limits.retry_delays)
     except APIError as e:
@@ -158,7 +140,8 @@ def _request(provider: Provider, messages: list[dict], schemas: list[dict], limi
                                     "dropped it and retrying"))
         elif is_context_overflow(e) and len(messages) > 2:
             on_event(Notice(message=f"the conversation is too long for the model ({e}); compacting"))
-            compact(provider, messages, limits.retry_delays, quiet(on_event))
+            compact(provider, messages, limits.retry_delays, quiet(on_event),
+                    str(options.workspace or "."))  # the summary quotes the session's AGENTS.md
         else:
             raise
         return with_retries(call, on_event, limits.retry_delays)

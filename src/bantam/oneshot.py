@@ -1,24 +1,32 @@
 """Front ends without a conversation on screen: `bantam -p TEXT`, `bantam FILE`, `CMD | bantam`,
-`bantam --thread ID`, and `bantam handler` (a queue handler: task on stdin, topic and result out)."""
+`bantam --thread ID`, and `bantam handler` (a queue handler: task on stdin, topic and result out).
+
+A front end: its workspace is the folder the user started bantam in (`here()`), or the folder a
+caller passes (a batch task's); the session itself is built by bantam.session."""
 from __future__ import annotations
 
 import io
 import os
 import sys
+from pathlib import Path
 from typing import IO
 
-from . import loop, sessions
+from . import loop, session, sessions
 from .compact import is_context_overflow
 from .config import EMBEDDED_NOTICE, Config
 from .envpolicy import user_env
 from .errors import ConfigError, LimitReached, ProviderError
 from .events import Done, Error, Notice, OnEvent
-from .prompt import system_prompt
 from .providers import context_window_later, make_provider
 from .render import make_renderer
 from .sessions import Thread
-from .tools import ToolContext, make_toolbox
 from .tools.shell import run_shell
+from .undo import thread_key
+
+
+def here() -> Path:
+    """The user's folder, where they started bantam: the workspace of a command-line session."""
+    return Path.cwd()
 
 
 def run_prompt(cfg: Config, prompt: str | None, json_lines: bool = False, thread_id: str | None = None,
@@ -38,7 +46,7 @@ def run_prompt(cfg: Config, prompt: str | None, json_lines: bool = False, thread
 
 def run_continue(cfg: Config, prompt: str, json_lines: bool = False) -> int:
     """`bantam -c -p TEXT`: one more turn of this project's saved session, which is saved again."""
-    autosave = sessions.Autosave()
+    autosave = sessions.Autosave(here())
     provider = make_provider(cfg)
     render = make_renderer(cfg, json_lines, sys.stdout, sys.stderr, context_window_later(provider, cfg))
     try:
@@ -57,27 +65,28 @@ def run_continue(cfg: Config, prompt: str, json_lines: bool = False) -> int:
 
 
 def answer(cfg: Config, provider, prompt: str | None, render: OnEvent, thread_id: str | None = None,
-           history: list[dict] | None = None, save=None) -> loop.Turn | None:
+           history: list[dict] | None = None, save=None, folder: Path | None = None) -> loop.Turn | None:
     """Run the loop on a new conversation, a thread's, or a saved session's `history` (then
-    `save(messages)` after each step); None if the model or a budget failed."""
-    system = system_prompt(cfg)
+    `save(messages)` after each step), in `folder` (default: the user's); None if the model or a
+    budget failed."""
     thread = Thread(thread_id) if thread_id else None
-    messages = [{"role": "system", "content": system}, *(thread.history() if thread else history or [])]
+    past = thread.history() if thread else history or []
+    turn_number = sum(m["role"] == "user" for m in past) + (prompt is not None)
+    work = session.build(cfg, folder or here(), on_event=render, provider=provider,
+                         durable=thread.agents(turn_number) if thread else None,
+                         undo=thread_key(thread.id) if thread else None)  # bantam undo --thread ID
+    messages = [{"role": "system", "content": work.system}, *past]
     before = list(messages)
     if prompt is not None:
         messages.append({"role": "user", "content": prompt})
     elif messages[-1]["role"] not in ("user", "tool"):  # a request, or a turn cut off between steps
         raise ConfigError(f"thread {thread_id} has no unanswered request to resume; give a prompt")
-    turn_number = sum(m["role"] == "user" for m in messages)
-    ctx = ToolContext(cfg, provider, system, render, durable=thread.agents(turn_number) if thread else None)
-    toolbox = make_toolbox(cfg.tools, ctx)
     if cfg.embedded:
         render(Notice(message=EMBEDDED_NOTICE))
     if thread:
         thread.checkpoint(messages)  # the request is on disk before any work starts
     try:
-        return loop.run(provider, messages, toolbox, loop.Limits.from_config(cfg), render,
-                        thread.checkpoint if thread else save)
+        return work.run(messages, thread.checkpoint if thread else save)
     except (ProviderError, LimitReached) as e:
         message = str(e)
         if thread and prompt is not None and is_context_overflow(e):
@@ -89,7 +98,7 @@ def answer(cfg: Config, provider, prompt: str | None, render: OnEvent, thread_id
 
 def run_command(cfg: Config, command: str) -> int:
     """`!cmd`: run it through shell_exec's machinery, no model involved; exit with its status."""
-    result = run_shell(command, cfg.shell_timeout, cfg.tool_output_limit, env=user_env())
+    result = run_shell(command, cfg.shell_timeout, cfg.tool_output_limit, env=user_env(), cwd=here())
     sys.stdout.write(result.output if result.output.endswith("\n") or not result.output
                      else result.output + "\n")
     sys.stdout.flush()

@@ -1,5 +1,6 @@
 """The system prompt: the built-in one (or `$AGENT_DIR/system.md`), the skills in
-`$AGENT_DIR/skills/*.md` in name order, the project's AGENTS.md, and the extra-tools line."""
+`$AGENT_DIR/skills/*.md` in name order, the project's AGENTS.md, and the extra-tools line.
+The project is the session's folder, always passed in: never the process's folder."""
 from __future__ import annotations
 
 import os
@@ -40,14 +41,14 @@ def _read(path: Path) -> str:
         return ""
 
 
-def agents_md(directory: str | os.PathLike = ".") -> str:
-    """The project's AGENTS.md (clipped), or "" when there is none."""
+def agents_md(directory: str | os.PathLike) -> str:
+    """The AGENTS.md of the project in `directory` (clipped), or "" when there is none."""
     return _read(Path(directory, AGENTS_FILE))[:AGENTS_LIMIT]
 
 
-def system_prompt(cfg: Config, directory: str | os.PathLike = ".", can_ask: bool = False) -> str:
-    """The prompt for a conversation; `can_ask`: a person is there to approve (the terminal, the
-    browser), so the tools offer a way to ask and the prompt may describe it."""
+def system_prompt(cfg: Config, directory: str | os.PathLike, can_ask: bool = False) -> str:
+    """The prompt for a conversation in the project at `directory`; `can_ask`: a person is there to
+    approve (the terminal, the browser), so the tools offer a way to ask and the prompt may describe it."""
     home = agent_dir()
     parts = [_read(home / "system.md") or builtin_prompt(cfg.tools)]
     skills = home / "skills"

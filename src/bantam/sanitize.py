@@ -15,6 +15,8 @@ import json
 import re
 from typing import Any
 
+from .errors import BantamError
+
 _ASCII_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 
@@ -99,7 +101,7 @@ def _unfinished_start(text: str) -> int:
 MAX_JSON_DEPTH = 100  # no tool's arguments and no API response nest deeper; a hostile one may
 
 
-class TooDeep(ValueError):
+class TooDeep(BantamError, ValueError):
     """JSON nested deeper than MAX_JSON_DEPTH. A ValueError, so each `except ValueError` that
     handles invalid JSON handles this too."""
 

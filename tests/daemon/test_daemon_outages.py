@@ -59,7 +59,10 @@ def test_an_unanswered_turn_is_answered_when_the_model_returns_and_triggers_arri
     assert int(re.search(r"\(fired (\d+) times since", first).group(1)) >= 3, first
     for r in model.chat_requests():  # and never two trigger messages in one request
         assert sum("[trigger " in str(m.get("content")) for m in r.body["messages"]) <= 1
-    assert "answered again after 3 failed attempt(s)" in life(agent)
+    # at least the three seen above; a loaded machine (parallel workers) may fit one more retry in
+    # while the trigger fires queue up, so the count is a lower bound
+    again = re.search(r"answered again after (\d+) failed attempt\(s\)", life(agent))
+    assert again and int(again.group(1)) >= 3, life(agent)
     assert d.stop() == 0
     out = d.output()
     assert "woke by are you there?: failed: connection to" in out

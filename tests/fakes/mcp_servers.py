@@ -99,7 +99,9 @@ def serve_http(ready: list) -> None:
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    config = uvicorn.Config(app, log_level="warning", lifespan="on")
+    # a client's open event stream would otherwise hold the shutdown until the test's 30 s join
+    # gives up (the client is closed only after the test): a second is plenty for the fake
+    config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=1)
     runner = uvicorn.Server(config)
     ready.append((f"http://127.0.0.1:{port}/mcp", runner))
     runner.run(sockets=[sock])

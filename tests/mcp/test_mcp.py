@@ -197,11 +197,11 @@ def test_everything_server_text_image_and_resource(home):
 # --- servers that fail: in this process, through the Toolbox the loop uses -------------------
 
 def toolbox(home: Path, servers: dict, **cfg):
-    from bantam.config import load
-    from bantam.tools import ToolContext, make_toolbox
+    from bantam import session
     write_servers(user_file(home), servers)
     events = []
-    box = make_toolbox(("shell_exec",), ToolContext(load(cfg), on_event=events.append))
+    box = session.build(session.load_config(cfg, home), home, on_event=events.append, with_model=False,
+                        tools=("shell_exec",)).toolbox  # the builder adds the MCP tools
     return box, events
 
 
@@ -365,7 +365,9 @@ def test_terminal_asks_before_a_project_server_starts_and_mcp_lists_it(home):
     write_servers(home / ".mcp.json", {"time": TIME})
     with FakeServer([tool_reply("time__get_current_time", {"timezone": "UTC"}), text_reply("it is now")]) as s:
         write_cfg(home, **base_cfg(s))
-        term = Term(home)
+        # wide: the line names the file by its full path, which is longer under `pytest -n` (the
+        # worker's own temp folder) and would wrap in the middle of the words expected
+        term = Term(home, width=250)
         term.child.timeout = 60
         term.expect("wants to start these MCP servers:")
         term.expect("Trust this project's files as they are now? [y/N]")

@@ -739,7 +739,7 @@ def test_read_number_on_the_bundled_local_model(home, capsys):
 
 
 def test_a_run_on_the_local_provider_uses_its_own_grammar_not_the_chat_aids(tmp_path):
-    # the aids shape paths from the process's folder; a run's grammar holds them to the workspace
+    # the chat aids' command and path patterns would replace the run's stricter call schema
     from bantam.config import Config
     from bantam.providers.local import available
     from bantam.runs.model import ProviderModel
@@ -748,4 +748,4 @@ def test_a_run_on_the_local_provider_uses_its_own_grammar_not_the_chat_aids(tmp_
     if not available():
         pytest.skip("the local extra is not installed")
     model = ProviderModel(Config(provider="local"), Model(), Workspace(tmp_path))
-    assert model.grammar and not (model.provider.commands or model.provider.grounded or model.provider.example)
+    assert model.grammar and model.provider.aids.profile is None  # no profile: the aids change nothing

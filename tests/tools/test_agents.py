@@ -1,5 +1,6 @@
-"""Sub-agents (spawn_agent), threads, durable sub-agents, skills and the queue handler (seed 004),
-against real local servers, real shells and real files."""
+"""Sub-agents (spawn_agent), threads, durable sub-agents, skills and the queue handler (seed 004).
+Sub-agents run in process on a scripted model (tests/fakes/scripted.py) with real shells and real
+files; threads, skills and the handler through real bantam processes against a real local server."""
 import json
 import os
 import signal
@@ -13,50 +14,48 @@ import pytest
 
 from bantam import loop
 from bantam.config import Config
-from bantam.providers.openai import OpenAIProvider
+from bantam.errors import APIError
 from bantam.tools import ToolContext, make_toolbox
 from bantam.tools.spawn import read_report
 from bantam.tools.subagent import CHILD_NOTE
 from tests.conftest import base_cfg, run_bantam, write_cfg
-from tests.fakes.openai_server import FakeServer, chunk, json_reply, sse, text_reply, tool_reply
+from tests.fakes.openai_server import text_reply, tool_reply
+from tests.fakes.scripted import ScriptedProvider, Step, call, calls, text, tool
 
 TOOLS = "shell_exec,write_file,spawn_agent"
 
 
-class RoutedServer(FakeServer):
+class RoutedModel(ScriptedProvider):
     """Sub-agents ask at the same time, so each gets the replies scripted for its own task."""
 
     def __init__(self, parent, children, barrier=None):
-        super().__init__(parent)
+        super().__init__(*parent)
         self.children = {task: list(replies) for task, replies in children.items()}
         self.barrier = barrier
 
-    def next_response(self, body=None):
-        messages = body["messages"]
+    def next_step(self, messages):
         if CHILD_NOTE not in messages[0]["content"]:
-            return super().next_response(body)
+            return super().next_step(messages)
         task = messages[1]["content"]
         if self.barrier and len(messages) == 2:
             self.barrier.wait(timeout=10)  # breaks (and the test fails) unless all children ask at once
         with self.lock:
             return self.children[task].pop(0)
 
-
-def spawn_calls(*tasks, **extra):
-    calls = [{"index": i, "id": f"call_{i}", "type": "function",
-              "function": {"name": "spawn_agent", "arguments": json.dumps({"task": t, **extra})}}
-             for i, t in enumerate(tasks)]
-    return sse([chunk(tool_calls=calls), chunk(finish="tool_calls")])
+    def child_requests(self):
+        return [r for r in self.requests if CHILD_NOTE in r.messages[0]["content"]]
 
 
-def parent_run(server, home, **cfg_values):
-    cfg = Config(endpoint=server.url, model="test-model", tools=tuple(TOOLS.split(",")),
-                 retry_delays=(0,), **cfg_values)
-    provider = OpenAIProvider(cfg)
+def spawn_calls(*tasks, **extra) -> Step:
+    return calls(*[call("spawn_agent", {"task": t, **extra}, f"call_{i}") for i, t in enumerate(tasks)])
+
+
+def parent_run(model, home, **cfg_values):
+    cfg = Config(model="test-model", tools=tuple(TOOLS.split(",")), retry_delays=(0,), **cfg_values)
     events = []
-    box = make_toolbox(cfg.tools, ToolContext(cfg, provider, "SYSTEM", events.append))
+    box = make_toolbox(cfg.tools, ToolContext(cfg, model, "SYSTEM", events.append))
     messages = [{"role": "system", "content": "SYSTEM"}, {"role": "user", "content": "go"}]
-    turn = loop.run(provider, messages, box, loop.Limits(retry_delays=(0,)), events.append)
+    turn = loop.run(model, messages, box, loop.Limits(retry_delays=(0,)), events.append)
     return turn, messages, events
 
 
@@ -64,12 +63,12 @@ def results(messages):
     return [json.loads(m["content"]) for m in messages if m["role"] == "tool"]
 
 
+@pytest.mark.quick
 def test_three_sub_agents_run_at_once_and_report_in_order(home):
-    children = {t: [text_reply(f"{t} finished\nSTATUS: success")] for t in ("task A", "task B", "task C")}
-    server = RoutedServer([spawn_calls("task A", "task B", "task C"), text_reply("all three done")],
-                          children, barrier=threading.Barrier(3))
-    with server:
-        turn, messages, _ = parent_run(server, home)
+    children = {t: [text(f"{t} finished\nSTATUS: success")] for t in ("task A", "task B", "task C")}
+    model = RoutedModel([spawn_calls("task A", "task B", "task C"), text("all three done")],
+                        children, barrier=threading.Barrier(3))
+    turn, messages, _ = parent_run(model, home)
     assert turn.text == "all three done"
     tool_messages = [m for m in messages if m["role"] == "tool"]
     assert [m["tool_call_id"] for m in tool_messages] == ["call_0", "call_1", "call_2"]
@@ -78,69 +77,69 @@ def test_three_sub_agents_run_at_once_and_report_in_order(home):
     assert all(r["status"] == "success" and r["steps_taken"] == 1 for r in got)
 
 
+@pytest.mark.quick
 def test_child_context_is_fresh_and_cannot_delegate(home):
-    children = {"count files": [tool_reply("shell_exec", {"command": "echo child-ran"}),
-                                text_reply("3 files\nSTATUS: success")]}
-    server = RoutedServer([spawn_calls("count files"), text_reply("ok")], children)
-    with server:
-        _, messages, _ = parent_run(server, home)
-        child_first = [r.body for r in server.chat_requests()
-                       if CHILD_NOTE in r.body["messages"][0]["content"]][0]
-    assert [m["role"] for m in child_first["messages"]] == ["system", "user"]
-    assert child_first["messages"][1]["content"] == "count files"
-    assert [t["function"]["name"] for t in child_first["tools"]] == ["shell_exec", "write_file"]
-    assert "STATUS: success" in child_first["messages"][0]["content"]
+    children = {"count files": [tool("shell_exec", {"command": "echo child-ran"}),
+                                text("3 files\nSTATUS: success")]}
+    model = RoutedModel([spawn_calls("count files"), text("ok")], children)
+    _, messages, _ = parent_run(model, home)
+    child_first, child_second = model.child_requests()
+    assert [m["role"] for m in child_first.messages] == ["system", "user"]
+    assert child_first.messages[1]["content"] == "count files"
+    assert child_first.tool_names() == ["shell_exec", "write_file"]
+    assert "STATUS: success" in child_first.messages[0]["content"]
+    assert child_second.messages[-1]["content"] == "child-ran\n\n\nexit: 0"
     result = results(messages)[0]
     assert result == {"status": "success", "output": "3 files", "steps_taken": 2, "tool_calls": 1,
                       "unmet_checks": [], "persistence": "ephemeral"}
 
 
+@pytest.mark.quick
 def test_checks_are_reported(home):
-    children = {"find TODOs": [text_reply("found 2\nUNMET: cite file:line for each\nSTATUS: success")],
-                "quiet child": [text_reply("did it, no report")]}
-    server = RoutedServer([spawn_calls("find TODOs", checks=["cite file:line for each"]),
-                           spawn_calls("quiet child", checks=["tests pass"]), text_reply("ok")], children)
-    with server:
-        _, messages, _ = parent_run(server, home)
-        system = [r.body for r in server.chat_requests()
-                  if CHILD_NOTE in r.body["messages"][0]["content"]][0]["messages"][0]["content"]
+    children = {"find TODOs": [text("found 2\nUNMET: cite file:line for each\nSTATUS: success")],
+                "quiet child": [text("did it, no report")]}
+    model = RoutedModel([spawn_calls("find TODOs", checks=["cite file:line for each"]),
+                         spawn_calls("quiet child", checks=["tests pass"]), text("ok")], children)
+    _, messages, _ = parent_run(model, home)
+    system = model.child_requests()[0].messages[0]["content"]
     assert "- cite file:line for each" in system and "UNMET:" in system
     first, second = results(messages)
     assert (first["status"], first["output"], first["unmet_checks"]) == ("partial", "found 2", ["cite file:line for each"])
     assert (second["status"], second["unmet_checks"]) == ("partial", ["tests pass"])
 
 
+@pytest.mark.quick
 def test_read_report():
     assert read_report("done\nSTATUS: blocked", []) == ("blocked", "done", [])
     assert read_report("plain answer", []) == ("success", "plain answer", [])
     assert read_report("x\nstatus: FAILURE", ["c"]) == ("failure", "x", [])
 
 
+@pytest.mark.quick
 def test_fan_out_cap(home):
-    children = {t: [text_reply("ok\nSTATUS: success")] for t in ("a", "b")}
-    server = RoutedServer([spawn_calls("a", "b", "c"), text_reply("done")], children)
-    with server:
-        _, messages, _ = parent_run(server, home, max_fanout=2)
+    children = {t: [text("ok\nSTATUS: success")] for t in ("a", "b")}
+    model = RoutedModel([spawn_calls("a", "b", "c"), text("done")], children)
+    _, messages, _ = parent_run(model, home, max_fanout=2)
     contents = [m["content"] for m in messages if m["role"] == "tool"]
     assert json.loads(contents[0])["status"] == json.loads(contents[1])["status"] == "success"
     assert contents[2].startswith("error: the fan-out cap of 2 sub-agents")
 
 
+@pytest.mark.quick
 def test_child_budget_and_failure(home):
-    children = {"loop forever": [tool_reply("shell_exec", {"command": "true"})],
-                "doomed": [json_reply({"error": {"message": "model overloaded badly"}}, status=400)]}
-    server = RoutedServer([spawn_calls("loop forever", max_iter=1), spawn_calls("doomed"), text_reply("ok")], children)
-    with server:
-        _, messages, _ = parent_run(server, home)
+    children = {"loop forever": [tool("shell_exec", {"command": "true"})],
+                "doomed": [APIError("HTTP 400: model overloaded badly", status=400)]}
+    model = RoutedModel([spawn_calls("loop forever", max_iter=1), spawn_calls("doomed"), text("ok")], children)
+    _, messages, _ = parent_run(model, home)
     limited, failed = results(messages)
     assert limited["status"] == "partial" and limited["steps_taken"] == 1 and "max_al_iterations (1)" in limited["output"]
     assert failed["status"] == "failure" and "model overloaded badly" in failed["output"]
 
 
+@pytest.mark.quick
 def test_bad_spawn_arguments(home):
-    server = RoutedServer([spawn_calls("x", persistence="forever"), text_reply("ok")], {})
-    with server:
-        _, messages, _ = parent_run(server, home)
+    model = RoutedModel([spawn_calls("x", persistence="forever"), text("ok")], {})
+    _, messages, _ = parent_run(model, home)
     assert "persistence must be ephemeral or durable" in messages[3]["content"]
 
 
@@ -175,7 +174,7 @@ def test_torn_thread_line_is_healed(home, server):
     r = run_bantam("--thread", "t", "-p", "again", cwd=home)
     assert r.returncode == 0, r.stderr
     assert [m["role"] for m in server.chat_requests()[0].body["messages"]] == ["system", "user", "assistant", "user"]
-    assert path.read_text().startswith(good) and all(json.loads(l) for l in path.read_text().splitlines())
+    assert path.read_text().startswith(good) and all(json.loads(line) for line in path.read_text().splitlines())
 
 
 def test_damaged_thread_is_reported_and_left_alone(home, server):
@@ -250,13 +249,16 @@ def test_handler_fed_through_a_pipe(home, server):
     server.add(tool_reply("shell_exec", {"command": "echo 7"}), text_reply("The answer is 7."),
                text_reply("Second task done."))
     env = {**os.environ, "ACTOR_ID": "ai-agent", "ACTOR_TOPIC": "ai_task", "ACTOR_RESULT_TOPIC": "ai_result"}
+    errs = []
     for task, expected in (("compute it", "ai_result\nThe answer is 7."), ("next task", "ai_result\nSecond task done.")):
         broker = subprocess.Popen([sys.executable, "-m", "bantam", "handler"], cwd=home, env=env,
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         out, err = broker.communicate(task, timeout=60)
         assert broker.returncode == 0, err
         assert out == expected
-    assert "[tool call: shell_exec" in err or server.chat_requests()[0]
+        errs.append(err)
+    # the traces go to stderr, never into the result on stdout: the first task's call, not the second's
+    assert "[tool call: shell_exec" in errs[0] and "tool call" not in errs[1]
     assert server.chat_requests()[0].body["messages"][1]["content"] == "compute it"
 
 

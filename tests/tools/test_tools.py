@@ -22,6 +22,8 @@ from bantam.tools.files import splice, write_file
 from bantam.tools.shell import SPOOL_CAP, ShellExec, run_shell
 from tests.conftest import process_gone
 
+pytestmark = pytest.mark.quick
+
 SPOOL_NOTE = re.compile(r"\[\.\.\. (\d+) bytes clipped of (\d+); (.*?) in (/\S+) \.\.\.\]")
 
 

@@ -30,7 +30,7 @@ DEFAULT_WORKERS = 4
 
 
 def parser() -> argparse.ArgumentParser:
-    from ..cli import common_options
+    from ..options import common_options
     p = argparse.ArgumentParser(prog="bantam batch", description="Run many tasks, each as an isolated "
                                 "agent; results are appended as they finish, one per task.")
     p.add_argument("tasks", help="JSON Lines: {\"id\", \"task\", \"checks\", \"cwd\", \"model\"} or a string")
@@ -46,7 +46,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str]) -> int:
-    from ..cli import flags, load_config
+    from ..options import flags, load_config
     from ..errors import ConfigError
     args = parser().parse_args(argv)
     if args.workers < 1:

@@ -1,14 +1,15 @@
-"""One batch task as an isolated agent: its own process, working directory, thread and tool budget.
+"""One batch task as an isolated agent: its own process, folder (a value, never chdir), thread and tool budget.
 
     record = Children().run(task, flags, namespace)   # in the batch or a worker
 
 An agent process (`python -m bantam.batch`) loads bantam once and then answers request lines
 from stdin, one task at a time, each on a result line on stdout; each worker thread of a batch
 keeps its agent for the next task (and replaces it every RECYCLE tasks). For every task it
-starts from the directory it was started in, loads the configuration as the caller did (the
-same flags, the same config file), moves to the task's `cwd` (confined to the batch's or
-worker's root: a task cannot choose its own writable folder), and answers the task through
-`oneshot.answer`, the one core loop, in the thread `batch-<hash>`. Every complete step is on disk,
+loads the configuration as the caller did (the same flags, the config file of the directory it
+was started in), takes the task's `cwd` (confined to the batch's or worker's root: a task cannot
+choose its own writable folder) as the session's folder, and answers the task through
+`oneshot.answer`, the one core loop, in the thread `batch-<hash>`. The process never changes
+its own folder: the task's folder is a value its session carries. Every complete step is on disk,
 so a task cut off by a kill resumes where it stopped; the finished result is saved beside the
 thread before it is reported, so a result lost between the agent and RESULTS.jsonl is reported
 again without running the task again. The task's traces go to `<thread>.log`.
@@ -202,8 +203,8 @@ def main() -> int:
 
 
 def serve(request: dict[str, Any], origin: str, quiet: int) -> dict[str, Any]:
-    """One task, from where the process started, its traces (and any stray output) in its own log."""
-    os.chdir(origin)
+    """One task, configured as from `origin` (where the process started), its traces (and any
+    stray output) in its own log."""
     log = os.open(request["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     os.dup2(log, 1)
     os.dup2(log, 2)
@@ -211,7 +212,7 @@ def serve(request: dict[str, Any], origin: str, quiet: int) -> dict[str, Any]:
     task, tid = parse_task(request["task"], "", "task"), request["thread"]
     try:
         with locked(thread_file(tid, ".lock")):  # a leftover agent of a killed run finishes first
-            return saved_result(tid) or run_task(task, request["flags"], tid, request["root"])
+            return saved_result(tid) or run_task(task, request["flags"], tid, request["root"], origin)
     except Exception as e:  # a bug costs this task, not the next ones; the log has the traceback
         traceback.print_exc()
         return failed(task, f"{type(e).__name__}: {e}; see {request['log']}", thread=tid)
@@ -269,11 +270,11 @@ def saved_result(tid: str) -> dict[str, Any] | None:
     return record if isinstance(record, dict) else None
 
 
-def run_task(task: Task, flags: dict[str, str], tid: str, root: str) -> dict[str, Any]:
+def run_task(task: Task, flags: dict[str, str], tid: str, root: str, origin: str) -> dict[str, Any]:
     """Answer the task in its thread; the result is saved beside the thread before it is returned."""
     started = time.monotonic()
     try:
-        record = answer_task(task, flags, tid, root, started)
+        record = answer_task(task, flags, tid, root, origin, started)
     except (BantamError, OSError) as e:  # bad configuration, a cwd missing or outside: this task fails alone
         why = f"{e.strerror}: {e.filename}" if isinstance(e, OSError) and e.filename else str(e)
         record = failed(task, why, time.monotonic() - started, tid)
@@ -281,23 +282,39 @@ def run_task(task: Task, flags: dict[str, str], tid: str, root: str) -> dict[str
     return record
 
 
-def enter(root: str, cwd: str) -> None:
-    """Move to the task's folder, confined to `root` (ConfigError, before anything runs, when it is
-    outside). Checked again where the move landed: a symlink swapped in between is caught too."""
-    os.chdir(task_folder(root, cwd))
-    if not Path(os.getcwd()).is_relative_to(root):  # the kernel's path of where we are
+def enter(root: str, cwd: str) -> Path:
+    """The task's folder, confined to `root` (ConfigError, before anything runs, when it is
+    outside; OSError when it is not a folder). Checked again on the folder as opened: a symlink
+    swapped in after the path was resolved is caught too."""
+    folder = task_folder(root, cwd)
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        landed = _opened_path(fd, folder)
+    finally:
+        os.close(fd)
+    if not Path(landed).is_relative_to(root):
         raise ConfigError(f"cwd {cwd!r} is outside {root}, the folder tasks may use")
+    return Path(landed)
 
 
-def answer_task(task: Task, flags: dict[str, str], tid: str, root: str, started: float) -> dict[str, Any]:
-    from .. import config
+def _opened_path(fd: int, folder: str) -> str:
+    """The kernel's path of the folder open on `fd` (where /proc is not mounted: resolved again)."""
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return os.path.realpath(folder)
+
+
+def answer_task(task: Task, flags: dict[str, str], tid: str, root: str, origin: str,
+                started: float) -> dict[str, Any]:
+    from .. import session
     from ..sessions import Thread
     from ..tools.spawn import read_report
     # the configuration is the caller's (from where the agent started), not the task folder's
-    cfg = config.load({**flags, **({"model": task.model} if task.model else {})})
-    enter(root, task.cwd)
+    cfg = session.load_config({**flags, **({"model": task.model} if task.model else {})}, origin)
+    folder = enter(root, task.cwd)
     tally = Tally()
-    text = final_text(cfg, task, tid, tally)
+    text = final_text(cfg, task, tid, tally, folder)
     steps = sum(m["role"] == "assistant" for m in Thread(tid).history())
     seconds = round(time.monotonic() - started, 3)
     if tally.errors:
@@ -307,7 +324,7 @@ def answer_task(task: Task, flags: dict[str, str], tid: str, root: str, started:
     return Result(task.id, status, output, steps, tally.spent(), seconds, None, unmet, tid).to_json()
 
 
-def final_text(cfg: Any, task: Task, tid: str, tally: "Tally") -> str:
+def final_text(cfg: Any, task: Task, tid: str, tally: "Tally", folder: Path) -> str:
     """Run the task in its thread through the one loop (or resume it); the final answer."""
     from ..config import FALLBACK_CONTEXT_WINDOW
     from ..oneshot import answer
@@ -323,7 +340,8 @@ def final_text(cfg: Any, task: Task, tid: str, tally: "Tally") -> str:
     window = cfg.context_window or FALLBACK_CONTEXT_WINDOW
     tally.render = make_renderer(cfg, False, io.StringIO(), sys.stderr, lambda: window)
     resume = bool(history) and history[-1]["role"] in ("user", "tool")
-    turn = answer(cfg, provider, None if resume else task.task + instructions(list(task.checks)), tally, tid)
+    turn = answer(cfg, provider, None if resume else task.task + instructions(list(task.checks)), tally, tid,
+                  folder=folder)
     return turn.text if turn else ""
 
 

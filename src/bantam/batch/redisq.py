@@ -145,7 +145,7 @@ def collect(client: Any, reply: str, missing: set[str], results: ResultsFile, pr
 # --- the worker ------------------------------------------------------------------------------------
 
 def worker_parser() -> argparse.ArgumentParser:
-    from ..cli import common_options
+    from ..options import common_options
     p = argparse.ArgumentParser(prog="bantam worker", description="Run bantam tasks from a Redis "
                                 f"stream ({TASKS}, group {GROUP}) and send each result to its reply stream.")
     p.add_argument("url", metavar="redis://HOST:PORT/DB")
@@ -159,7 +159,7 @@ def worker_parser() -> argparse.ArgumentParser:
 
 
 def worker_main(argv: list[str]) -> int:
-    from ..cli import flags, load_config
+    from ..options import flags, load_config
     args = worker_parser().parse_args(argv)
     if args.workers < 1 or args.idle_timeout <= 0:
         raise ConfigError("--workers must be at least 1 and --idle-timeout above 0")

@@ -32,7 +32,7 @@ __all__ = ["main"]
 def parser() -> "argparse.ArgumentParser":
     import argparse
 
-    from ..cli import common_options
+    from ..options import common_options
     p = argparse.ArgumentParser(
         prog="bantam daemon", description="Run persistent agents, one per directory "
         "(default: ./agent). Each directory is created from templates on first start.")
@@ -46,7 +46,7 @@ def parser() -> "argparse.ArgumentParser":
 def main(argv: list[str]) -> int:
     from pathlib import Path
 
-    from ..cli import flags
+    from ..options import flags
     args = parser().parse_args(argv)
     cli = flags(args)
     dirs = [Path(d) for d in args.dirs] or [Path("agent")]

@@ -22,12 +22,11 @@ import time
 import traceback
 from typing import Any, Callable
 
-from .. import loop
+from .. import loop, session
 from ..config import Config
 from ..errors import LimitReached, ProviderError
 from ..events import Error, Event, Notice, Retry, ToolCall, quiet
 from ..providers import ask
-from ..tools import ToolContext
 from . import mail, watch
 from .bg import interrupted_note
 from .bus import Conversation, system_message, unwrap
@@ -58,7 +57,10 @@ class Agent:
         self.bg = Background(agent_dir / "bg", settings.tool_timeout, self.clip, self.deliver_system,
                              self.log)
         self.triggers = Triggers(self)
-        self.toolbox = make_toolbox(self, ToolContext(cfg, self.provider, "", self.on_event))
+        # its own tools and prompt, in its home (daemon/tools.py adds the MCP servers' tools itself)
+        self.toolbox = session.build(cfg, agent_dir.home, on_event=self.on_event, provider=self.provider,
+                                     system="", with_mcp=False,
+                                     toolbox=lambda ctx: make_toolbox(self, ctx)).toolbox
         self.limits = loop.Limits.from_config(cfg)
         self.wait_s = settings.poll_s
         self.busy = False          # a turn is running: triggers wait

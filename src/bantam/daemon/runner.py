@@ -1,7 +1,6 @@
 """Start one agent directory in this process: create what is missing, validate, lock, serve."""
 from __future__ import annotations
 
-import os
 import signal
 import sys
 from dataclasses import dataclass
@@ -74,7 +73,6 @@ def run_one(path: Path, cli: Mapping[str, str], primary: str = "agent", child: b
     lock = layout.ProcessLock(ready.agent)
     lock.acquire()
     try:
-        os.chdir(ready.agent.home)  # the agent's home is its working directory (the seed's $HOME)
         for note in ready.notes:
             layout.life(ready.agent, "setup", note)
         if layout.ensure_heartbeat(ready.agent, ready.settings.heartbeat_s):

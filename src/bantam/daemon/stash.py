@@ -17,9 +17,10 @@ from typing import Callable
 from ..clip import clip_middle
 from ..envpolicy import redact
 from ..fsutil import atomic_write
+from ..providers.http import CHARS_PER_TOKEN as CHARS_PER_TOKEN  # bantam's one estimate (the seed's
+# too); re-exported for agent.py. It over-counts base64 images, the safe direction here.
 from .bus import Conversation, system_message, unwrap
 
-CHARS_PER_TOKEN = 4     # the seed's estimate; it over-counts base64 images, the safe direction
 PRESSURE = 0.8          # auto-stash past this share of context_window
 SUMMARY_PROMPT = (
     "The messages below are being moved out of an agent's context into an archive. Summarise them "

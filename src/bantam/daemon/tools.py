@@ -1,11 +1,19 @@
-"""The daemon's tools, declared as the seed does: TOOLS = [(NAME, fn, description, parameters)].
+"""The daemon's tools: the core tools under the seed's names, and the daemon's own.
 
-`fn(args, agent)` returns text (or a Popen-like object, which is waited for). Each entry becomes a
-bantam Tool whose `run` goes through the agent's bg_run, so every call is inline within
-tool_timeout and backgrounded past it; bantam's Toolbox still checks arguments, sanitises and
-turns failures into results the model can read. Tools in <agent>/tools/*.py are added at start:
-they are Python run in the daemon's process, so they come only from tools/, which the model cannot
-write (boundary.py), as no tool may change config.json, tools/ or providers/.
+READ_FILE, WRITE_FILE and EDIT_FILE are the core read_file, write_file and edit_file (bantam.tools)
+under the daemon's names and descriptions, run in the agent's home and the daemon's boundary
+(boundary.py: its own files read-only, config.json unreadable), as a controlled run's tools are the
+core tools in its workspace (runs/tools.py). The rest are declared as the seed does, and so are the
+operator's plugins: TOOLS = [(NAME, fn, description, parameters)], where `fn(args, agent)` returns
+text (or a Popen-like object, which is waited for). BASH is one of those: the core's shell runner
+with the daemon's sandbox (boundary.sandbox) and the pid noted for bg_run.
+
+Every tool's `run` goes through the agent's bg_run, so every call is inline within tool_timeout and
+backgrounded past it; bantam's Toolbox still checks arguments, sanitises and turns failures into
+results the model can read. Tools in <agent>/tools/*.py are added at start (layout.load_module,
+the daemon's one plugin loader): they are Python run in the daemon's process, so they come only
+from tools/, which the model cannot write (boundary.py), as no tool may change config.json,
+tools/ or providers/.
 """
 from __future__ import annotations
 
@@ -19,10 +27,9 @@ from typing import TYPE_CHECKING, Any, Callable
 from .. import mcp
 from ..approval import check_command, check_write
 from ..errors import ToolError
-from ..fsutil import Boundary
-from ..tools import ToolContext, Toolbox, files
-from ..tools.files import READ_LINES, numbered_lines, read_bytes, write_file
-from ..tools.media import sniff_image
+from ..tools import Outcome, Tool, ToolContext, Toolbox, core_tool
+from ..tools.files import READ_LINES, read_bytes
+from ..tools.media import IMAGE_LIMIT, sniff_image
 from ..tools.shell import run_shell
 from . import boundary, web
 from .bg import note_pid
@@ -34,10 +41,11 @@ if TYPE_CHECKING:
     from .agent import Agent
 
 ToolFn = Callable[[dict, "Agent"], Any]
-IMAGE_LIMIT = 10 * 1024 * 1024      # bytes of an image shown to the model (it stays in messages.jsonl)
 SHELL_CAPTURE = 2_000_000           # characters of BASH output kept (then clipped and stashed)
-RAW_ARGUMENTS = {"WRITE_FILE": ("content",), "EDIT_FILE": ("old_string", "new_string")}
-WRITES = ("WRITE_FILE", "EDIT_FILE")  # their `path` may not be one of the daemon's own files
+# An image READ_FILE shows stays in messages.jsonl and goes out again with every later request,
+# unlike read_image's, which is sent once: half of the per-image limit (tools.media.IMAGE_LIMIT).
+INLINE_IMAGE_LIMIT = IMAGE_LIMIT // 2
+MAGIC_BYTES = 12                    # enough of a file for sniff_image (WebP's RIFF....WEBP)
 
 
 def resolve(agent: "Agent", path: str) -> Path:
@@ -46,21 +54,14 @@ def resolve(agent: "Agent", path: str) -> Path:
     return agent.dir.home / Path(path).expanduser()  # an absolute path stays absolute
 
 
-def read_file(args: dict, agent: "Agent") -> str:
-    data = read_bytes(resolve(agent, args["path"]), args["path"])
-    mime = sniff_image(data)
-    if mime:
-        return _image(args["path"], mime, data, agent)
-    return numbered_lines(data, args["path"], args.get("offset"), args.get("limit"))
-
-
 def _image(name: str, mime: str, data: bytes, agent: "Agent") -> str:
+    """An image READ_FILE shows: attached as the next message (it stays in messages.jsonl)."""
     if not agent.settings.multimodal_support:
         hint = " (OCR_IMAGE reads its text)" if "OCR_IMAGE" in agent.toolbox.tools else ""
         raise ToolError(f"{name} is an image ({mime}) and this model cannot see images "
                         f"(multimodal_support is false){hint}")
-    if len(data) > IMAGE_LIMIT:
-        raise ToolError(f"{name} is too large to show ({len(data)} bytes; the limit is {IMAGE_LIMIT}): "
+    if len(data) > INLINE_IMAGE_LIMIT:
+        raise ToolError(f"{name} is too large to show ({len(data)} bytes; the limit is {INLINE_IMAGE_LIMIT}): "
                         "make a smaller copy with BASH first")
     url = f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
     agent.attach([{"type": "text", "text": f"<system-message>[image {name}]</system-message>"},
@@ -68,30 +69,11 @@ def _image(name: str, mime: str, data: bytes, agent: "Agent") -> str:
     return f"[image {name}: {mime}, {len(data)} bytes; it follows as the next message]"
 
 
-def write(args: dict, agent: "Agent") -> str:
-    path = str(resolve(agent, args["path"]))
-    return write_file(path, args["content"], boundary=_allowed(agent, path))
-
-
-def edit_file(args: dict, agent: "Agent") -> str:
-    path = resolve(agent, args["path"])
-    return files.edit_file(path, args["path"], args["old_string"], args["new_string"],
-                           bool(args.get("replace_all")), boundary=_allowed(agent, str(path)))
-
-
-def _allowed(agent: "Agent", path: str) -> Boundary:
-    """The core tools' rule for the daemon's writes: the sandbox around the agent's home (as for
-    its BASH), asked or refused past it, and written by Boundary.write, which also keeps out of
-    the daemon's own files on what it writes (FnTool.run's refuse_own names them first)."""
-    allowed = check_write(agent.cfg, agent.toolbox.ctx.approvals, path, cwd=agent.dir.home)
-    own = boundary.own_files(agent.dir, agent.settings.primary_dir)
-    return replace(allowed, guarded=(*allowed.guarded, *(Path(os.path.realpath(p)) for p in own)))
-
-
 def bash(args: dict, agent: "Agent") -> str:
     command, box = check_command(agent.cfg, agent.toolbox.ctx.approvals, args["command"], cwd=agent.dir.home)
     return run_shell(command, agent.settings.shell_timeout, SHELL_CAPTURE, cancel=agent.stop,
-                     on_start=lambda proc: note_pid(proc.pid), sandbox=boundary.sandbox(agent, box)).for_model()
+                     on_start=lambda proc: note_pid(proc.pid), sandbox=boundary.sandbox(agent, box),
+                     cwd=agent.dir.home).for_model()  # the agent's home: its commands' folder
 
 
 def search(args: dict, agent: "Agent") -> str:
@@ -146,20 +128,37 @@ def _obj(required: list[str], **props: tuple[str, str]) -> dict:
 
 
 PATH = ("string", "file path, relative to your home")
+
+
+@dataclass(frozen=True)
+class CoreTool:
+    """A core tool as the daemon offers it: the seed's name, description and parameters over
+    bantam's tool (its arguments are a subset of the core tool's)."""
+    name: str                  # the daemon's name (the seed's)
+    core: str                  # the core tool it is (bantam.tools.REGISTRY)
+    description: str
+    parameters: dict
+    raw_arguments: tuple[str, ...] = ()  # file content is data: passed byte for byte
+    writes: bool = False       # its path may not be one of the daemon's own files
+
+
+CORE_TOOLS: list[CoreTool] = [
+    CoreTool("READ_FILE", "read_file", "Read a text file as numbered lines (offset: first line, from 1; "
+             "limit: how many lines). Images are shown to you when the model supports them.",
+             _obj(["path"], path=PATH, offset=("integer", "first line, from 1"),
+                  limit=("integer", f"number of lines (default {READ_LINES})"))),
+    CoreTool("WRITE_FILE", "write_file", "Write a whole file (parent directories are created).",
+             _obj(["path", "content"], path=PATH, content=("string", "the new content")), ("content",), True),
+    CoreTool("EDIT_FILE", "edit_file", "Replace old_string by new_string in a file. old_string must be "
+             "unique unless replace_all is true.",
+             _obj(["path", "old_string", "new_string"], path=PATH, old_string=("string", "exact text to find"),
+                  new_string=("string", "replacement"), replace_all=("boolean", "replace every occurrence")),
+             ("old_string", "new_string"), True),
+]
 TOOLS: list[tuple[str, ToolFn, str, dict]] = [
     ("SEND_ATTACHMENT", send_attachment, "Send a file to the operator's chat (photo, voice, video, "
      "audio or document by extension), with an optional caption.",
      _obj(["path"], path=PATH, caption=("string", "text shown with the file"))),
-    ("READ_FILE", read_file, "Read a text file as numbered lines (offset: first line, from 1; "
-     "limit: how many lines). Images are shown to you when the model supports them.",
-     _obj(["path"], path=PATH, offset=("integer", "first line, from 1"),
-          limit=("integer", f"number of lines (default {READ_LINES})"))),
-    ("WRITE_FILE", write, "Write a whole file (parent directories are created).",
-     _obj(["path", "content"], path=PATH, content=("string", "the new content"))),
-    ("EDIT_FILE", edit_file, "Replace old_string by new_string in a file. old_string must be unique "
-     "unless replace_all is true.",
-     _obj(["path", "old_string", "new_string"], path=PATH, old_string=("string", "exact text to find"),
-          new_string=("string", "replacement"), replace_all=("boolean", "replace every occurrence"))),
     ("BASH", bash, "Run a bash command in your home directory; returns its output and exit code. "
      "stdin is closed.", _obj(["command"], command=("string", "the command line"))),
     ("SEARCH", search, "Search the web; returns titles, links and snippets.",
@@ -175,28 +174,82 @@ TOOLS: list[tuple[str, ToolFn, str, dict]] = [
 ]
 
 
+class DaemonTool:
+    """A daemon tool for bantam's Toolbox: every call runs through the agent's bg_run."""
+    name: str
+    description: str
+    parameters: dict
+    agent: "Agent"
+
+    def run(self, args: dict, ctx: ToolContext) -> str:
+        return self.agent.bg.run(self.name, self.agent.current_call, lambda: self.work(args, ctx),
+                                 json.dumps(args, ensure_ascii=False)[:300])
+
+    def work(self, args: dict, ctx: ToolContext) -> str:
+        raise NotImplementedError
+
+
 @dataclass
-class FnTool:
-    """A (NAME, fn, description, parameters) entry as a bantam Tool, run through bg_run."""
+class FnTool(DaemonTool):
+    """A (NAME, fn, description, parameters) entry: the daemon's own and the operator's plugins."""
     name: str
     fn: ToolFn
     description: str
     parameters: dict
     agent: "Agent"
 
+    def work(self, args: dict, ctx: ToolContext) -> str:
+        return _text(self.fn(args, self.agent))
+
+
+@dataclass
+class Wrapped(DaemonTool):
+    """A core tool under the daemon's name, in the agent's home and the daemon's boundary."""
+    spec: CoreTool
+    agent: "Agent"
+    tool: Tool
+
+    def __post_init__(self) -> None:
+        self.name, self.description, self.parameters = self.spec.name, self.spec.description, self.spec.parameters
+
     @property
     def raw_arguments(self) -> tuple[str, ...]:
-        """File content is data: WRITE_FILE and EDIT_FILE get it byte for byte."""
-        return RAW_ARGUMENTS.get(self.name, ())
+        return self.spec.raw_arguments
 
     def run(self, args: dict, ctx: ToolContext) -> str:
-        if self.name in WRITES:
-            boundary.refuse_own(self.agent, resolve(self.agent, args["path"]), args["path"])
-        if self.name == "READ_FILE":
-            boundary.refuse_read(self.agent, resolve(self.agent, args["path"]), args["path"])
-        return self.agent.bg.run(self.name, self.agent.current_call,
-                                 lambda: _text(self.fn(args, self.agent)),
-                                 json.dumps(args, ensure_ascii=False)[:300])
+        path = resolve(self.agent, args["path"])
+        if self.spec.writes:  # by name and through links, before anything runs
+            boundary.refuse_own(self.agent, path, args["path"])
+        else:
+            boundary.refuse_read(self.agent, path, args["path"])
+        return super().run(args, ctx)
+
+    def work(self, args: dict, ctx: ToolContext) -> str:
+        if self.spec.core == "read_file" and (shown := _shown_image(args, self.agent)) is not None:
+            return shown
+        if self.spec.core == "write_file":  # the seed's WRITE_FILE names the whole path it wrote
+            args = {**args, "path": str(resolve(self.agent, args["path"]))}
+        result = self.tool.run(args, in_home(self.agent, ctx))
+        return result.content if isinstance(result, Outcome) else result
+
+
+def in_home(agent: "Agent", ctx: ToolContext) -> ToolContext:
+    """The core tools' context for the daemon: paths from the agent's home, and every write kept
+    out of the daemon's own files (Boundary.write checks them on what it writes, whatever the
+    sandbox mode or a person allowed; refuse_own named them first)."""
+    own = boundary.own_files(agent.dir, agent.settings.primary_dir)
+    return replace(ctx, folder=agent.dir.home,
+                   guarded=(*ctx.guarded, *(Path(os.path.realpath(p)) for p in own)))
+
+
+def _shown_image(args: dict, agent: "Agent") -> str | None:
+    """An image file READ_FILE shows to the model instead of reading it as text; None: not one."""
+    path = resolve(agent, args["path"])
+    if sniff_image(read_bytes(path, args["path"], MAGIC_BYTES)) is None:
+        return None
+    data = read_bytes(path, args["path"])
+    mime = sniff_image(data)
+    return _image(args["path"], mime, data, agent) if mime else None
 
 
 def _text(result: Any) -> str:
@@ -225,7 +278,9 @@ def load_tool_files(folder: Path, log: Callable[[str, str], None]) -> list[tuple
 
 
 def make_toolbox(agent: "Agent", ctx: ToolContext) -> Toolbox:
-    tools: dict[str, Any] = {}
+    tools: dict[str, Any] = {spec.name: Wrapped(spec, agent, core_tool(spec.core)) for spec in CORE_TOOLS}
     for name, fn, description, parameters in [*TOOLS, *load_tool_files(agent.dir / "tools", agent.log)]:
         tools[name] = FnTool(name, fn, description, parameters, agent)
-    return mcp.offer(Toolbox(tools, ctx))  # the user's MCP servers serve the daemon too
+    box = Toolbox(tools, ctx)
+    # the user's MCP servers serve the daemon too: the session's own extension when it set one
+    return ctx.extend(box) if ctx.extend is not None else mcp.offer(box)

@@ -168,7 +168,7 @@ class Triggers:
         s = self.agent.settings
         try:
             result = run_shell(f"exec 2>/dev/null\n{cmd}", s.cmd_timeout, CMD_CAPTURE,
-                               sandbox=boundary.sandbox(self.agent))
+                               sandbox=boundary.sandbox(self.agent), cwd=self.agent.dir.home)
         except ToolError as e:  # (bubblewrap missing or broken): no fire; the schedule moves on
             self.agent.log("trigger", f"cmd {e}: {cmd[:200]}")
             return ""

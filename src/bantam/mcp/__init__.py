@@ -37,16 +37,23 @@ def configured(directory: str | os.PathLike = ".") -> bool:
 
 
 def offer(box: Toolbox) -> Toolbox:
-    """`box` with the MCP servers' tools added, when any are configured and mcp is on."""
-    if box.ctx.cfg.mcp and configured():  # two stat calls; the SDK loads only past this line
+    """`box` with the MCP servers' tools added, when any are configured and mcp is on: the user's
+    servers and those of the session's project (its folder's trusted .mcp.json). The session
+    builder passes this as `ToolContext.extend`, so children's toolboxes get them too."""
+    if box.ctx.cfg.mcp and configured(_folder(box)):  # two stat calls; the SDK loads only past this line
         attach(box)
     return box
+
+
+def _folder(box: Toolbox) -> str | os.PathLike:
+    """The session's project folder (a hand-built context without one: paths as given)."""
+    return box.ctx.folder if box.ctx.folder is not None else os.curdir
 
 
 def attach(box: Toolbox) -> None:
     """Add the tools of every configured (and trusted) server to `box`; say what was left out."""
     from .servers import select, untrusted_notice
-    selection = select()
+    selection = select(_folder(box))
     if selection.untrusted:
         tell(box.ctx, "untrusted", untrusted_notice(selection.untrusted))
     if not selection.servers:

@@ -7,13 +7,15 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from pathlib import Path
 
 from . import need_sdk, servers
 
 
 def main(argv: list[str]) -> int:
-    from ..cli import common_options, load_config
+    from ..options import common_options, load_config
     p = common_options(argparse.ArgumentParser(prog="bantam mcp", description=__doc__,
                                                formatter_class=argparse.RawDescriptionHelpFormatter))
     p.add_argument("action", nargs="?", default="serve", choices=("serve", "list", "trust"))
@@ -23,18 +25,19 @@ def main(argv: list[str]) -> int:
         return trust_main([])
     cfg = load_config(args)
     if args.action == "list":
-        print(listing(cfg.mcp, start=True))
+        print(listing(cfg.mcp, True, Path.cwd()))
         return 0
     need_sdk()
     from .serve import serve
-    return serve(cfg)
+    return serve(cfg, Path.cwd())  # a front end: its workspace is the folder it was started in
 
 
-def listing(enabled: bool, start: bool) -> str:
-    """The servers, their state and tools: `bantam mcp list` and the terminal's /mcp."""
+def listing(enabled: bool, start: bool, directory: str | os.PathLike) -> str:
+    """The servers of the project in `directory`, their state and tools: `bantam mcp list` and the
+    terminal's /mcp."""
     if not enabled:
         return "MCP is off (mcp=false)"
-    selection = servers.select()
+    selection = servers.select(directory)
     lines = []
     if selection.servers and start:
         need_sdk()
@@ -69,4 +72,4 @@ def mcp_command(arg: str, cfg, box) -> str:
     """`/mcp` lists the servers, their state and tools (the front end handles `/mcp trust`)."""
     if arg not in ("", "list"):
         return "usage: /mcp [trust]"
-    return listing(cfg.mcp, start=False)
+    return listing(cfg.mcp, False, box.ctx.folder)

@@ -13,6 +13,7 @@ start MCP servers of its own: a `.mcp.json` naming `bantam mcp` would otherwise 
 import json
 import logging
 import threading
+from pathlib import Path
 from typing import Any
 
 from .. import __version__
@@ -22,18 +23,19 @@ INSTRUCTIONS = ("bantam is a small AI agent. run_task hands it a self-contained 
                 "its own directory with shell and file tools and returns a JSON result.")
 
 
-def serve(cfg: Config) -> int:
+def serve(cfg: Config, folder: Path) -> int:
+    """Serve the tools and run_task over stdio; every session works in `folder`."""
     import anyio
     from mcp.server.mcpserver import Context, MCPServer
 
-    from ..prompt import system_prompt
-    from ..tools import ToolContext, make_toolbox
+    from .. import session
     from ..tools.spawn import spawn
 
     cfg = cfg.with_values(mcp=False)
     server = MCPServer("bantam", version=__version__, instructions=INSTRUCTIONS)
     logging.getLogger("httpx").setLevel(logging.WARNING)  # the SDK logs every request otherwise
-    box = make_toolbox([n for n in cfg.tools if n in ("shell_exec", "write_file")], ToolContext(cfg))
+    box = session.build(cfg, folder, with_model=False, with_mcp=False,  # tools-only clients need no model
+                        tools=[n for n in cfg.tools if n in ("shell_exec", "write_file")]).toolbox
     provider_holder: list[Any] = []
 
     def provider():  # made on the first task, so that tools-only clients need no model
@@ -56,7 +58,8 @@ def serve(cfg: Config) -> int:
                 message = f"step {steps[0]}: {event.name}"
                 anyio.from_thread.run(ctx.report_progress, steps[0], None, message)
 
-        tool_ctx = ToolContext(cfg, provider(), system_prompt(cfg), on_event, cancel=cancel)
+        tool_ctx = session.build(cfg, folder, on_event=on_event, provider=provider(), with_mcp=False,
+                                 tools=(), cancel=cancel).toolbox.ctx
 
         def work() -> dict[str, Any]:
             return spawn(tool_ctx, task, checks or [], "ephemeral", max_iter or cfg.max_al_iterations)

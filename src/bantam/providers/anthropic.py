@@ -15,7 +15,7 @@ from ..config import Config
 from ..errors import APIError, ProviderError
 from ..events import OnEvent, Reasoning, Text, Usage
 from ..sanitize import loads
-from . import Reply
+from . import Reply, RequestOptions
 from .http import HTTPProvider, error_message, parse_event, redact
 from .sse import iter_sse
 
@@ -47,7 +47,7 @@ class AnthropicProvider(HTTPProvider):
         key = {"x-api-key": self.cfg.api_key} if self.cfg.api_key else {}
         return {**key, "anthropic-version": API_VERSION}
 
-    def request_body(self, messages: list[dict], tools: list[dict]) -> dict[str, Any]:
+    def request_body(self, messages: list[dict], tools: list[dict], options: RequestOptions) -> dict[str, Any]:
         cfg = self.cfg
         system = "\n\n".join(_text_of(m.get("content")) for m in messages if m.get("role") == "system")
         # Anthropic caches tools, then system, then messages; the keys go in that order, the
@@ -63,12 +63,9 @@ class AnthropicProvider(HTTPProvider):
         if not (isinstance(thinking, dict) and thinking.get("type") != "disabled"):
             body["temperature"] = cfg.temperature  # with thinking on, only the default (1) is allowed
         body.update(cfg.forward)
-        if self.output_tokens:  # the loop asks again for an answer cut at the output limit
-            body["max_tokens"] = self.output_tokens
+        if options.output_tokens:  # the loop asks again for an answer cut at the output limit
+            body["max_tokens"] = options.output_tokens
         return body
-
-    def output_budget(self) -> int | None:
-        return super().output_budget() or self.max_tokens
 
     def adjust(self, error: APIError) -> str | None:
         # Older models take fewer output tokens than the default; use their limit from now on.

@@ -16,14 +16,13 @@ import time
 from typing import TYPE_CHECKING, Any, Iterator
 
 from ..config import Config
-from ..errors import APIError, ProviderError
+from ..errors import APIError, ProviderError, is_context_overflow
 from ..events import Notice, OnEvent, RequestStarted, Usage
 from ..sanitize import TooDeep, loads, terminal_safe
+from . import DEFAULT_OPTIONS, Reply, RequestOptions
 
 if TYPE_CHECKING:
     import httpx
-
-    from . import Reply
 
 USER_AGENT = "Mozilla/5.0 (compatible; Bantam/1.0)"  # seed: avoids gateway 403 blocks
 RETRYABLE_STATUS = {408, 429}  # and every 5xx
@@ -44,7 +43,6 @@ class HTTPProvider:
         self.base_url, self.url = base_url, url
         self._client: httpx.Client | None = None
         self._client_lock = threading.Lock()
-        self.output_tokens: int | None = None  # set by the loop to ask again for a cut answer
         self.learned_window: int | None = None  # the context window stated in a refusal
         self.prices: tuple[float, float] | None = None  # dollars per prompt, completion token
 
@@ -55,33 +53,30 @@ class HTTPProvider:
                 self._client = make_client(self.cfg)
         return self._client
 
+    def http_client(self) -> "httpx.Client":
+        return self.client
+
     def headers(self) -> dict[str, str]:
         raise NotImplementedError
 
-    def request_body(self, messages: list[dict], tools: list[dict]) -> dict[str, Any]:
+    def request_body(self, messages: list[dict], tools: list[dict], options: RequestOptions) -> dict[str, Any]:
         raise NotImplementedError
 
-    def read_stream(self, lines: Iterator[str], on_event: OnEvent) -> "Reply":
+    def read_stream(self, lines: Iterator[str], on_event: OnEvent) -> Reply:
         raise NotImplementedError
 
-    def read_json(self, data: Any, on_event: OnEvent) -> "Reply":
+    def read_json(self, data: Any, on_event: OnEvent) -> Reply:
         raise NotImplementedError
-
-    def output_budget(self) -> int | None:
-        """The output limit a request carries now, when bantam sets one."""
-        if self.output_tokens:
-            return self.output_tokens
-        value = self.cfg.forward.get("max_tokens", self.cfg.forward.get("max_completion_tokens"))
-        return value if isinstance(value, int) and value > 0 else None
 
     def adjust(self, error: APIError) -> str | None:
         """A 400 some models give for a setting bantam sends by default: change the setting and
         say so (the request is then sent once more), or None to let the error stand."""
         return None
 
-    def complete(self, messages: list[dict], tools: list[dict], on_event: OnEvent) -> "Reply":
+    def complete(self, messages: list[dict], tools: list[dict], on_event: OnEvent,
+                 options: RequestOptions = DEFAULT_OPTIONS) -> Reply:
         try:
-            return self.send(messages, tools, on_event)
+            return self.send(messages, tools, on_event, options)
         except APIError as e:
             if e.status == 400:
                 self.learn_window(e)
@@ -89,20 +84,20 @@ class HTTPProvider:
             if not notice:
                 raise
             on_event(Notice(message=notice))
-            return self.send(messages, tools, on_event)
+            return self.send(messages, tools, on_event, options)
 
     def learn_window(self, error: APIError) -> None:
         """A refusal that states the context window ("maximum context length is 4096 tokens"):
         use that number from now on, and remember it for this endpoint and model."""
         from .. import cache
-        from ..compact import is_context_overflow
         limit = cache.stated_limit(str(error)) if is_context_overflow(error) else None
         if limit and limit != self.learned_window:
             self.learned_window = limit
             cache.remember_window(self.url, self.model, limit, "learned")
 
-    def send(self, messages: list[dict], tools: list[dict], on_event: OnEvent) -> "Reply":
-        body = self.request_body(messages, tools)
+    def send(self, messages: list[dict], tools: list[dict], on_event: OnEvent,
+             options: RequestOptions) -> Reply:
+        body = self.request_body(messages, tools, options)
         on_event(RequestStarted(model=self.model))
         with mapped_errors(self.url, self.cfg):
             with self.client.stream("POST", self.url, json=body, headers=self.headers()) as resp:
@@ -115,6 +110,7 @@ class HTTPProvider:
                     reply = self.read_stream(capped_lines(resp, LINE_CAP), on_event)
         if reply.usage is None:  # llama-cpp-python's server streams no usage
             reply.usage = estimate_usage(body, reply.message)
+        reply.output_limit = output_limit(body)
         return reply
 
     def get_json(self, url: str, post: dict | None = None) -> Any:
@@ -141,6 +137,12 @@ class HTTPProvider:
     def close(self) -> None:
         if self._client is not None:
             self._client.close()
+
+
+def output_limit(body: dict[str, Any]) -> int | None:
+    """The output token limit a request body carries (None: the server's own)."""
+    value = body.get("max_tokens", body.get("max_completion_tokens"))
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def estimate_usage(body: dict[str, Any], message: dict[str, Any]) -> Usage:

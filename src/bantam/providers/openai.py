@@ -7,7 +7,7 @@ from typing import Any, Iterator
 from ..config import Config
 from ..errors import APIError, ProviderError
 from ..events import OnEvent, Reasoning, Text, Usage
-from . import Reply
+from . import Reply, RequestOptions
 from .http import HTTPProvider, error_message, parse_event, redact
 from .sse import iter_sse
 from .think import ThinkSplitter
@@ -32,7 +32,7 @@ class OpenAIProvider(HTTPProvider):
     def headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.cfg.api_key}"} if self.cfg.api_key else {}
 
-    def request_body(self, messages: list[dict], tools: list[dict]) -> dict[str, Any]:
+    def request_body(self, messages: list[dict], tools: list[dict], options: RequestOptions) -> dict[str, Any]:
         cfg = self.cfg
         # Key order is prompt-cache order: what stays the same from step to step (model, tools,
         # then the messages, which only grow) comes first, the small options last; so each request
@@ -47,9 +47,9 @@ class OpenAIProvider(HTTPProvider):
         if cfg.stream:
             body["stream_options"] = {"include_usage": True}
         body.update(cfg.forward)
-        if self.output_tokens:  # the loop asks again for an answer cut at the output limit
+        if options.output_tokens:  # the loop asks again for an answer cut at the output limit
             body["max_completion_tokens" if "max_completion_tokens" in cfg.forward else "max_tokens"] = \
-                self.output_tokens
+                options.output_tokens
         return body
 
     def adjust(self, error: APIError) -> str | None:

@@ -2,9 +2,11 @@
 
 Each function drives a run to its end and takes the `pause` event the front end sets to pause
 it at its next safe point (runs/loop.py): the terminal runs it in a background thread and sets
-the event on /pause or Ctrl+C; the page sets it on Stop. /resume continues a paused run. Runs
-live in ./runs/, like `bantam run`'s; "the last run" is the one this session started or resumed,
-else the newest in ./runs/.
+the event on /pause or Ctrl+C; the page sets it on Stop. /resume continues a paused run.
+
+Each takes the chat session's folder, a value: runs live in `<folder>/runs/` (where `bantam run`
+in that folder puts them), and /run's --workspace, --config and --scripted are read from the
+folder. "The last run" is the one this session started or resumed, else the newest there.
 """
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from pathlib import Path
 from ..errors import ConfigError
 from ..events import OnEvent
 
-RUNS_DIR = Path("runs")
+RUNS_DIR = "runs"  # under the session's folder
 Outcome = tuple["Path | None", str, str]  # the run's directory, its final answer, its outcome line
 PAUSING = "pausing the run at its next safe point (the step in progress finishes first); /resume continues it"
 NOT_RUNNING = "no run is working now: /run GOAL starts one, /resume continues the last one"
@@ -24,56 +26,57 @@ RUN_BUSY = ("a run is working: /pause pauses it at its next step (so does Ctrl+C
 USAGE = "usage: /run GOAL (options: --workspace DIR --config FILE --require-read FILE --scripted FILE)"
 
 
-def start(flags: dict[str, str], line: str, on_event: OnEvent, pause: threading.Event | None = None) -> Outcome:
+def start(flags: dict[str, str], folder: Path, line: str, on_event: OnEvent,
+          pause: threading.Event | None = None) -> Outcome:
     """`/run GOAL`, or `/run --workspace DIR --config FILE --require-read F --scripted F GOAL...`."""
     from . import runtime
     if not line.strip():
         raise ConfigError(USAGE)
-    options, goal = _options(line)
-    return _outcome(lambda: runtime.start(flags, goal, options, on_event, pause))
+    options, goal = _options(line, folder)
+    return _outcome(folder, lambda: runtime.start(flags, goal, options, on_event, pause))
 
 
-def fix(flags: dict[str, str], last: Path | None, error: str, on_event: OnEvent,
+def fix(flags: dict[str, str], folder: Path, last: Path | None, error: str, on_event: OnEvent,
         pause: threading.Event | None = None) -> Outcome:
     """A correction run: the last run's goal and the error, its workspace, its configuration."""
     from . import runtime
     if not error.strip():
         raise ConfigError("usage: /fix ERROR (what is still wrong with the last run's result)")
-    store, state = _last(last)
+    store, state = _last(folder, last)
     goal = (f"{state.goal.strip()}\n\nA previous run ({state.id}) worked on this goal. What is still "
             f"wrong, to fix now:\n{error.strip()}")
     options = runtime.Options(workspace=str(store.workspace), require_read=list(state.require_read),
-                              runs_dir=str(RUNS_DIR), saved_config=state.config)
-    return _outcome(lambda: runtime.start(flags, goal, options, on_event, pause))
+                              runs_dir=RUNS_DIR, saved_config=state.config, folder=folder)
+    return _outcome(folder, lambda: runtime.start(flags, goal, options, on_event, pause))
 
 
-def resume(flags: dict[str, str], last: Path | None, arg: str, on_event: OnEvent,
+def resume(flags: dict[str, str], folder: Path, last: Path | None, arg: str, on_event: OnEvent,
            pause: threading.Event | None = None) -> Outcome:
     """`/resume [--retry-blocked]` on the last run."""
     from . import runtime
-    store, _ = _last(last)
-    options = runtime.Options(runs_dir=str(RUNS_DIR), retry_blocked="--retry-blocked" in arg.split())
-    return _outcome(lambda: runtime.resume(flags, str(store.path), options, on_event, pause))
+    store, _ = _last(folder, last)
+    options = runtime.Options(runs_dir=RUNS_DIR, retry_blocked="--retry-blocked" in arg.split(), folder=folder)
+    return _outcome(folder, lambda: runtime.resume(flags, str(store.path), options, on_event, pause))
 
 
-def status(last: Path | None) -> str:
+def status(folder: Path, last: Path | None) -> str:
     from .status import text
-    store, state = _last(last)
+    store, state = _last(folder, last)
     return text(store, state)
 
 
-def files(last: Path | None) -> str:
-    store, _ = _last(last)
+def files(folder: Path, last: Path | None) -> str:
+    store, _ = _last(folder, last)
     root = store.workspace
     found = sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
     lines = [f"{p.relative_to(root).as_posix()}  ({p.stat().st_size} bytes)" for p in found]
     return f"{root}:\n" + ("\n".join(lines) if lines else "(no files)")
 
 
-def _options(line: str):
+def _options(line: str, folder: Path):
     from . import runtime
     if not line.lstrip().startswith("--"):
-        return runtime.Options(runs_dir=str(RUNS_DIR)), line.strip()
+        return runtime.Options(runs_dir=RUNS_DIR, folder=folder), line.strip()
     import argparse
     p = argparse.ArgumentParser(prog="/run", add_help=False, exit_on_error=False)
     p.add_argument("--workspace")
@@ -86,29 +89,30 @@ def _options(line: str):
     except (argparse.ArgumentError, ValueError, SystemExit) as e:
         raise ConfigError(f"/run: {e}") from None
     return runtime.Options(args.config, args.workspace, args.require_read, args.scripted,
-                           runs_dir=str(RUNS_DIR)), " ".join(args.goal)
+                           runs_dir=RUNS_DIR, folder=folder), " ".join(args.goal)
 
 
-def _last(last: Path | None):
+def _last(folder: Path, last: Path | None):
     from .store import RunDir
-    path = last or newest()
+    path = last or newest(folder)
     if path is None:
         raise ConfigError("no run yet: /run GOAL starts one")
     store = RunDir(path)
     return store, store.load()
 
 
-def newest() -> Path | None:
-    """The most recently created run (goal.md is written once, when the run is created)."""
-    runs = [p.parent for p in RUNS_DIR.glob("*/goal.md")] if RUNS_DIR.is_dir() else []
+def newest(folder: Path) -> Path | None:
+    """The most recently created run in `folder`'s runs (goal.md is written once, when the run is created)."""
+    where = folder / RUNS_DIR
+    runs = [p.parent for p in where.glob("*/goal.md")] if where.is_dir() else []
     return max(runs, key=lambda run: (run / "goal.md").stat().st_mtime_ns, default=None)
 
 
-def _outcome(work) -> Outcome:
+def _outcome(folder: Path, work) -> Outcome:
     """(the run's directory, its final answer, its outcome line). Ctrl+C pauses the run."""
     from .status import outcome_line
     try:
         store, state = work()
     except KeyboardInterrupt:
-        return newest(), "", "run paused: /resume continues it"
+        return newest(folder), "", "run paused: /resume continues it"
     return store.path, state.final if state.status == "completed" else "", outcome_line(store, state)

@@ -16,7 +16,7 @@ import argparse
 import json
 import sys
 
-from ..cli import common_options, flags
+from ..options import common_options, flags
 from ..errors import ConfigError
 from ..events import Done, Error, Notice, OnEvent, Usage
 

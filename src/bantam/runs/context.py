@@ -19,13 +19,13 @@ from pathlib import Path
 
 from ..clip import clip_middle
 from .gates import GateContext, allowed_tools, unmet
+from .parser import RESERVE_CHARS_PER_TOKEN
 from .planning import describe_call
 from .prompts import Artifact, messages
 from .settings import RunConfig
 from .state import Observation, RunState
 from .tools import TOOLS, Workspace
 
-CHARS_PER_TOKEN = 3
 OK_EXCERPT, ERROR_EXCERPT, INPUT_EXCERPT = 1200, 3000, 1200
 FILE_EXCERPT = 6000   # of a file being rewritten, and of the best attempt
 LISTED = 40           # workspace files named in a planning prompt
@@ -45,7 +45,7 @@ class Request:
 
 
 def estimate(chars: int) -> int:
-    return chars // CHARS_PER_TOKEN + 1
+    return chars // RESERVE_CHARS_PER_TOKEN + 1
 
 
 def excerpt(text: str, limit: int) -> str:

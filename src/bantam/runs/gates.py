@@ -154,6 +154,7 @@ def check_turn(state: RunState, config: RunConfig, now: float | None = None) -> 
 
 
 def check_tool_budget(state: RunState, config: RunConfig) -> None:
+    """Blocked once the run's tool calls reach max_tool_calls (the run's own count, kept across resumes)."""
     if state.counters.tool_calls >= config.limits.max_tool_calls:
         used, limit = state.counters.tool_calls, config.limits.max_tool_calls
         raise Blocked("max_tool_calls", f"{used} of {limit} tool calls used")
@@ -179,9 +180,9 @@ def check_replans(state: RunState, config: RunConfig) -> None:
 
 
 class Budgets:
-    """The budget gates, grouped by the moment the loop consults them."""
+    """The budget gates, grouped by the moment the loop consults them. The tool budget is not
+    here: the core's ToolBudget enforces it (runs/loop.py RunBudget), check_tool_budget says so."""
     before_turn = staticmethod(check_turn)
-    before_tool = staticmethod(check_tool_budget)
     before_inference = staticmethod(check_tokens)
     before_replan = staticmethod(check_replans)
 

@@ -1,13 +1,16 @@
 """A controlled run on bantam's one loop: the run's policy as a guard, its model as a provider.
 
-    loop.run(RunProvider(run), [], toolbox, limits, on_event, guards=[RunGuard(run)])
+    loop.run(RunProvider(run), [], toolbox, limits(run), on_event, guards=guards(run, limits))
 
     RunProvider  one step of the run per request: a fully specified plan step (no model call), or
-                 prompt -> model -> parser, the proposal turned into one tool call: a workspace
-                 tool, `plan` (a new plan), `final` (the answer), or `unusable_answer`. Once the
-                 run is completed it answers with the final text, and the loop ends.
-    RunGuard     before a request: the turn budgets; before a call: the gates, the tool budget and
-                 the intent on disk; after a call: the observation (fsynced) and its effects.
+                 prompt -> model -> parser, the typed `Proposal` turned into one tool call: a
+                 workspace tool, `plan` (a new plan), `final` (the answer), or `unusable_answer`.
+                 Once the run is completed it answers with the final text, and the loop ends.
+    guards       the run's policy as the loop's guards, in the order they are consulted:
+                 RunGates (before a request: the turn budgets; before a call: the gates),
+                 RunBudget (the core's ToolBudget over [limits] max_tool_calls), RunRecord (the
+                 intent on disk before the call; after it, the observation, fsynced, and its effects).
+    limits       [limits] as the core's Limits (see `limits`).
 
 Every transition is saved before the next one starts: the token reservation before a request,
 the answer before it is parsed, the intent before a tool runs, the observation before the state
@@ -26,31 +29,65 @@ import json
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Literal
 
 from .. import loop as core
 from ..config import Config
-from ..errors import ProviderError
+from ..errors import BantamError, LimitReached, ProviderError
 from ..events import Notice, OnEvent, Usage
+from ..providers import DEFAULT_OPTIONS, Provider, RequestOptions
 from ..providers import Reply as CoreReply
 from ..tools import Outcome, ToolContext, Toolbox
 from . import context, patch
 from .context import Request
 from .evidence import evidence_note, record_evidence
 from .gates import Blocked, Budgets, CallGate, GateContext, Rejected, call_key, check_final, unmet
+from .gates import check_tool_budget
 from .model import RunModel
 from .parser import Answer, ParseError, parse_file, parse_json
 from .prompts import Artifact
 from .planning import describe_call, direct, matching_step, plan_md, replace_plan, rewrite_plan
-from .schema import Action, FileContent, Final, Plan, SchemaError, validate
+from .schema import Action, FileContent, Final, Plan, SchemaError, Step, validate
 from .settings import RunConfig
 from .state import Call, Inference, Observation, PendingAnswer, PlanStep, RunState
 from .store import RunDir
 from .tools import TOOLS, Refused, Workspace, as_core_tools, invoke
 
-# The run counts its own iterations, tool calls and retries; the core loop's limits stay out of the way.
-LIMITS = core.Limits(max_iterations=10**9, tool_budget=10**9, retry_delays=())
 UNUSABLE = "unusable_answer"  # the call an answer that could not be parsed becomes
+# Loop steps that are not iterations of the run: the first step of a resume may act on an answer
+# saved before the interruption, and the last one, after `final`, only ends the loop.
+UNCOUNTED_STEPS = 2
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """What one step of the run proposes, typed. The loop sees it as one tool call (`tool`,
+    `arguments`); the guards read its fields, never that call's JSON text."""
+    kind: Literal["call", "plan", "final", "unusable"]
+    tool: str                            # a workspace tool, plan, final, or unusable_answer
+    arguments: dict[str, Any] = field(default_factory=dict)  # kind call: the tool's arguments
+    via: Literal["model", "plan"] = "model"  # who proposed it: the model, or a plan step (execute_plan)
+    steps: tuple[Step, ...] = ()         # kind plan: the proposed plan
+    answer: str = ""                     # kind final: the answer
+    gate: str = ""                       # kind unusable: the gate that could not read the answer
+    problem: str = ""                    # ... and what was wrong with it
+    recovered: str | None = None         # the fallback parser that read the answer, if one did
+
+    def call_arguments(self) -> dict[str, Any]:
+        """The arguments of the tool call the loop is handed (what events and the toolbox see)."""
+        if self.kind == "plan":
+            return {"steps": [s.model_dump() for s in self.steps]}
+        if self.kind == "final":
+            return {"answer": self.answer}
+        if self.kind == "unusable":
+            return {"gate": self.gate, "problem": self.problem}
+        return self.arguments
+
+    def as_call(self) -> Call:
+        return Call(tool=self.tool, arguments=dict(self.arguments))
+
+
+NO_PROPOSAL = Proposal("unusable", UNUSABLE, gate="parser", problem="no proposal yet")
 
 
 @dataclass
@@ -65,9 +102,7 @@ class Run:
     on_event: OnEvent
     budgets: Budgets = field(default_factory=Budgets)
     clock: Callable[[], float] = time.time
-    proposal: str = "call"          # what the current tool call is: call, plan, final, unusable
-    via: str = "model"              # who proposed it: the model, or the plan (execute_plan)
-    recovered: str | None = None    # the fallback parser that read the answer, if one did
+    proposal: Proposal = NO_PROPOSAL  # what the current step proposes (the loop's one tool call)
     pause: threading.Event = field(default_factory=threading.Event)  # set: pause at the next safe point
     prompt: Artifact | None = None  # the run's frozen prompt artifact (prompts.py), if it has one
 
@@ -87,7 +122,7 @@ class Run:
         self.store.save(self.state, plan_md(self.state))
 
 
-class Paused(Exception):
+class Paused(BantamError):
     """The run's pause event was seen at a safe point."""
 
 
@@ -102,9 +137,12 @@ def drive(run: Run, retried_gate: str = "") -> RunState:
         if retried_gate == "max_replans" and run.state.status == "running":
             repair(run)
         if run.state.status == "running":
-            core.run(RunProvider(run), [], toolbox(run), LIMITS, run.on_event, guards=[RunGuard(run)])
+            bounds = limits(run)
+            core.run(RunProvider(run), [], toolbox(run), bounds, run.on_event, guards=guards(run, bounds))
     except Blocked as b:
         stop(run, "blocked", b.gate, b.reason)
+    except LimitReached as e:  # the loop's own step bound: RunGates blocks first, so not expected
+        stop(run, "blocked", "max_iterations", str(e))
     except ProviderError as e:
         stop(run, "failed", "model", str(e) + last_failure(run.state))
     except Paused:
@@ -113,6 +151,31 @@ def drive(run: Run, retried_gate: str = "") -> RunState:
         stop(run, "paused", "interrupted", "resume continues from here")
         raise
     return run.state
+
+
+def limits(run: Run) -> core.Limits:
+    """[limits] as the core loop's limits, for what is left of them: a run's counts persist
+    across resumes, the loop's start at zero. The tool budget is enforced by the core's guard
+    (RunBudget); the step bound is a backstop: RunGates blocks at max_iterations first, with the
+    run's own count in the reason."""
+    c, lim = run.state.counters, run.config.limits
+    return core.Limits(
+        max_iterations=max(0, lim.max_iterations - c.iterations) + UNCOUNTED_STEPS,
+        tool_budget=max(0, lim.max_tool_calls - c.tool_calls),
+        # The model retries inside its own request (model.py: the core's with_retries, with the
+        # configuration's delays), under the one token reservation saved for that request; a
+        # retry by the loop would reserve and count a second inference.
+        retry_delays=(),
+        # Each answer's reservation covers max_output_tokens: a cut answer is never asked for
+        # again with more (the parser reports it as cut instead).
+        max_tokens_limit=run.model.max_tokens)
+
+
+def guards(run: Run, bounds: core.Limits) -> list[core.Guard]:
+    """The run's policy as the loop's guards, in the order the loop consults them; a refusal
+    by one skips the rest. The tool budget counts only calls the gates let through, and the
+    intent is saved only for a call every guard let through."""
+    return [RunGates(run), RunBudget(run, bounds.tool_budget), RunRecord(run)]
 
 
 def pause_point(run: Run) -> None:
@@ -148,14 +211,17 @@ def toolbox(run: Run) -> Toolbox:
 
 # --- the model: one request of the loop is one step of the run ----------------------------------------
 
-class RunProvider:
+class RunProvider(Provider):
     """The run's model behind the core Provider protocol: text proposals become tool calls."""
 
     def __init__(self, run: Run):
         self.run = run
         self.model = run.model.label
 
-    def complete(self, messages: list[dict], tools: list[dict], on_event: OnEvent) -> CoreReply:
+    def complete(self, messages: list[dict], tools: list[dict], on_event: OnEvent,
+                 options: RequestOptions = DEFAULT_OPTIONS) -> CoreReply:
+        """`options` asks for nothing a run uses: the run's [model] settles the output limit and
+        the run's workspace is its own."""
         run, st = self.run, self.run.state
         if st.status != "running":  # completed: the answer ends the loop
             return CoreReply({"role": "assistant", "content": st.final})
@@ -165,7 +231,7 @@ class RunProvider:
         index = st.current()
         if st.phase == "act" and index is not None and direct(st.plan[index], run.config):
             step = st.plan[index]
-            return self.call("plan", "call", step.tool, dict(step.arguments))
+            return self.call(Proposal("call", step.tool, dict(step.arguments), via="plan"))
         request = context.build(st, run.config, run.workspace, run.store.path, run.prompt)
         try:
             answer, usage = infer(run, request)
@@ -174,37 +240,44 @@ class RunProvider:
         return self.proposal(answer, usage)
 
     def proposal(self, answer: PendingAnswer, usage: Usage | None) -> CoreReply:
-        """Parser, then the proposal as one tool call (the gates see it in RunGuard). The state is
-        not touched here: the answer stays pending until RunGuard acts on it, so an interrupt in
-        between (Ctrl+C, the browser's Stop at the tool call event) leaves it for resume."""
-        self.run.recovered = None
-        try:
-            proposal, self.run.recovered = read_answer(answer, self.run.config.runtime.file_output_format)
-            if isinstance(proposal, str) and answer.purpose == "write":
-                proposal = partial_repair(self.run, answer, proposal)
-        except (ParseError, SchemaError) as e:
-            gate = "schema" if isinstance(e, SchemaError) else "parser"
-            return self.call("model", "unusable", UNUSABLE, {"gate": gate, "problem": str(e)}, usage)
-        if isinstance(proposal, Plan):
-            return self.call("model", "plan", "plan", {"steps": [s.model_dump() for s in proposal.plan]}, usage)
-        if isinstance(proposal, Final):
-            return self.call("model", "final", "final", {"answer": proposal.final}, usage)
-        if isinstance(proposal, Action):
-            return self.call("model", "call", proposal.tool, proposal.arguments, usage)
-        return self.call("model", "call", "write_file", {"path": answer.path, "content": proposal}, usage)
+        """Parser, then the proposal as one tool call (the guards check it). The state is not
+        touched here: the answer stays pending until RunGates acts on it, so an interrupt in
+        between (Ctrl+C, the browser's Stop at the tool call event) leaves it for resume, where
+        the same saved answer gives the same proposal."""
+        return self.call(propose(self.run, answer), usage)
 
-    def call(self, via: str, kind: str, name: str, arguments: dict, usage: Usage | None = None) -> CoreReply:
-        self.run.via, self.run.proposal = via, kind
+    def call(self, proposal: Proposal, usage: Usage | None = None) -> CoreReply:
+        self.run.proposal = proposal
         call_id = f"call-{self.run.state.counters.iterations}"
+        arguments = json.dumps(proposal.call_arguments(), ensure_ascii=False)
         return CoreReply({"role": "assistant", "content": None, "tool_calls": [
-            {"id": call_id, "type": "function",
-             "function": {"name": name, "arguments": json.dumps(arguments, ensure_ascii=False)}}]}, usage)
+            {"id": call_id, "type": "function", "function": {"name": proposal.tool, "arguments": arguments}}]},
+            usage)
 
     def list_models(self) -> list[str]:
         return [self.model]
 
     def context_window(self) -> int | None:
         return self.run.model.window()
+
+
+def propose(run: Run, answer: PendingAnswer) -> Proposal:
+    """The saved answer read as a typed proposal (an unreadable one is a proposal too: the reason
+    goes back to the model)."""
+    try:
+        proposal, recovered = read_answer(answer, run.config.runtime.file_output_format)
+        if isinstance(proposal, str) and answer.purpose == "write":
+            proposal = partial_repair(run, answer, proposal)
+    except (ParseError, SchemaError) as e:
+        gate = "schema" if isinstance(e, SchemaError) else "parser"
+        return Proposal("unusable", UNUSABLE, gate=gate, problem=str(e))
+    if isinstance(proposal, Plan):
+        return Proposal("plan", "plan", steps=tuple(proposal.plan), recovered=recovered)
+    if isinstance(proposal, Final):
+        return Proposal("final", "final", answer=proposal.final, recovered=recovered)
+    if isinstance(proposal, Action):
+        return Proposal("call", proposal.tool, dict(proposal.arguments), recovered=recovered)
+    return Proposal("call", "write_file", {"path": answer.path, "content": proposal}, recovered=recovered)
 
 
 def infer(run: Run, request: Request) -> tuple[PendingAnswer, Usage]:
@@ -290,13 +363,12 @@ def read_answer(answer: PendingAnswer, file_format: str) -> tuple[Any, str | Non
 
 # --- the policy: gates, budgets and persistence around every call -------------------------------------
 
-class RunGuard:
-    """The run's gates and budgets as the core loop's guard; the intent and the observation
-    are saved here, around the call."""
+class RunGates:
+    """Before a request: the turn budgets; before a call: the gates. A gate's refusal goes back
+    to the model; a budget that ran out blocks the run."""
 
     def __init__(self, run: Run):
         self.run = run
-        self.files_before = ""
 
     def before_request(self, messages: list[dict]) -> None:
         st = self.run.state
@@ -309,39 +381,73 @@ class RunGuard:
         st.counters.iterations += 1
 
     def before_call(self, name: str, arguments: str) -> str | None:
-        run = self.run
+        run, proposal = self.run, self.run.proposal
         if run.state.status == "running":
             pause_point(run)  # before taken(): the answer stays pending, resume acts on it
-        args = json.loads(arguments)
         taken(run)
         try:
-            if run.proposal == "unusable":
-                return unusable(run, args["gate"], args["problem"])
-            if run.proposal == "plan":
-                steps = [PlanStep(**s) for s in args["steps"]]
-                for i, step in enumerate(steps, 1):
+            if proposal.kind == "unusable":
+                return unusable(run, proposal.gate, proposal.problem)
+            if proposal.kind == "plan":
+                for i, step in enumerate(proposal.steps, 1):
                     try:
                         check_call(run, Call(tool=step.tool, arguments=step.arguments), planning=True)
                     except Rejected as r:
                         raise Rejected(r.gate, f"plan step {i}: {r.reason}") from None
                 return None
-            if run.proposal == "final":
+            if proposal.kind == "final":
                 check_final(run.ctx())
                 return None
-            call = Call(tool=name, arguments=args)
-            check_call(run, call, planning=False)
+            check_call(run, proposal.as_call(), planning=False)
             if run.state.current() is None and not unmet(run.ctx()):
                 raise Rejected("completion", 'everything the run needs is done; only the final answer may '
                                              'follow: reply with {"final": ...}')
         except Rejected as r:
             return reject(run, r)
-        intend(run, call)
-        self.files_before = run.workspace.files_hash(run.config.tools.write_paths)
+        return None
+
+    def after_call(self, name: str, arguments: str, outcome: Outcome) -> None:
+        pass
+
+
+class RunBudget(core.ToolBudget):
+    """[limits] max_tool_calls, enforced by the core's tool budget over the tool calls the gates
+    let through (a plan or a final answer is not a tool call). `budget` is what is left of the
+    run's count, which persists across resumes. Spent, the run blocks, resumable with a larger
+    limit, rather than refusing the call: the run cannot go on without its tools."""
+
+    def __init__(self, run: Run, budget: int):
+        super().__init__(budget)
+        self.run = run
+
+    def before_call(self, name: str, arguments: str) -> str | None:
+        if self.run.proposal.kind != "call" or super().before_call(name, arguments) is None:
+            return None
+        check_tool_budget(self.run.state, self.run.config)  # raises Blocked with the run's count
+        raise Blocked("max_tool_calls", f"the tool budget of this resume ({self.budget}) is used")
+
+
+class RunRecord:
+    """The intent on disk before the call every other guard let through; after the call, the
+    observation and its effects."""
+
+    def __init__(self, run: Run):
+        self.run = run
+        self.files_before = ""
+
+    def before_request(self, messages: list[dict]) -> None:
+        pass
+
+    def before_call(self, name: str, arguments: str) -> str | None:
+        run = self.run
+        if run.proposal.kind == "call":
+            intend(run, run.proposal.as_call())
+            self.files_before = run.workspace.files_hash(run.config.tools.write_paths)
         return None
 
     def after_call(self, name: str, arguments: str, outcome: Outcome) -> None:
         call = self.run.state.pending_call
-        if self.run.proposal == "call" and call is not None:
+        if self.run.proposal.kind == "call" and call is not None:
             observe(self.run, call, outcome, self.files_before)
 
 
@@ -351,12 +457,13 @@ def taken(run: Run) -> None:
     if st.pending_answer is None:
         return  # a plan step run without asking the model
     st.pending_answer, st.hint = None, ""
-    if run.proposal != "unusable":
+    recovered = run.proposal.recovered
+    if run.proposal.kind != "unusable":
         st.counters.parse_retries = 0
-    if run.recovered:
+    if recovered:
         st.counters.parser_recoveries += 1
-        form = {"json_fence": "a JSON code fence", "plan_call": "a tool call named plan"}[run.recovered]
-        run.emit("parse_recovered", f"parser: read the answer from {form}", form=run.recovered)
+        form = {"json_fence": "a JSON code fence", "plan_call": "a tool call named plan"}[recovered]
+        run.emit("parse_recovered", f"parser: read the answer from {form}", form=recovered)
 
 
 def check_call(run: Run, call: Call, planning: bool) -> None:
@@ -423,16 +530,15 @@ class FinalTool:
 # --- tools ------------------------------------------------------------------------------------------
 
 def intend(run: Run, call: Call) -> None:
-    """The tool budget, then the intent on disk before anything runs."""
+    """The intent on disk before anything runs (the tool budget was checked: RunBudget)."""
     st = run.state
-    run.budgets.before_tool(st, run.config)
     call.key = call_key(call, run.ctx())
     call.step = matching_step(st, call.tool, call.arguments)
     call.call_id, call.started = st.new_call_id(), run.clock()
     st.pending_call = call
     st.counters.tool_calls += 1
     run.commit()
-    run.store.event("intent", call_id=call.call_id, call=describe_call(call.tool, call.arguments), via=run.via)
+    run.store.event("intent", call_id=call.call_id, call=describe_call(call.tool, call.arguments), via=run.proposal.via)
 
 
 def run_call(run: Run, call: Call) -> None:

@@ -92,9 +92,8 @@ class ProviderModel:
         aids = cfg.local_aids
         if self.grammar:
             forward["tool_choice"] = "required"  # the local provider then emits only the call
-            # The run's grammar holds each argument to the workspace itself (call_schema); the chat
-            # aids' shaping of paths and commands (from the process's folder, not the workspace)
-            # would override it: with them, the bundled model could not name the workspace's files.
+            # The run's grammar holds each argument to the workspace itself (call_schema), stricter
+            # than the chat aids' command and path patterns, which would replace it: so no aids.
             aids = "off"
         self.cfg = cfg.with_values(forward=forward, local_aids=aids)
         self.provider = make_provider(self.cfg)

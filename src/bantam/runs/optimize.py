@@ -113,7 +113,7 @@ def accepted(trace: Trace, answer: str) -> bool:
 
 
 def optimize_main(argv: list[str]) -> int:
-    from ..cli import common_options, flags
+    from ..options import common_options, flags
     p = argparse.ArgumentParser(prog="bantam optimize", description="Optimise a controlled run's prompts "
                                 "with DSPy (BootstrapFewShot) over the successful traces of earlier runs.")
     p.add_argument("runs", nargs="+", metavar="RUN", help="run ids (under --runs-dir) or run directories")

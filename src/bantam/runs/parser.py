@@ -22,6 +22,12 @@ from typing import Any
 
 from ..errors import ParseError as ParseError  # re-exported: the parser raises it
 
+# A run's token estimate: 3 characters a token, not the 4 bantam uses to guess a server's
+# unreported usage (providers/http.py CHARS_PER_TOKEN). Here the estimate is a reservation made
+# before the request, and a prompt that does not fit is refused rather than cut: it must not
+# fall short, and code and JSON run at fewer characters a token than prose.
+RESERVE_CHARS_PER_TOKEN = 3
+
 FENCE_LINE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
 
 
@@ -78,7 +84,7 @@ def _at_end(error: ValueError, text: str) -> bool:
 def cut_hint(answer: Answer, at_end: bool) -> str:
     """The output-limit hint: certain when the provider says "length", likely when the text
     breaks off at its end near the limit (servers that do not report a finish reason)."""
-    near_limit = answer.max_tokens and len(answer.text) / 3 >= 0.9 * answer.max_tokens
+    near_limit = answer.max_tokens and len(answer.text) / RESERVE_CHARS_PER_TOKEN >= 0.9 * answer.max_tokens
     if answer.finish_reason == "length" or (at_end and near_limit):
         return (f". The answer was cut off at the output limit ({answer.max_tokens} tokens): "
                 "give a shorter answer (fewer steps, shorter descriptions, a smaller file)")

@@ -7,6 +7,12 @@
 `flags` are bantam's own configuration flags (--model, --endpoint, --provider, --set). A run's
 [model] section sits between them and .bantam.cfg; what was used is saved in the run and used
 again on resume (never the API key).
+
+`options.folder` is the folder the run is started from, a value: the runs directory, --config,
+--workspace, --scripted and --prompt-artifact given as relative paths are read from it, and so
+is its .bantam.cfg. The chat front ends pass their session's folder (two sessions in one process
+keep their runs apart); `bantam run` passes none: its paths stay as the user typed them, in the
+folder the command was started in.
 """
 from __future__ import annotations
 
@@ -14,7 +20,7 @@ import os
 import shutil
 import stat
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..config import load as load_bantam_config
@@ -50,6 +56,24 @@ class Options:
     output: str | None = None          # --output FILE: the generate-one-file preset (new runs)
     saved_config: settings.RunConfig | None = None  # instead of --config: a run's own (/fix)
     prompt_artifact: str | None = None  # --prompt-artifact FILE: demos and instructions (new runs)
+    folder: Path | None = None          # where relative paths and .bantam.cfg are read (None: as typed)
+
+    def at(self, path: str) -> str:
+        """`path` as given, read from this run's folder (an absolute one stays as it is)."""
+        return path if self.folder is None else str(self.folder / path)
+
+    def placed(self) -> "Options":
+        """These options with every path in them read from the folder: the one step where a
+        relative path meets the folder, so no later read falls back on the process's folder."""
+        def at(path: str | None) -> str | None:
+            return None if path is None else self.at(path)
+        return replace(self, config=at(self.config), workspace=at(self.workspace), scripted=at(self.scripted),
+                       runs_dir=self.at(self.runs_dir), prompt_artifact=at(self.prompt_artifact))
+
+    @property
+    def directory(self) -> Path:
+        """Where bantam's own configuration (.bantam.cfg) is read for this run."""
+        return self.folder if self.folder is not None else Path(".")
 
 
 def start(flags: dict[str, str], goal: str, options: Options, on_event: OnEvent,
@@ -58,6 +82,7 @@ def start(flags: dict[str, str], goal: str, options: Options, on_event: OnEvent,
     next safe point (the terminal's /pause, the page's Stop)."""
     if not goal.strip():
         raise ConfigError("the goal is empty")
+    options = options.placed()
     config = options.saved_config or settings.load(options.config)
     required = [_required(p) for p in options.require_read]
     if options.output:
@@ -65,7 +90,7 @@ def start(flags: dict[str, str], goal: str, options: Options, on_event: OnEvent,
     source = _source(options.workspace)
     if options.output and source is not None and os.path.lexists(source / GOAL_FILE):
         raise ConfigError(f"--output: {source} already has a {GOAL_FILE}; the preset writes the goal there")
-    model_info = _model_info(flags, config, options.scripted)
+    model_info = _model_info(flags, config, options.scripted, options.directory)
     if options.prompt_artifact:
         prompts.read(Path(options.prompt_artifact))  # before the run directory exists: nothing half-made
     store = RunDir.create(Path(options.runs_dir), goal, source)
@@ -79,7 +104,7 @@ def start(flags: dict[str, str], goal: str, options: Options, on_event: OnEvent,
             state.plan, state.phase = files_plan(config, required), "act"
         store.save(state, plan_md(state))
         try:
-            run = _assemble(state, store, flags, on_event, pause)
+            run = _assemble(state, store, flags, on_event, pause, options.directory)
         except ConfigError:  # e.g. provider=local without llama-cpp-python: nothing ran, keep nothing
             shutil.rmtree(store.path, ignore_errors=True)
             raise
@@ -97,7 +122,8 @@ def start(flags: dict[str, str], goal: str, options: Options, on_event: OnEvent,
 
 def resume(flags: dict[str, str], ref: str, options: Options, on_event: OnEvent,
            pause: threading.Event | None = None) -> tuple[RunDir, RunState]:
-    store = RunDir.find(ref, Path(options.runs_dir))
+    options = options.placed()
+    store = RunDir.find(ref, Path(options.runs_dir), options.folder)
     store.lock()
     try:
         repaired = store.heal_logs()
@@ -109,7 +135,7 @@ def resume(flags: dict[str, str], ref: str, options: Options, on_event: OnEvent,
             if new != state.scripted:  # another file starts at its first answer
                 state.scripted_used = 0
             state.model = {"scripted": new}
-        run = _assemble(state, store, flags, on_event, pause)
+        run = _assemble(state, store, flags, on_event, pause, options.directory)
         for note in repaired:
             run.emit("healed", note)
         if changes:
@@ -154,38 +180,40 @@ def _unblock(run: Run, retry: bool) -> str:
 
 
 def _assemble(state: RunState, store: RunDir, flags: dict[str, str], on_event: OnEvent,
-              pause: threading.Event | None = None) -> Run:
+              pause: threading.Event | None = None, directory: Path = Path(".")) -> Run:
+    """`directory`: where bantam's configuration file is read (the run's folder)."""
     tools = state.config.tools
     workspace = Workspace(store.workspace, tuple(tools.write_paths), dict(tools.commands),
                           tools.shell_timeout, tools.tool_output_limit,
-                          Sandbox.for_config(load_bantam_config(flags), store.workspace), find_report)
-    return Run(state, store, workspace, _model(state, flags, workspace), list(CALL_GATES),
+                          Sandbox.for_config(load_bantam_config(flags, directory), store.workspace), find_report)
+    return Run(state, store, workspace, _model(state, flags, workspace, directory), list(CALL_GATES),
                list(STEP_GATES), on_event, pause=pause or threading.Event(),
                prompt=prompts.frozen(store.path, state.prompt_artifact))
 
 
-def _model(state: RunState, flags: dict[str, str], workspace: Workspace) -> RunModel:
+def _model(state: RunState, flags: dict[str, str], workspace: Workspace, directory: Path) -> RunModel:
     if state.scripted:
         return ScriptedModel(state.scripted, state.scripted_used, state.config.model)
-    cfg = _bantam_config(state.model, state.config, flags)
+    cfg = _bantam_config(state.model, state.config, flags, directory)
     model = ProviderModel(cfg, state.config.model, workspace)
     state.model = {**_describe(cfg), "label": model.label}
     return model
 
 
-def _bantam_config(saved: dict, config: settings.RunConfig, flags: dict[str, str]):
+def _bantam_config(saved: dict, config: settings.RunConfig, flags: dict[str, str], directory: Path):
     """bantam's configuration for the run: flags over [model] over what the run used before
-    over .bantam.cfg and the environment."""
+    over `directory`'s .bantam.cfg and the environment."""
     used = {k: str(v) for k, v in saved.items() if k in MODEL_KEYS and v}
-    return load_bantam_config({**used, **_model_flags(config), **flags})
+    return load_bantam_config({**used, **_model_flags(config), **flags}, directory)
 
 
-def _model_info(flags: dict[str, str], config: settings.RunConfig, scripted: str | None) -> dict:
+def _model_info(flags: dict[str, str], config: settings.RunConfig, scripted: str | None,
+                directory: Path) -> dict:
     """What the run will use, as saved in state.json: the scripted file, or the model (no key)."""
     if scripted:
         read_script(scripted)
         return {"scripted": str(Path(scripted).resolve())}
-    return _describe(_bantam_config({}, config, flags))
+    return _describe(_bantam_config({}, config, flags, directory))
 
 
 def _describe(cfg) -> dict:

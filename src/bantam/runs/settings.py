@@ -99,6 +99,9 @@ Count = Number(int, 1)
 
 
 class RunLimits(Section):
+    """Seed 002's limits. They become the core loop's (runs/loop.py `limits`) for what is left of
+    them; their defaults differ from bantam's on purpose: a run's counts persist across resumes
+    and cover the whole run, bantam's max_al_iterations and tool_budget (1000, 200) one turn."""
     max_replans: Annotated[int | Literal["unlimited"], checked(Replans())] = 20  # repair plans; 0 disables them; "unlimited"
     max_iterations: Annotated[int, checked(Count)] = 200        # loop turns: inferences and direct executions
     max_tool_calls: Annotated[int, checked(Count)] = 160        # executed tool calls, failed ones included
@@ -106,7 +109,10 @@ class RunLimits(Section):
     max_consecutive_failures: Annotated[int, checked(Count)] = 20  # parse errors, rejections, failed tools in a row
     max_parse_retries: Annotated[int, checked(Number(int, 0))] = 5  # unusable answers in a row, after the first
     max_runtime_seconds: Annotated[float, checked(Number(float, 0, above=True))] = 3600.0  # from creation, pauses included
-    max_repeats: Annotated[int, checked(Count)] = 3             # the same call on unchanged files, in a row
+    # The same call on unchanged files, in a row, persisted: the (max_repeats + 1)th is rejected.
+    # Not the core's REPEAT_LIMIT (loop.py: the 3rd identical call of a turn is refused, whatever
+    # the files): a run's checks are meant to run again after a write, and to count across resumes.
+    max_repeats: Annotated[int, checked(Count)] = 3
 
 
 class Runtime(Section):

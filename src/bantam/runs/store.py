@@ -62,9 +62,10 @@ class RunDir:
         return run
 
     @classmethod
-    def find(cls, ref: str, runs_dir: Path) -> "RunDir":
-        """A run by directory path, by id under `runs_dir`, or by a unique id prefix there."""
-        for candidate in (Path(ref), runs_dir / ref):
+    def find(cls, ref: str, runs_dir: Path, folder: Path | None = None) -> "RunDir":
+        """A run by directory path (read from `folder` when relative; None: as given), by id under
+        `runs_dir`, or by a unique id prefix there."""
+        for candidate in (Path(ref) if folder is None else folder / ref, runs_dir / ref):
             if (candidate / "state.json").is_file():
                 return cls(candidate)
         matches = sorted(runs_dir.glob(f"{ref}*/state.json")) if runs_dir.is_dir() and "/" not in ref else []

@@ -11,35 +11,24 @@ from __future__ import annotations
 import importlib
 import itertools
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .. import mcp
 from ..approval import Approvals
 from ..envpolicy import redact
 from ..errors import ConfigError, ToolError
 from ..events import OnEvent, Usage, ignore, labelled, quiet
 from ..sanitize import loads, sanitize
+from ..toolnames import ALIASES, DELEGATING, REGISTRY  # the names live below the config
 
 if TYPE_CHECKING:
     from ..config import Config
+    from ..limits import Turn
     from ..providers import Provider
     from .workspace import Workspace
 
-# name -> "module:Class"; imported only when the tool is enabled
-REGISTRY = {
-    "shell_exec": "bantam.tools.shell:ShellExec",
-    "write_file": "bantam.tools.files:WriteFile",
-    "read_file": "bantam.tools.files:ReadFile",
-    "edit_file": "bantam.tools.files:EditFile",
-    "list_files": "bantam.tools.files:ListFiles",
-    "run_subagent": "bantam.tools.subagent:RunSubagent",
-    "spawn_agent": "bantam.tools.spawn:SpawnAgent",
-    "read_image": "bantam.tools.media:ReadImage",
-    "read_pdf": "bantam.tools.media:ReadPdf",
-}
-DELEGATING = {"run_subagent", "spawn_agent"}  # children never get these
-ALIASES = {"run_shell": "shell_exec"}  # names models trained on the seeds call (seed 004's run_shell)
 _usage_lock = threading.Lock()
 
 
@@ -65,11 +54,29 @@ class ToolContext:
     children_usage: Usage = field(default_factory=Usage)  # tokens this run's sub-agents spent
     approvals: Approvals = field(default_factory=Approvals)  # who is asked; by default no one
     workspace: "Workspace | None" = None  # set: file and shell tools are confined to it (tools/workspace.py)
+    # The session's folder: shell commands start there, relative paths are read and written from
+    # there, the sandbox's roots are placed from there. Every bantam front end sets it (session.py);
+    # None only for a library caller that builds a context by hand, whose paths stay as given.
+    folder: Path | None = None
+    # What whoever built the session adds to every toolbox made in this context, the children's
+    # too (session.py: the MCP servers' tools). The registry itself knows only the core tools.
+    extend: "Callable[[Toolbox], Toolbox] | None" = None
+    # The loop these tools run in, for a sub-agent's turn: the loop sits above the tools, so it
+    # hands itself down (loop.run sets it) instead of being imported from here.
+    run_loop: "Callable[..., Turn] | None" = None
+    # Paths no model write or edit may land in, whatever the sandbox mode or a person allowed
+    # (the daemon: its own config.json, tools/, providers/); added to every write's Boundary.
+    guarded: tuple[Path, ...] = ()
 
     def child(self, on_event: OnEvent, label: str = "sub-agent") -> "ToolContext":
         """A sub-agent's context: its events are labelled and quiet (its answer is the result)."""
         return replace(self, depth=self.depth + 1, on_event=labelled(quiet(on_event), label), durable=None,
                        children_usage=Usage())
+
+    def at(self, path: str | Path) -> Path:
+        """`path` as the model gave it (~ expanded), placed in the session's folder when relative."""
+        given = Path(path).expanduser()
+        return self.folder / given if self.folder is not None and not given.is_absolute() else given
 
     def add_child_usage(self, usage: Usage) -> None:
         with _usage_lock:  # sub-agents finish side by side
@@ -149,7 +156,8 @@ def make_toolbox(names: tuple[str, ...] | list[str], ctx: ToolContext) -> Toolbo
         if name not in REGISTRY:
             raise ConfigError(f"tools: unknown tool {name!r} (known: {', '.join(REGISTRY)})")
         tools[name] = core_tool(name)
-    return mcp.offer(Toolbox(tools, ctx))  # and the tools of MCP servers, when configured
+    box = Toolbox(tools, ctx)
+    return ctx.extend(box) if ctx.extend is not None else box
 
 
 def core_tool(name: str) -> Tool:

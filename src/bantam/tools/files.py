@@ -1,6 +1,6 @@
 """File tools: write_file (always on; seed 001's splice semantics) and the opt-in read_file,
-edit_file and list_files. Paths are as the user would type them in the working directory; the
-daemon calls the same functions with its agent's home as the base.
+edit_file and list_files. Relative paths are from the session's folder (`ToolContext.folder`,
+never the process's); the daemon calls the same functions with its agent's home as the base.
 
 In a context with a workspace (a controlled run's tools), paths are relative to its root and
 confined to it: read_file gives the whole text (clipped at the workspace's output limit, with the
@@ -13,6 +13,7 @@ write_file and edit_file, here and in the daemon, obey the same rules and cannot
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -44,24 +45,30 @@ class WriteFile:
     def run(self, args: dict[str, Any], ctx: Any = None) -> str | Outcome:
         if ctx is not None and ctx.workspace is not None:
             return write_in(ctx.workspace, args["path"], args.get("content", ""))
+        target = str(_path(args, ctx))
         return write_file(args["path"], args["content"], args.get("offset"), args.get("del_bytes"),
-                          boundary=allowed(ctx, args["path"]))
+                          boundary=allowed(ctx, args["path"]), target=target)
 
 
 def allowed(ctx: Any, path: str) -> Boundary:
-    """The boundary a model's write or edit of `path` is made in, once the sandbox and the
-    approvals let it go ahead (ToolError when not). Without a context (bantam's own call), anywhere."""
+    """The boundary a model's write or edit of `path` (placed in the session's folder) is made in,
+    once the sandbox and the approvals let it go ahead (ToolError when not). Without a context
+    (bantam's own call), anywhere."""
     if not str(path).strip():
         raise ToolError("path is empty")
     if ctx is None:
         return ANYWHERE
     from ..approval import check_write
-    return check_write(ctx.cfg, ctx.approvals, path)
+    # asked as the model wrote it (~/.bashrc), unless relative: then where it lands in the folder
+    asked = path if Path(path).expanduser().is_absolute() else str(ctx.at(path))
+    boundary = check_write(ctx.cfg, ctx.approvals, asked, cwd=ctx.folder)
+    return replace(boundary, guarded=(*boundary.guarded, *ctx.guarded)) if ctx.guarded else boundary
 
 
 def write_file(path: str, content: str, offset: int | None = None, del_bytes: int | None = None, *,
-               boundary: Boundary = ANYWHERE) -> str:
-    """The whole file, or a splice of it (offset, del_bytes), written within `boundary`."""
+               boundary: Boundary = ANYWHERE, target: str | None = None) -> str:
+    """The whole file, or a splice of it (offset, del_bytes), written within `boundary` at
+    `target` (the path placed in the session's folder; default `path`, which the result names)."""
     if not path.strip():
         raise ToolError("path is empty")
     data = content.encode("utf-8")
@@ -72,7 +79,7 @@ def write_file(path: str, content: str, offset: int | None = None, del_bytes: in
         new, deleted[0] = splice(old or b"", offset or 0, del_bytes or 0, data, path)
         return new
     try:
-        new = boundary.write(path, data if whole else spliced)
+        new = boundary.write(target or path, data if whole else spliced)
     except OSError as e:
         raise ToolError(f"cannot write {path}: {e.strerror or e}") from e
     if whole:
@@ -118,10 +125,11 @@ READ_LINES = 2000              # lines read_file shows by default
 LIST_LIMIT = 500               # entries list_files shows
 
 
-def _path(args: dict[str, Any]) -> Path:
+def _path(args: dict[str, Any], ctx: Any) -> Path:
+    """The path argument, placed in the session's folder (as given without a context)."""
     if not str(args.get("path", "")).strip():
         raise ToolError("path is empty")
-    return Path(args["path"]).expanduser()
+    return ctx.at(args["path"]) if ctx is not None else Path(args["path"]).expanduser()
 
 
 class ReadFile:
@@ -140,7 +148,7 @@ class ReadFile:
     def run(self, args: dict[str, Any], ctx: Any = None) -> str | Outcome:
         if ctx is not None and ctx.workspace is not None:
             return read_in(ctx.workspace, args["path"])
-        return numbered_lines(read_bytes(_path(args), args["path"]), args["path"], args.get("offset"),
+        return numbered_lines(read_bytes(_path(args, ctx), args["path"]), args["path"], args.get("offset"),
                               args.get("limit"))
 
 
@@ -198,7 +206,8 @@ class EditFile:
     def run(self, args: dict[str, Any], ctx: Any = None) -> str:
         if ctx is not None and ctx.workspace is not None:  # a controlled run writes whole files only
             raise Refused("edit_file is not offered in a controlled run's workspace; use write_file")
-        return edit_file(_path(args), args["path"], args["old_string"], args["new_string"],
+        path = _path(args, ctx)
+        return edit_file(path, args["path"], args["old_string"], args["new_string"],
                          bool(args.get("replace_all")), boundary=allowed(ctx, args["path"]))
 
 
@@ -230,13 +239,13 @@ def edit_file(path: Path, shown_as: str, old: str, new: str, replace_all: bool =
 
 class ListFiles:
     name = "list_files"
-    description = f"List the files under a directory (default: the current one), with sizes; at most {LIST_LIMIT}."
+    description = f"List the files under a directory (default: the project's), with sizes; at most {LIST_LIMIT}."
     parameters = {"type": "object", "properties": {"path": {"type": "string", "description": "directory"}}}
 
     def run(self, args: dict[str, Any], ctx: Any = None) -> str | Outcome:
         if ctx is not None and ctx.workspace is not None:
             return list_in(ctx.workspace, args.get("path") or ".")
-        base = Path(args.get("path") or ".").expanduser()
+        base = _path({"path": args.get("path") or "."}, ctx)
         if base.is_file():
             return f"{args.get('path')} ({base.stat().st_size} bytes)"
         if not base.is_dir():

@@ -46,7 +46,7 @@ class ReadImage:
 
     def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
         path = args["path"]
-        data = read_bytes(path, IMAGE_LIMIT)
+        data = read_bytes(path, IMAGE_LIMIT, ctx.folder)
         url = f"data:{image_type(data, path)};base64,{base64.b64encode(data).decode('ascii')}"
         parts: list[dict[str, Any]] = [{"type": "text", "text": _question(args, IMAGE_QUESTION)},
                  {"type": "image_url", "image_url": {"url": url}}]
@@ -64,7 +64,7 @@ class ReadPdf:
 
     def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
         path = args["path"]
-        text = pdf_text(read_bytes(path, PDF_LIMIT), path)
+        text = pdf_text(read_bytes(path, PDF_LIMIT, ctx.folder), path)
         # The document first and the question last: models follow a question after a long text best.
         prompt = f"<document name={path!r}>\n{text}\n</document>\n\n{_question(args, PDF_QUESTION)}"
         return ask_model(ctx, prompt, path)
@@ -74,10 +74,13 @@ def _question(args: dict[str, Any], default: str) -> str:
     return (args.get("question") or "").strip() or default
 
 
-def read_bytes(path: str, limit: int) -> bytes:
-    """The whole file, refused with a clear message if it is missing, odd, empty or over `limit`."""
+def read_bytes(path: str, limit: int, folder: Path | None = None) -> bytes:
+    """The whole file (a relative `path` from the session's `folder`), refused with a clear message
+    if it is missing, odd, empty or over `limit`."""
     from ..sandbox import refuse_read
     target = Path(path).expanduser()
+    if folder is not None and not target.is_absolute():
+        target = folder / target
     if not path.strip():
         raise ToolError("path is empty")
     refuse_read(target, path)

@@ -58,7 +58,7 @@ COMMAND_PARAMETER = {"type": "string", "description": "the command line"}
 
 class ShellExec:
     name = "shell_exec"
-    description = ("Run a shell command (bash) in the current directory and return its output "
+    description = ("Run a shell command (bash) in the project directory and return its output "
                    "(stdout and stderr merged) followed by the exit code. stdin is closed: use "
                    "non-interactive flags. Background processes end when the command returns; to "
                    "keep a server running, start it with `setsid nohup CMD > log 2>&1 &` (outside "
@@ -80,9 +80,10 @@ class ShellExec:
         if ctx.workspace is not None:
             return run_named(ctx.workspace, args["command"])
         from ..approval import check_command
-        command, box = check_command(ctx.cfg, ctx.approvals, args["command"], args.get("escalate") or "")
+        command, box = check_command(ctx.cfg, ctx.approvals, args["command"], args.get("escalate") or "",
+                                     cwd=ctx.folder)
         return run_shell(command, ctx.cfg.shell_timeout, ctx.cfg.tool_output_limit,
-                         ctx.cancel, sandbox=box).for_model()
+                         ctx.cancel, sandbox=box, cwd=ctx.folder).for_model()
 
 
 def run_named(ws: "Workspace", name: str) -> Outcome:
@@ -116,10 +117,11 @@ def run_argv(argv: list[str], cwd: Path, timeout: float, sandbox: "Sandbox | Non
 def run_shell(command: str, timeout: float, output_limit: int,
               cancel: threading.Event | None = None,
               on_start: Callable[[subprocess.Popen], None] | None = None,
-              env: dict[str, str] | None = None, sandbox: "Sandbox | None" = None) -> ShellResult:
-    """Run `command` with bash in its own session; see run_process for the limits, the
-    environment and the sandbox."""
-    return run_process([SHELL, "-c", command], timeout, output_limit, cancel, on_start, env=env, sandbox=sandbox)
+              env: dict[str, str] | None = None, sandbox: "Sandbox | None" = None,
+              cwd: str | os.PathLike | None = None) -> ShellResult:
+    """Run `command` with bash in its own session, in `cwd` (the session's folder); see
+    run_process for the limits, the environment and the sandbox."""
+    return run_process([SHELL, "-c", command], timeout, output_limit, cancel, on_start, cwd, env, sandbox)
 
 
 def run_process(argv: list[str], timeout: float, output_limit: int,

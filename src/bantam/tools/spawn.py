@@ -13,6 +13,7 @@ from typing import Any
 
 from ..errors import LimitReached, ProviderError, ToolError
 from ..events import Event, OnEvent
+from ..limits import Limits, Turn
 from . import ToolContext, make_toolbox
 from .subagent import check_can_delegate, child_messages
 
@@ -68,7 +69,6 @@ class SpawnAgent:
 
 def spawn(ctx: ToolContext, task: str, checks: list[str], persistence: str, max_iter: int,
           label: str = "agent") -> dict:
-    from ..loop import Limits, Turn, run
     durable = ctx.durable if persistence == "durable" else None
     note = "durable needs a --thread run; this sub-agent ran ephemeral" \
         if persistence == "durable" and durable is None else ""
@@ -80,11 +80,11 @@ def spawn(ctx: ToolContext, task: str, checks: list[str], persistence: str, max_
     messages = (progress.read() if progress else []) or child_messages(ctx, task, instructions(checks))
     child = ctx.child(_serialized(ctx.on_event), label)
     box = make_toolbox(ctx.cfg.tools, child)
-    limits = Limits(max_iter, ctx.cfg.tool_budget, ctx.cfg.retry_delays)
+    limits = Limits.from_config(ctx.cfg, max_iterations=max_iter)  # the parent's limits, its own step count
     resumed = len(messages) > 2
     try:
-        assert ctx.provider is not None  # a toolbox with delegating tools always has one
-        turn = run(ctx.provider, messages, box, limits, child.on_event, progress.sync if progress else None)
+        assert ctx.provider is not None and ctx.run_loop is not None  # check_can_delegate saw both
+        turn = ctx.run_loop(ctx.provider, messages, box, limits, child.on_event, progress.sync if progress else None)
         status, output, unmet = read_report(turn.text, checks)
         steps = turn.steps
         ctx.add_child_usage(turn.usage)

@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import ToolError
+from ..limits import Limits
 from . import ToolContext, make_toolbox
 
 CHILD_NOTE = "\n\nImportant: this is a child agent"
@@ -18,13 +19,12 @@ class RunSubagent:
                                             "description": "the complete task for the child"}}}
 
     def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
-        from ..loop import Limits, run
         check_can_delegate(ctx)
         child_ctx = ctx.child(ctx.on_event, f"sub-agent {next(ctx.spawn_numbers) + 1}")
         messages = child_messages(ctx, args["prompt"])
         box = make_toolbox(ctx.cfg.tools, child_ctx)
-        assert ctx.provider is not None  # a toolbox with delegating tools always has one
-        turn = run(ctx.provider, messages, box, Limits.from_config(ctx.cfg), child_ctx.on_event)
+        assert ctx.provider is not None and ctx.run_loop is not None  # check_can_delegate saw both
+        turn = ctx.run_loop(ctx.provider, messages, box, Limits.from_config(ctx.cfg), child_ctx.on_event)
         ctx.add_child_usage(turn.usage)
         return turn.text
 
@@ -34,6 +34,8 @@ def check_can_delegate(ctx: ToolContext) -> None:
     """Children cannot start agents of their own (and nothing can without a model)."""
     if ctx.depth > 0 or ctx.provider is None:
         raise ToolError("a child agent cannot start another agent")
+    if ctx.run_loop is None:  # the tool was called outside loop.run, which hands itself down
+        raise ToolError("a sub-agent can be started only from an agent's turn")
 
 
 def child_messages(ctx: ToolContext, task: str, instructions: str = "") -> list[dict]:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import ipaddress
-import os
 import secrets
 import socket
 import sys
@@ -29,7 +28,7 @@ MIN_PASSWORD = 12  # web_password: shorter ones fall to guessing, however slowed
 
 
 def parser() -> argparse.ArgumentParser:
-    from ..cli import common_options
+    from ..options import common_options
     p = argparse.ArgumentParser(prog="bantam web", description="Chat with bantam and watch its work in a browser.")
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port to listen on (default {DEFAULT_PORT}; 0: any free one)")
     p.add_argument("--workspace", default=".", metavar="DIR",
@@ -44,54 +43,58 @@ def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     if not all(importlib.util.find_spec(name) for name in ("starlette", "uvicorn")):
         raise ConfigError("bantam web needs starlette and uvicorn: pip install -e '.[web]'")
-    from ..cli import flags as command_flags, load_config
+    from ..options import flags as command_flags, load_config
     load_config(args)  # a bad flag or config file stops here, with its one-line message
     flags = carried_flags(command_flags(args), Path(args.workspace))
-    os.chdir(open_workspace(Path(args.workspace)))  # tools, sessions and /cfg work there, as `bantam` would
-    return serve(flags, args.host, args.port, tuple(args.allow_host))
+    # the session's folder, a value: tools, sessions, /cfg and /run work there, as `bantam` would
+    # started in it; the process stays where it was started
+    folder = open_workspace(Path.cwd() / args.workspace)
+    return serve(flags, folder, args.host, args.port, tuple(args.allow_host))
 
 
 def open_workspace(path: Path) -> Path:
+    """The folder `--workspace` names, made when missing; absolute, its links resolved."""
     if not path.exists():
         path.mkdir(parents=True)
         print(f"bantam web: created {path}", file=sys.stderr)
     if not path.is_dir():
         raise ConfigError(f"--workspace {path}: not a directory")
-    return path
+    return path.resolve()
 
 
 def carried_flags(flags: dict[str, str], workspace: Path) -> dict[str, str]:
     """The workspace's own config file is used when it has one. When it has none, the config file
     of the directory `bantam web` was started in still applies (command-line flags win)."""
     from .. import config
-    if workspace.resolve() == Path.cwd().resolve() or config.read_config_file(workspace)[0] is not None:
+    here = Path.cwd()
+    if (here / workspace).resolve() == here.resolve() or config.read_config_file(here / workspace)[0] is not None:
         return flags
     from .. import trust
-    path, entries = config.read_config_file(".")
+    path, entries = config.read_config_file(here)
     # carried as flags, which outrank everything: so a boundary key only from a trusted file
     mine = path is not None and trust.is_trusted(path)
     return {**{key: value for key, value, _ in entries
                if mine or config.ALIASES.get(key, key) not in config.BOUNDARY_KEYS}, **flags}
 
 
-def serve(flags: dict[str, str], host: str, port: int, allowed: tuple[str, ...] = ()) -> int:
+def serve(flags: dict[str, str], folder: Path, host: str, port: int, allowed: tuple[str, ...] = ()) -> int:
     import uvicorn
 
     from .app import Keys, build_app
     from .files import FileView
     from .session import WebSession
 
-    password = str(session_password(flags) or "")
+    password = str(session_password(flags, folder) or "")
     if password and len(password) < MIN_PASSWORD:
         raise ConfigError(f"web_password: use at least {MIN_PASSWORD} characters (it has {len(password)})")
-    session = WebSession(flags)
+    session = WebSession(flags, folder)
     sock = listen(host, port)
     port = sock.getsockname()[1]
     # Listening beyond loopback is the user's choice of remote access: any Host then (as Jupyter's
     # allow_remote_access); on loopback only its own names, against DNS rebinding.
     hosts = tuple(h.lower() for h in allowed) + (() if is_loopback(host) else ("*",))
     keys = Keys(password or secrets.token_urlsafe(24), port, one_time=not password, hosts=hosts)
-    workspace = FileView(".", secrets=(session.cfg.api_key, password))
+    workspace = FileView(folder, secrets=(session.chat.cfg.api_key, password))
     app = build_app(session, workspace, keys)
     shown = f"[{host}]" if ":" in host else host
     link = f"http://{shown}:{port}/" + ("" if password else f"?token={keys.secret}")
@@ -115,10 +118,10 @@ def serve(flags: dict[str, str], host: str, port: int, allowed: tuple[str, ...] 
     return 0
 
 
-def session_password(flags: dict[str, str]) -> str:
-    """`web_password` from --set or the config file (a key of bantam's own: never sent to the API)."""
-    from .. import config
-    return config.load(flags).web_password
+def session_password(flags: dict[str, str], folder: Path) -> str:
+    """`web_password` from --set or the folder's config file (a key of bantam's own: never sent to the API)."""
+    from .. import session
+    return session.load_config(flags, folder).web_password
 
 
 def listen(host: str, port: int) -> socket.socket:

@@ -218,8 +218,8 @@ class Routes:
 
     def state(self, request: Request) -> Response:
         s = self.session
-        return JSONResponse({"view_key": self.keys.view, "model": s.cfg.model, "workspace": str(self.workspace.root),
-                             "session": s.autosave.id, "busy": s.job is not None})
+        return JSONResponse({"view_key": self.keys.view, "model": s.chat.cfg.model, "workspace": str(self.workspace.root),
+                             "session": s.chat.autosave.id, "busy": s.job is not None})
 
     async def events(self, request: Request) -> Response:
         """Server-sent events: the replayed log, then live events, until the page goes away."""
@@ -254,7 +254,7 @@ class Routes:
         return JSONResponse({"stopping": self.session.stop()})
 
     def sessions(self, request: Request) -> Response:
-        mine = self.session.autosave.id
+        mine = self.session.chat.autosave.id
         return JSONResponse([{"id": s.id, "updated": s.updated, "count": s.count, "summary": s.summary,
                               "project": s.project, "problem": s.problem, "current": s.id == mine}
                              for s in sessions.listing()])

@@ -1,8 +1,9 @@
-"""The chat behind the page: the terminal's Repl, with its input and output moved to the browser.
+"""The chat behind the page: a Conversation (conversation.py, the terminal's too), with its
+input and output in the browser.
 
-`WebSession` subclasses `Repl`, so a message, `!command` and every slash command go through
-`Repl.handle` exactly as in the terminal (sessions, compaction, /cfg, controlled runs). What
-changes is only where things go:
+`WebSession` owns a `Conversation`, so a message, `!command` and every slash command go through
+`Conversation.handle` exactly as in the terminal (sessions, compaction, /cfg, controlled runs).
+What the page supplies is only where things go:
 
 - events become JSON objects, kept in a log (so a page that connects late, or reloads, replays
   the conversation) and pushed to every open event stream;
@@ -15,7 +16,7 @@ Stop gives the Ctrl+C guarantee without signals (they reach only the main thread
 toolbox's cancel flag (shell commands and sub-agents poll it), shuts the sockets of the
 provider's in-flight responses (a request waiting on the model wakes at once), and the renderer
 raises KeyboardInterrupt at the worker's next event. The loop then rolls back the unfinished
-step, as it does for Ctrl+C, and `Repl.turn` saves the conversation without a partial message.
+step, as it does for Ctrl+C, and `Conversation.turn` saves it without a partial message.
 """
 from __future__ import annotations
 
@@ -25,14 +26,16 @@ import socket
 import sys
 import threading
 import traceback
+from pathlib import Path
 from typing import Any, Callable
 
 from .. import config
+from ..commands import trust_note
+from ..conversation import Conversation
 from ..envpolicy import redact
 from ..events import Done, Event, Reasoning, RequestStarted, Retry, Text, ToolCall, UsageReport
-from ..commands import trust_note
+from ..providers import ModelFacts
 from ..render import usage_line
-from ..repl import Repl
 from ..runs.chat import PAUSING
 
 # Events at which a stopped worker raises KeyboardInterrupt: the ones a turn emits while it still
@@ -103,39 +106,37 @@ class PageRenderer:
         self.emit({"type": "discard"})
 
 
-class WebSession(Repl):
-    continue_hint = "/continue resumes it, or pick one under Sessions"
-    background_runs = False  # the input's worker thread drives the run; Stop reaches it by run_pause
-
-    def __init__(self, flags: dict[str, str]):
+class WebSession:
+    def __init__(self, flags: dict[str, str], folder: Path):
         self.hub = Hub()
         self.log: list[dict] = []
         self.lock = self.hub.lock      # one lock for the log, the streams and the job state
         self.job: threading.Thread | None = None
         self.job_start = 0             # where the running input's events begin in the log
         self.stopping = threading.Event()
-        self.shell_cancel = self.stopping  # Stop (not SIGINT) ends a `!command`
         self.question: str | None = None
         self.answers: queue.Queue = queue.Queue()
         self.responses: list[Any] = []  # network streams of the provider's responses this job
-        super().__init__(flags, read=self.ask)
+        # the input's worker thread drives a run (background_runs=False): Stop reaches it by
+        # run_pause; Stop (not SIGINT) ends a `!command`
+        self.chat = Conversation(flags, folder, ask=self.ask, show=self.print, renderer=self.renderer,
+                                 background_runs=False, shell_cancel=self.stopping,
+                                 continue_hint="/continue resumes it, or pick one under Sessions")
         self.log = [self.reset_event()]
-        self.greet()
-        if note := trust_note():  # the terminal asks at start; the page says how
-            self.say(note)
+        self.chat.greet()
+        if note := trust_note(self.chat.folder):  # the terminal asks at start; the page says how
+            self.chat.say(note)
 
-    # --- Repl's outputs, redirected ---------------------------------------------------------
+    # --- the conversation's outputs, on the page -------------------------------------------
 
-    def configure(self, cfg: config.Config) -> None:
-        super().configure(cfg)
-        self.render = PageRenderer(self.emit, self.window, self.stopping)
-        self.toolbox.ctx.on_event = self.render
+    def renderer(self, cfg: config.Config, window: ModelFacts) -> PageRenderer:
+        return PageRenderer(self.emit, window, self.stopping)
 
     def print(self, text: str) -> None:
         self.emit({"type": "output", "text": text})
 
     def ask(self, question: str) -> str:
-        """Repl's `read` (the compaction question): the next input from the page answers it."""
+        """The conversation's questions (approvals, compaction): the next input from the page answers it."""
         with self.lock:
             if self.stopping.is_set():
                 raise KeyboardInterrupt
@@ -172,7 +173,7 @@ class WebSession(Repl):
             self.hub.add(loop, q)
 
     def reset_event(self) -> dict:
-        return {"type": "reset", "items": transcript(self.messages)}
+        return {"type": "reset", "items": transcript(self.chat.messages)}
 
     def state_event(self) -> dict:
         return {"type": "busy", "busy": self.job is not None, "question": self.question}
@@ -199,21 +200,22 @@ class WebSession(Repl):
         return "started"
 
     def work(self, line: str) -> None:
-        first = self.messages[1] if len(self.messages) > 1 else None
+        chat = self.chat
+        first = chat.messages[1] if len(chat.messages) > 1 else None
         is_turn = not line.lstrip().startswith(("/", "!"))
         try:
             # The context-window lookup that configure() starts may still be creating the
             # provider's HTTP client (the lazy property has no lock: two can be made, the last
             # one wins). Once it is done the client stays, and Stop can hook into it.
-            self.window()
-            track_responses(self.provider, self.responses, self.stopping)
+            chat.window()
+            track_responses(chat.provider, self.responses, self.stopping)
             if line.strip() == "/quit":
-                self.say("the page has no quit: close the tab, or stop `bantam web` with Ctrl+C")
+                chat.say("the page has no quit: close the tab, or stop `bantam web` with Ctrl+C")
             else:
-                self.handle(line.strip() if not is_turn else line)
+                chat.handle(line.strip() if not is_turn else line)
         except KeyboardInterrupt:  # a stop that landed outside turn()'s and command()'s own handling
-            self.render.reset()
-            self.say("interrupted")
+            chat.render.reset()
+            chat.say("interrupted")
         except Exception as e:  # a bug must not take the server down; the page hears what broke
             traceback.print_exc(file=sys.stderr)
             self.emit({"type": "error", "message": f"internal error: {type(e).__name__}: {e}"})
@@ -221,7 +223,8 @@ class WebSession(Repl):
             self.finish(first, is_turn)
 
     def finish(self, first: dict | None, is_turn: bool) -> None:
-        now = self.messages[1] if len(self.messages) > 1 else None
+        messages = self.chat.messages
+        now = messages[1] if len(messages) > 1 else None
         replaced = now is not first and not (first is None and is_turn)  # /clear, /load, /compact
         with self.lock:  # held throughout, so a new input cannot slip in before "not busy" is sent
             self.job = None
@@ -229,7 +232,7 @@ class WebSession(Repl):
                 # the page restarts from the conversation now, followed by what this input showed
                 tail = [e for e in self.log[self.job_start:] if e["type"] not in ("busy", "ask")]
                 self.log = []
-                self.emit({"type": "reset", "items": transcript(self.messages) + tail})
+                self.emit({"type": "reset", "items": transcript(messages) + tail})
             self.emit(self.state_event())
 
     def stop(self) -> bool:
@@ -237,12 +240,12 @@ class WebSession(Repl):
         with self.lock:
             if self.job is None:
                 return False
-            if self.run_active.is_set():  # a controlled run: paused at its next safe point, as /pause does
-                self.run_pause.set()
+            if self.chat.run_active.is_set():  # a controlled run: paused at its next safe point, as /pause does
+                self.chat.run_pause.set()
                 self.emit({"type": "notice", "message": PAUSING})
                 return True
             self.stopping.set()
-            self.toolbox.ctx.cancel.set()
+            self.chat.toolbox.ctx.cancel.set()
             if self.question is not None:
                 self.answers.put(_STOP)
             for stream in self.responses:
@@ -254,7 +257,7 @@ class WebSession(Repl):
         job = self.job
         if job is not None and self.stop():
             job.join(5)
-        self.save_auto()
+        self.chat.save_auto()
 
 
 def track_responses(provider: Any, found: list, stopping: threading.Event) -> None:
@@ -262,7 +265,7 @@ def track_responses(provider: Any, found: list, stopping: threading.Event) -> No
     shut its socket; and a response whose headers arrive after Stop ends the worker there (the
     hook runs in the worker's thread). httpx event hooks are public API; the local provider has
     no client, and its token stream meets the renderer's check instead."""
-    client = getattr(provider, "client", None)
+    client = provider.http_client()
     if client is None or not hasattr(client, "event_hooks"):
         return
 

@@ -1,0 +1,444 @@
+"""One chat with a person, whatever they type into: the conversation, the slash commands, `!`
+commands, controlled runs and autosave. The terminal (repl.py) and the browser (web/session.py)
+each own a Conversation and differ only in what they hand it:
+
+    chat = Conversation(flags, folder, ask=read_a_line, show=print_text, renderer=make_one)
+    chat.greet()
+    while ...: chat.handle(line)          # False: the person asked to quit
+
+- `ask(question)`: the next answer from the person (approvals, the compaction question);
+  KeyboardInterrupt or EOFError when there is none;
+- `show(text)`: output meant to be read as it is (a listing, a run's answer);
+- `renderer(cfg, window)`: what draws the loop's events, made again when the model changes;
+- `background_runs`: a controlled run works in a thread of its own (the terminal, whose reader
+  must go on so /pause reaches it), or in the caller's (the page, whose input already works in a
+  thread; its Stop sets `run_pause`);
+- `shell_cancel`: what stops a `!command` besides SIGINT (the page's Stop).
+
+Everything is bound to `folder` (the session's workspace, a value): two conversations with
+different folders run side by side in one process.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Callable
+
+from . import __version__, compact, config, session, sessions, undo
+from .approval import Approvals, terminal_ask
+from .commands import trust_project
+from .errors import BantamError, ConfigError, LimitReached, ProviderError
+from .events import Done, Error, Notice, Usage, quiet
+from .envpolicy import user_env
+from .mcp.cli import mcp_command
+from .providers import ModelFacts, context_window_later, make_provider
+from .render import Renderer
+from .sanitize import terminal_safe
+from .tools.shell import run_shell
+
+COMPACT_AT = 0.6  # offer compaction when the context is this full (seed 001)
+HELP = """\
+/save [name]        save the conversation (default name: this project's session) with a summary
+/continue, /cont    load this project's session
+/list               saved sessions, newest first (* marks this project's)
+/load <id>          load a session by id or unique prefix
+/compact            summarise the conversation and continue from the summary
+/cfg <key> [value]  show or set a configuration key (written to .bantam.cfg); /cfg lists them all
+/cfg --global <key> <value>  set it in ~/.config/bantam/config, for every project
+/model [name]       show or set the model
+/endpoint [url]     show or set the API endpoint
+/models             the endpoint's models, the current one marked with *
+/cost               what this session has cost, when the model list gives prices (OpenRouter)
+/sandbox            the boundary around the model's commands, and when you are asked
+!<command>          run a shell command; its output is not added to the conversation
+/run GOAL           start a controlled run in ./runs/ (options: --workspace DIR --config FILE --scripted FILE)
+/fix ERROR          a correction run on the last run's goal and workspace
+/pause              pause the working run at its next step (so does Ctrl+C); /resume continues
+/resume [--retry-blocked]  continue the last run
+/status             the last run's progress, budgets and completion state
+/files              the files in the last run's workspace
+/mcp [trust]        MCP servers, their state and tools; trust: the same as /trust
+/trust              trust this project's files as they are now (.bantam.cfg, .mcp.json, tools folder)
+/undo [N]           take back the file changes of the last N turns (default 1), shell commands' included
+/rewind [N]         the same, and the conversation goes back to before those turns
+/clear              start a new conversation
+/help               this list
+/quit               exit (so does Ctrl+D on an empty line)
+Enter sends, Ctrl+J starts a new line, Ctrl+C clears the line or stops a running turn."""
+
+# What may be typed while a controlled run works in the background; anything else waits for it.
+WHILE_A_RUN_WORKS = ("/pause", "/status", "/files", "/help", "/quit")
+ALIASES = {"/cont": "continue"}
+
+MakeRenderer = Callable[[config.Config, ModelFacts], Renderer]
+
+
+class Conversation:
+    def __init__(self, flags: dict[str, str], folder: Path, *, ask: Callable[[str], str],
+                 show: Callable[[str], None], renderer: MakeRenderer, background_runs: bool = True,
+                 shell_cancel: threading.Event | None = None, continue_hint: str = "/continue resumes it"):
+        self.flags = dict(flags)
+        self.folder = session.workspace(folder)
+        self.ask, self.show, self.make_renderer = ask, show, renderer
+        self.background_runs, self.shell_cancel, self.continue_hint = background_runs, shell_cancel, continue_hint
+        self.autosave = sessions.Autosave(self.folder)
+        self.changed = False  # only a conversation this process touched is autosaved
+        self.last_run: Path | None = None  # the controlled run this conversation started or resumed
+        self.run_pause = threading.Event()   # set: the working run pauses at its next safe point
+        self.run_active = threading.Event()  # set while a controlled run works
+        self.run_job: threading.Thread | None = None
+        self.messages: list[dict] = []
+        # the person approves through the same channel they answer on; "always" lasts the conversation
+        self.approvals = Approvals(terminal_ask(lambda q: self.ask(q), self.say))
+        self.configure(session.load_config(self.flags, self.folder))
+        self.messages = [self.system()]
+
+    def configure(self, cfg: config.Config) -> None:
+        """A new configuration (at start, /cfg, /trust): a new provider, renderer and session."""
+        self.cfg = cfg
+        self.provider = make_provider(cfg)
+        self.window = context_window_later(self.provider, cfg)
+        spent = getattr(getattr(self, "render", None), "session_cost", 0.0)
+        self.render: Renderer = self.make_renderer(cfg, self.window)
+        if hasattr(self.render, "session_cost"):
+            self.render.session_cost = spent  # a new model or endpoint: the session's cost goes on
+        self.session = session.build(cfg, self.folder, on_event=self.render, provider=self.provider,
+                                     approvals=self.approvals, undo=self.undo_key())
+        self.toolbox = self.session.toolbox
+        if self.messages:
+            self.messages[0] = self.system()
+
+    def system(self) -> dict:
+        return {"role": "system", "content": self.session.system}
+
+    def undo_key(self) -> str:
+        """Where this conversation's turns are recorded for /undo (the project's session)."""
+        return undo.session_key(self.autosave.id)
+
+    def greet(self) -> None:
+        where = "this machine" if self.cfg.provider == "local" else self.cfg.endpoint
+        self.say(f"bantam {__version__} · {self.provider.model} at {where} · /help for commands")
+        if self.cfg.embedded:
+            self.say(config.EMBEDDED_NOTICE)
+        self.cmd_sandbox("")
+        if sessions.exists(self.autosave.id):
+            self.say("this project has a saved conversation: " + self.continue_hint)
+
+    # --- one input -------------------------------------------------------------------------
+
+    def handle(self, line: str) -> bool:
+        """Act on one input; False to quit."""
+        if line.startswith("!"):
+            self.shell(line[1:].strip())
+            return True
+        name, _, arg = line.partition(" ")
+        if self.run_active.is_set() and name not in WHILE_A_RUN_WORKS:
+            from .runs.chat import RUN_BUSY
+            self.say(RUN_BUSY)
+            return True
+        if line.startswith("/") and "/" not in name[1:]:
+            return self.command(name, arg.strip())
+        self.turn(line)
+        return True
+
+    def turn(self, prompt: str) -> None:
+        self.messages.append({"role": "user", "content": prompt})
+        self.changed = True
+        try:
+            done = self.session.run(self.messages, lambda _: self.save_auto())  # appended after every step
+            self.render(Done(text=done.text, usage=done.usage))
+        except KeyboardInterrupt:
+            self.render.reset()
+            self.say("interrupted")
+            return self.save_auto()
+        except (ProviderError, LimitReached) as e:
+            self.render(Error(message=str(e)))
+            return self.save_auto()
+        self.save_auto()
+        self.offer_compaction(done.usage.context_tokens)
+
+    def offer_compaction(self, tokens: int) -> None:
+        window = self.window()
+        if not tokens or tokens < COMPACT_AT * window:
+            return
+        question = (f"Context usage is at {100 * tokens / window:.1f}% ({tokens} / {window} tokens). "
+                    "Compact conversation? [Y/n]: ")
+        try:
+            answer = self.ask(question).strip().lower()
+        except (KeyboardInterrupt, EOFError):
+            return
+        if answer in ("", "y", "yes"):
+            self.cmd_compact("")
+
+    def shell(self, command: str) -> None:
+        if not command:
+            return self.say("usage: !<command>")
+        try:
+            result = run_shell(command, self.cfg.shell_timeout, self.cfg.tool_output_limit, self.shell_cancel,
+                               env=user_env(), cwd=self.folder)  # the user's own command: the user's environment
+        except KeyboardInterrupt:
+            return self.say("interrupted")
+        self.show(result.output.rstrip("\n"))
+        self.say(f"exit: {result.exit_code}")
+
+    # --- commands --------------------------------------------------------------------------
+
+    def command(self, name: str, arg: str) -> bool:
+        if name == "/quit":
+            return False
+        handler: Callable[[str], None] | None = getattr(self, "cmd_" + ALIASES.get(name, name[1:]), None)
+        if handler is None:
+            self.say(f"unknown command {name}; /help lists the commands")
+            return True
+        try:
+            handler(arg)
+        except KeyboardInterrupt:
+            self.render.reset()
+            self.say("interrupted")
+        except BantamError as e:
+            self.render(Error(message=str(e)))
+        return True
+
+    def cmd_help(self, arg: str) -> None:
+        self.show(HELP)
+
+    def cmd_mcp(self, arg: str) -> None:
+        if arg == "trust":
+            return self.cmd_trust("")
+        self.show(mcp_command(arg, self.cfg, self.toolbox))
+
+    def cmd_trust(self, arg: str) -> None:
+        self.show(trust_project(self.folder))
+        self.trusted()
+
+    def trusted(self) -> None:
+        """The project was just trusted: its boundary keys apply and its MCP servers start."""
+        self.configure(session.load_config(self.flags, self.folder))
+        self.cmd_sandbox("")
+        self.show(mcp_command("", self.cfg, self.toolbox))
+
+    def cmd_undo(self, arg: str) -> None:
+        self.take_back(arg, rewind=False)
+
+    def cmd_rewind(self, arg: str) -> None:
+        self.take_back(arg, rewind=True)
+
+    def take_back(self, arg: str, rewind: bool) -> None:
+        """/undo N and /rewind N: show what will be restored and removed, ask, then do it. A file
+        changed by hand since the turn is overwritten only when the person says so."""
+        word = "rewind" if rewind else "undo"
+        if arg.strip() and not (arg.strip().isdigit() and int(arg) > 0):
+            return self.say(f"usage: /{word} [N]  (N turns, default 1)")
+        try:
+            p = undo.plan(self.undo_key(), int(arg or 1))
+        except undo.UndoError as e:
+            return self.say(str(e))
+        self.show("\n".join(p.lines()))
+        question = ("overwrite your own changes to the files above too? [y/N] " if p.conflicts
+                    else f"{word} this? [Y/n] ")
+        try:
+            answer = self.ask(question).strip().lower()
+        except (KeyboardInterrupt, EOFError):
+            answer = "n"
+        if answer not in (("y", "yes") if p.conflicts else ("", "y", "yes")):
+            return self.say("nothing was changed")
+        for path in undo.apply(p, force=bool(p.conflicts)):
+            self.say(f"not restored: {path}")
+        if rewind:
+            del self.messages[1 + p.cut:]  # the system prompt stays; the model forgets those turns
+            self.changed = True
+            self.save_auto()
+            self.say(f"undone; the conversation is back before that turn ({len(self.messages) - 1} messages)")
+        else:
+            self.say("undone (the conversation still remembers those turns; /rewind forgets them too)")
+
+    def cmd_cost(self, arg: str) -> None:
+        spent = getattr(self.render, "session_cost", 0.0)
+        priced = self.window.cost(Usage()) is not None
+        self.say(f"this session: ${spent:.4f}" if priced else
+                 "no prices known: the endpoint's model list gives none for this model")
+
+    def cmd_sandbox(self, arg: str) -> None:
+        self.say(f"{self.session.sandbox().describe()}; approval={self.cfg.approval}")
+
+    def cmd_models(self, arg: str) -> None:
+        for name in self.provider.list_models():
+            self.show(f"{'*' if name == self.cfg.model else ' '} {name}")
+
+    def cmd_model(self, arg: str) -> None:
+        self.cmd_cfg(f"model {arg}")
+
+    def cmd_endpoint(self, arg: str) -> None:
+        self.cmd_cfg(f"endpoint {arg}")
+
+    def cmd_cfg(self, arg: str) -> None:
+        user = arg.startswith("--global ")  # into ~/.config/bantam/config, for every project
+        key, _, value = arg.removeprefix("--global ").strip().partition(" ")
+        if not key:
+            for name in config.known_keys():
+                self.show(f"{name}={self.shown(name)}")
+            for name, v in self.cfg.forward.items():
+                self.show(f"{name}={v}")
+            return
+        if not value.strip():
+            return self.show(f"{key}={self.shown(key)}")
+        path = config.write_value(key, value.strip(), self.folder, user=user)
+        self.flags.pop(key, None)  # the value just set must win over a flag given at start
+        self.configure(session.load_config(self.flags, self.folder))
+        self.say(f"{key}={self.shown(key)} (written to {path if user else path.name})")
+        if self.cfg.warning:  # e.g. a project endpoint your environment's key is not sent to
+            self.say(f"warning: {self.cfg.warning}")
+
+    def shown(self, key: str) -> str:
+        if key == "api_key":
+            return "***" if self.cfg.api_key else ""
+        value = getattr(self.cfg, key, self.cfg.forward.get(key, ""))
+        if isinstance(value, tuple):
+            return ",".join(f"{v:g}" if isinstance(v, float) else str(v) for v in value)
+        return "" if value is None else str(value).lower() if isinstance(value, bool) else f"{value:g}" \
+            if isinstance(value, float) else str(value)
+
+    # --- the conversation on disk ----------------------------------------------------------
+
+    def cmd_clear(self, arg: str) -> None:
+        self.messages[:] = [self.system()]
+        self.changed = True
+        self.save_auto()
+        self.say("conversation cleared")
+
+    def cmd_save(self, arg: str) -> None:
+        name = sessions.check_id(arg) if arg else self.autosave.id
+        try:
+            summary = compact.ask(self.provider, self.messages, compact.SUMMARY_PROMPT,
+                                  self.cfg.retry_delays, quiet(self.render))
+        except ProviderError as e:
+            summary = ""
+            self.say(f"no summary from the model ({e}); using the first request")
+        path = sessions.save(name, self.messages, summary=" ".join(summary.split())[:200],
+                             model=self.cfg.model, secret=self.cfg.api_key, project=self.folder)
+        if name == self.autosave.id:
+            self.autosave.adopt()
+        self.say(f"saved {len(self.messages)} messages to {path}")
+
+    def cmd_continue(self, arg: str) -> None:
+        self.load(self.autosave.id)
+
+    def cmd_load(self, arg: str) -> None:
+        if not arg:
+            raise ConfigError("usage: /load <id or unique prefix>; /list shows the ids")
+        self.load(arg)
+
+    def load(self, key: str) -> None:
+        try:
+            if key == self.autosave.id:  # read by autosave itself, so that its next save appends
+                found, messages = key, self.autosave.resume(self.say)
+            else:
+                found, messages = sessions.load(key, self.say)
+        except sessions.SessionError as e:
+            if key == self.autosave.id and "no session" in str(e):
+                raise sessions.SessionError("no saved conversation for this project yet") from None
+            raise
+        if found == self.autosave.id:
+            self.autosave.adopt()
+        self.messages[:] = [self.system()] + [m for m in messages if m.get("role") != "system"]
+        self.changed = True
+        self.save_auto()
+        self.say(f"loaded {found}: {len(self.messages)} messages")
+
+    def cmd_list(self, arg: str) -> None:
+        rows = sessions.listing()
+        if not rows:
+            self.show("no saved sessions")
+        for s in rows:
+            mark = "*" if s.id == self.autosave.id else " "
+            when = time.strftime("%Y-%m-%d %H:%M", time.localtime(s.updated))
+            what = f"unreadable: {s.problem}" if s.problem else f"{s.count:4d} msgs  {s.summary}"
+            self.show(f"{mark} {s.id}  {when}  {what}")
+
+    def cmd_compact(self, arg: str) -> None:
+        before = len(self.messages)
+        if before <= 2:
+            return self.say("nothing to compact yet")
+        compact.compact(self.provider, self.messages, self.cfg.retry_delays, quiet(self.render),
+                        str(self.folder))
+        self.changed = True
+        self.save_auto()
+        self.say(f"compacted {before} messages into {len(self.messages)}")
+
+    def save_auto(self) -> None:
+        if not self.changed:
+            return
+        warning = self.autosave(self.messages, model=self.cfg.model, secret=self.cfg.api_key)
+        if warning:
+            self.render(Error(message=warning))
+
+    # --- controlled runs (seed 002): /pause (Ctrl+C, the page's Stop) pauses one -----------
+
+    def cmd_run(self, arg: str) -> None:
+        from .runs import chat
+        self.controlled(lambda pause: chat.start(self.flags, self.folder, arg, self.render, pause))
+
+    def cmd_fix(self, arg: str) -> None:
+        from .runs import chat
+        self.controlled(lambda pause: chat.fix(self.flags, self.folder, self.last_run, arg, self.render, pause))
+
+    def cmd_resume(self, arg: str) -> None:
+        from .runs import chat
+        self.controlled(lambda pause: chat.resume(self.flags, self.folder, self.last_run, arg, self.render, pause))
+
+    def cmd_pause(self, arg: str) -> None:
+        from .runs.chat import NOT_RUNNING, PAUSING
+        if not self.run_active.is_set():
+            return self.say(NOT_RUNNING)
+        self.run_pause.set()
+        self.say(PAUSING)
+
+    def cmd_status(self, arg: str) -> None:
+        from .runs import chat
+        self.show(chat.status(self.folder, self.last_run))
+
+    def cmd_files(self, arg: str) -> None:
+        from .runs import chat
+        self.show(chat.files(self.folder, self.last_run))
+
+    def controlled(self, work: Callable[[threading.Event], tuple]) -> None:
+        """Drive a run: in a background thread (the terminal reads on, so /pause reaches it), or
+        here (the page, whose input already works in a thread; its Stop sets the same event)."""
+        self.run_pause.clear()
+        self.run_active.set()
+        if not self.background_runs:
+            return self.drive_run(work)
+        self.run_job = threading.Thread(target=self.drive_run, args=(work,), name="bantam-run", daemon=True)
+        self.run_job.start()
+
+    def drive_run(self, work: Callable[[threading.Event], tuple]) -> None:
+        try:
+            try:
+                outcome = work(self.run_pause)
+                self.last_run = outcome[0]
+            finally:
+                self.run_active.clear()  # before the outcome shows: whoever reads it may /resume at once
+        except BantamError as e:
+            if not self.background_runs:
+                raise
+            return self.render(Error(message=str(e)))
+        self.run_outcome(outcome)
+
+    def run_outcome(self, outcome: tuple) -> None:
+        self.last_run, answer, line = outcome
+        if answer:
+            self.show(terminal_safe(answer))  # the model's text: no escape sequences
+        self.say(line)
+
+    def end_run(self) -> None:
+        """On the way out: a working run is paused at its next step (resumable), then waited for."""
+        if self.run_job is None or not self.run_job.is_alive():
+            return
+        self.cmd_pause("")
+        self.run_job.join()
+
+    # --- output ----------------------------------------------------------------------------
+
+    def say(self, text: str) -> None:
+        self.render(Notice(message=text))

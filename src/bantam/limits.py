@@ -1,0 +1,32 @@
+"""What bounds one agent's turn (`Limits`, from the configuration) and what a turn gives back
+(`Turn`). Below the tools and the loop: the loop runs under them, and a tool that starts a
+sub-agent builds its child's from the same configuration."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .config import FIBONACCI_DELAYS, Config
+from .events import Usage
+
+
+@dataclass(frozen=True)
+class Limits:
+    # the configuration's defaults, one value each (config.py's knobs)
+    max_iterations: int = Config.max_al_iterations  # model requests per turn
+    tool_budget: int = Config.tool_budget           # tool calls per turn
+    retry_delays: tuple[float, ...] = FIBONACCI_DELAYS
+    max_tokens_limit: int = Config.max_tokens_limit  # a cut answer is asked again with doubled max_tokens, up to this
+
+    @classmethod
+    def from_config(cls, cfg: Config, max_iterations: int | None = None) -> "Limits":
+        """The configured limits; every agent's come from here (a sub-agent may take fewer steps)."""
+        return cls(max_iterations or cfg.max_al_iterations, cfg.tool_budget, cfg.retry_delays,
+                   cfg.max_tokens_limit)
+
+
+@dataclass
+class Turn:
+    text: str                   # the final answer (or the last text seen, when a limit stopped it)
+    usage: Usage = field(default_factory=Usage)
+    steps: int = 0              # model requests made
+    finish_reason: str = ""      # the last reply's, as the server said it ("stop", "length", "content_filter")

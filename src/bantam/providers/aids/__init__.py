@@ -1,0 +1,172 @@
+"""Aids for a small local model: a profile of data per model family, and a small interface.
+
+A 135M model copies what it sees and invents what it is not held to. What helps one model (a
+worked exchange, a tool call first, commands held to known programs and given words, answers made
+of the result's words) is a cage for a capable one, so the aids are a profile per model, as
+pydantic-ai keeps per-model quirks as profiles: the word lists, patterns, worked exchanges and
+switches are data in profiles.json, keyed by profile name; the code here only applies them.
+
+The runtime (local.py) asks four things of an `Aids`:
+- `examples(tools, messages)`: worked exchanges to show after the system prompt;
+- `call_first(messages)`: must this reply be a tool call (the request plainly needs the machine)?
+- `tools(tools, messages, workspace, shown)`: the tool schemas, their arguments held to what this
+  request and the session's workspace name (`shown`: the shorter form the prompt prints);
+- `answer(messages)`: the grammar rule an answer must follow.
+`local_aids=auto` gives the bundled model its profile and a `model_path=` GGUF none; `off` none;
+a profile's name that profile, for any model.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, fields, replace
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from ...errors import ConfigError
+from ..local_format import ANY_ANSWER, call_text, result_text
+from . import shaping
+
+PROFILES = Path(__file__).with_name("profiles.json")
+OFF, AUTO = "off", "auto"
+
+
+@dataclass(frozen=True)
+class Profile:
+    """One model family's aids, as profiles.json writes them (see the field comments there)."""
+    name: str
+    about: str = ""
+    models: tuple[str, ...] = ()         # file names (without .gguf) that `auto` gives this profile
+    example: bool = False                # show the worked exchange nearest the request
+    call_first: bool = False             # a request that needs the machine gets a tool call first
+    commands: bool = False               # commands and paths held to known programs and given words
+    grounded: bool = False               # an answer after a tool result uses its words
+    cite: bool = False                   # ... and cites one word only the result has
+    exchanges: tuple[dict, ...] = ()     # {request, tool, arguments, result, answer}
+    machine_words: str = "$^"            # a request that matches needs the machine (regex)
+    run_words: str = "$^"                # a request that matches asks to run what it quotes (regex)
+    programs: tuple[str, ...] = ()       # what a command may start with
+    makers: tuple[str, ...] = ()         # of them, the programs that make the files they are given
+    glue: tuple[str, ...] = ()           # words an answer may use besides the evidence's
+    function_words: tuple[str, ...] = () # words that do not count when matching a request to an example
+    evidence_words: int = 400            # at most this many distinct words from the results
+    cite_within: int = 5                 # the answer's first fact comes within this many words
+    names_allowed: int = 200             # names of the workspace a command or path may use
+    names_shown: int = 16                # of them, how many the prompt's copy of the pattern prints
+
+    def but(self, **changes: Any) -> "Profile":
+        """This profile with some aids switched (bench/bench_local.py measures each one's gain)."""
+        return replace(self, **changes)
+
+
+def profiles() -> dict[str, Profile]:
+    """Every bundled profile by name."""
+    return dict(_profiles())
+
+
+@cache
+def _profiles() -> tuple[tuple[str, Profile], ...]:
+    data = json.loads(PROFILES.read_text(encoding="utf-8"))
+    known = {f.name for f in fields(Profile)} - {"name"}
+    return tuple((name, Profile(name, **_fields(values, known))) for name, values in data.items())
+
+
+def _fields(values: dict[str, Any], known: set[str]) -> dict[str, Any]:
+    """A profile's data as Profile's fields (lists as tuples: a profile is a frozen value)."""
+    unknown = set(values) - known
+    if unknown:  # a typo in the data would silently switch an aid off
+        raise ValueError(f"{PROFILES}: unknown profile fields {sorted(unknown)}")
+    return {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
+
+
+def resolve(setting: str, model_file: Path, own_model: bool) -> "Aids":
+    """The aids `local_aids=setting` gives the model in `model_file`; `own_model`: the user named
+    it with model_path= (auto gives such a file none: the aids would cage a capable model)."""
+    known = profiles()
+    if setting == OFF or (setting == AUTO and own_model):
+        return NO_AIDS
+    if setting == AUTO:
+        stem = model_file.name.split(".")[0]
+        found = next((p for p in known.values() if stem in p.models), None)
+        return Aids(found) if found else NO_AIDS
+    if setting not in known:
+        raise ConfigError(f"local_aids: no profile {setting!r} (auto, off, or one of: {', '.join(known)})")
+    return Aids(known[setting])
+
+
+class Aids:
+    """A profile applied to requests; `Aids(None)` (NO_AIDS) changes nothing."""
+
+    def __init__(self, profile: Profile | None):
+        self.profile = profile
+        p = profile or Profile(name=OFF)
+        self._machine = re.compile(p.machine_words, re.I)
+        self._run = re.compile(p.run_words, re.I)
+
+    def examples(self, tools: list[dict], messages: list[dict]) -> list[dict]:
+        """The worked exchange whose request shares the most words with the conversation's first
+        request (function words do not count; on a tie the last of the profile's), among those
+        whose tool is offered: the model copies the example it saw, so it is shown only the nearest
+        one. Measured on the evaluation set: with both shown, the 135M model read no number (0/5,
+        it ran `echo` or `ls` on the file); with the nearest only, 5/5. (Shown with read_file and
+        list_files instead, it copied the example's own path into every call: 1/25 against 6/25.)
+        The first request, not the latest, so that the conversation's prefix, and its saved
+        state, stay the same from turn to turn."""
+        p = self.profile
+        names = {t["function"]["name"] for t in tools}
+        shown = [e for e in (p.exchanges if p and p.example else ()) if e["tool"] in names]
+        if not p or not shown:
+            return []
+        request = next((m.get("content") for m in messages if m.get("role") == "user"), "")
+        asked = self._content_words(request if isinstance(request, str) else "")
+        nearest = max(reversed(shown), key=lambda e: len(asked & self._content_words(e["request"])))
+        return [{"role": "user", "content": nearest["request"]},
+                {"role": "assistant", "content": call_text(nearest["tool"], nearest["arguments"])},
+                {"role": "user", "content": result_text(nearest["result"])},
+                {"role": "assistant", "content": nearest["answer"]}]
+
+    def call_first(self, messages: list[dict]) -> bool:
+        """Is this the start of a turn (the last message is the user's) whose request names a file,
+        a path or a command, or asks to run, list or count something? Then the first reply is a
+        tool call (grammar-forced), not a guess."""
+        if not (self.profile and self.profile.call_first):
+            return False
+        last = messages[-1] if messages else {}
+        content = last.get("content")
+        return last.get("role") == "user" and isinstance(content, str) and bool(self._machine.search(content))
+
+    def tools(self, tools: list[dict], messages: list[dict], workspace: Path | None,
+              shown: bool = False) -> list[dict]:
+        """The tool schemas with shell_exec's command and the file tools' paths held to what this
+        request and `workspace` name (shaping.known_commands); None: no workspace, no names. With
+        `shown`, the copy the prompt prints: the same pattern, with fewer of the workspace's names
+        (the grammar allows them all; the model reads the pattern's shape, and a big folder's
+        names repeated in it took half the bundled model's window)."""
+        p = self.profile
+        if not (p and p.commands):
+            return tools
+        request = _request(messages)
+        names = shaping.names(workspace, p.names_allowed) if workspace is not None else []
+        if shown:
+            names = shaping.shown(names, p.names_shown, shaping.words(request))
+        return shaping.known_commands(tools, messages, names, p, bool(self._run.search(request)))
+
+    def answer(self, messages: list[dict]) -> str:
+        """The GBNF rule an answer follows: after a tool result, with `grounded`, the words of the
+        result and the request (shaping.grounded_answer); else any text."""
+        p = self.profile
+        return shaping.grounded_answer(messages, p) if p and p.grounded else ANY_ANSWER
+
+    def _content_words(self, text: str) -> set[str]:
+        skip = set(self.profile.function_words) if self.profile else set()
+        return {w for w in shaping.words(text.lower()) if w not in skip}
+
+
+def _request(messages: list[dict]) -> str:
+    """The latest request's text."""
+    request = next((m.get("content") for m in reversed(messages) if m.get("role") == "user"), "")
+    return request if isinstance(request, str) else ""
+
+
+NO_AIDS = Aids(None)

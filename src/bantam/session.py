@@ -1,0 +1,113 @@
+"""One place that builds a session: a configuration and a folder made into what the loop needs.
+
+    cfg = session.load_config(flags, folder)
+    s = session.build(cfg, folder, on_event=render)       # provider, tools (+ MCP), prompt
+    turn = s.run([*s.messages(), {"role": "user", "content": "..."}])
+
+The folder is the session's workspace, a value: shell commands start in it, relative paths are
+read and written from it, the sandbox's writable roots, the approvals, the project's AGENTS.md
+and config file, its trust and its `.mcp.json` are all taken from it. Nothing here or below reads
+the process's folder, so two sessions with different folders run side by side in one process.
+Only a front end (cli, oneshot, repl, web, batch, daemon) turns the user's folder into one.
+
+Front ends differ only by explicit parameters: who approves (`approvals`), which tools
+(`tools`, or a `toolbox` of their own as the daemon has), which prompt (`system`), whether MCP
+servers' tools are added (`with_mcp`), whether a model is needed at all (`with_model`).
+"""
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import config, loop, mcp
+from .approval import Approvals
+from .config import Config
+from .events import OnEvent, ignore
+from .prompt import system_prompt
+from .providers import Provider, make_provider
+from .sandbox import Sandbox
+from .tools import ToolContext, Toolbox, make_toolbox
+
+
+@dataclass
+class Session:
+    """What one conversation needs, all of it bound to one folder."""
+    cfg: Config
+    folder: Path
+    provider: Provider | None
+    system: str
+    toolbox: Toolbox
+    undo: str | None = None  # the conversation's undo key (undo.thread_key/session_key): its turns are recorded
+
+    @property
+    def approvals(self) -> Approvals:
+        return self.toolbox.ctx.approvals
+
+    @property
+    def limits(self) -> loop.Limits:
+        return loop.Limits.from_config(self.cfg)
+
+    def sandbox(self) -> Sandbox:
+        """The boundary around this session's commands (its writable roots are placed from the folder)."""
+        return Sandbox.for_config(self.cfg, self.folder)
+
+    def messages(self, history: Iterable[dict] = ()) -> list[dict]:
+        """A conversation: this session's system prompt, then `history` (any system message in it dropped)."""
+        return [{"role": "system", "content": self.system}, *(m for m in history if m.get("role") != "system")]
+
+    def run(self, messages: list[dict], save: Callable[[list[dict]], Any] | None = None) -> loop.Turn:
+        """One turn of the core loop on `messages` (extended in place), with this session's tools and limits."""
+        if self.provider is None:
+            raise ValueError("this session was built without a model (with_model=False)")
+        return loop.run(self.provider, messages, self.toolbox, self.limits, self.toolbox.ctx.on_event, save,
+                        self.guards())
+
+    def guards(self) -> list[loop.Guard]:
+        """A turn's policy: the default guards, and the undo recorder when this session records."""
+        guards = loop.default_guards(self.limits)
+        if self.undo and self.cfg.undo_keep:
+            from .undo import UndoGuard
+            guards.append(UndoGuard(self.undo, self.folder, self.cfg.undo_keep, self.toolbox.ctx.on_event))
+        return guards
+
+
+def workspace(folder: str | os.PathLike) -> Path:
+    """A session's folder: absolute, as the front end chose it (a relative one would be read
+    against whatever the process's folder happens to be)."""
+    path = Path(folder)
+    if not path.is_absolute():
+        raise ValueError(f"a session's folder must be absolute, got {os.fspath(folder)!r}")
+    return path
+
+
+def load_config(flags: Mapping[str, str] | None, folder: str | os.PathLike, **options: Any) -> Config:
+    """The configuration of a session in `folder`: that project's config file (when trusted, its
+    boundary keys), the user's, the environment, the flags."""
+    return config.load(flags, directory=workspace(folder), **options)
+
+
+def build(cfg: Config, folder: str | os.PathLike, *, on_event: OnEvent = ignore,
+          provider: Provider | None = None, with_model: bool = True, approvals: Approvals | None = None,
+          tools: Iterable[str] | None = None, system: str | None = None, with_mcp: bool = True,
+          toolbox: Callable[[ToolContext], Toolbox] | None = None, durable: Any = None,
+          cancel: threading.Event | None = None, undo: str | None = None) -> Session:
+    """A session in `folder`. `provider`: the model (None: made from `cfg`; with_model=False: none,
+    a tools-only session). `tools`: the core tools offered (default `cfg.tools`); `toolbox`: a front end's own
+    toolbox from the context instead (the daemon's). `system`: the prompt (default: built from
+    `cfg` and the folder's AGENTS.md). `with_mcp`: the MCP servers' tools are added to this
+    toolbox and every child's (when `cfg.mcp` and a server is configured). `undo`: the key its
+    turns' file changes are recorded under, for `bantam undo` (bantam.undo; None: not recorded)."""
+    where = workspace(folder)
+    model = provider if provider is not None or not with_model else make_provider(cfg)
+    approvals = approvals if approvals is not None else Approvals()
+    prompt = system if system is not None else system_prompt(cfg, where, can_ask=approvals.ask is not None)
+    ctx = ToolContext(cfg, model, prompt, on_event, approvals=approvals, folder=where, durable=durable,
+                      extend=mcp.offer if with_mcp else None, run_loop=loop.run)
+    if cancel is not None:
+        ctx.cancel = cancel
+    box = toolbox(ctx) if toolbox is not None else make_toolbox(tuple(cfg.tools if tools is None else tools), ctx)
+    return Session(cfg, where, model, prompt, box, undo)

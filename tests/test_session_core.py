@@ -1,0 +1,133 @@
+"""The workspace is a value (issue 29): sessions built by bantam.session carry their folder down
+to the tools, the sandbox and the prompt, so two of them run side by side in one process and
+neither sees the other's folder, nor moves the process's."""
+import json
+import os
+import re
+import threading
+from pathlib import Path
+
+from bantam import session
+from bantam.providers import Reply
+
+SRC = Path(__file__).resolve().parent.parent / "src" / "bantam"
+
+
+class Scripted:
+    """An in-process model that answers with a fixed list of tool calls, then a final text, and
+    keeps what it was sent. The first request waits at `barrier`, so both sessions are in flight
+    at the same time."""
+
+    def __init__(self, calls: list[tuple[str, dict]], barrier: threading.Barrier):
+        self.model = "scripted"
+        self.calls, self.barrier = calls, barrier
+        self.seen: list[list[dict]] = []
+        self.learned_window, self.prices, self.url = None, None, None
+
+    def complete(self, messages, tools, on_event, options=None) -> Reply:
+        if not self.seen:
+            self.barrier.wait(timeout=60)
+        self.seen.append([dict(m) for m in messages])
+        step = len(self.seen) - 1
+        if step < len(self.calls):
+            name, args = self.calls[step]
+            call = {"id": f"c{step}", "type": "function",
+                    "function": {"name": name, "arguments": json.dumps(args)}}
+            return Reply({"role": "assistant", "content": None, "tool_calls": [call]}, finish_reason="tool_calls")
+        return Reply({"role": "assistant", "content": "done"}, finish_reason="stop")
+
+    def list_models(self) -> list[str]:
+        return [self.model]
+
+
+def _project(folder: Path, name: str) -> None:
+    folder.mkdir()
+    (folder / "AGENTS.md").write_text(f"rule of project {name}\n")
+    (folder / "input.txt").write_text(f"input of {name}\n")
+    (folder / f"only-in-{name}").write_text("")
+
+
+def test_two_sessions_with_different_folders_run_side_by_side_in_one_process(home, tmp_path):
+    first, second = tmp_path / "alpha", tmp_path / "beta"
+    _project(first, "alpha")
+    _project(second, "beta")
+    before = os.getcwd()
+    barrier = threading.Barrier(2)
+    results: dict[str, list[dict]] = {}
+    errors: list[BaseException] = []
+
+    def work(folder: Path, name: str) -> None:
+        try:
+            cfg = session.load_config({"tools": "shell_exec,write_file,read_file", "sandbox": "off"}, folder)
+            model = Scripted([("shell_exec", {"command": "pwd; ls"}),
+                              ("write_file", {"path": "out.txt", "content": f"written by {name}"}),
+                              ("read_file", {"path": "input.txt"})], barrier)
+            s = session.build(cfg, folder, provider=model)
+            messages = s.messages([{"role": "user", "content": "go"}])
+            s.run(messages)
+            results[name] = model.seen[-1]
+        except BaseException as e:  # reported by the main thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(first, "alpha")),
+               threading.Thread(target=work, args=(second, "beta"))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors, errors
+    assert os.getcwd() == before  # nobody moved the process
+    for folder, name, other in ((first, "alpha", "beta"), (second, "beta", "alpha")):
+        seen = results[name]
+        system = seen[0]["content"]
+        assert f"rule of project {name}" in system and f"rule of project {other}" not in system
+        shell, write, read = (m["content"] for m in seen if m["role"] == "tool")
+        assert shell.splitlines()[0] == str(folder.resolve())
+        assert f"only-in-{name}" in shell and f"only-in-{other}" not in shell
+        assert (folder / "out.txt").read_text() == f"written by {name}"
+        assert "out.txt" in write and not write.startswith("error")
+        assert f"input of {name}" in read and other not in read
+    assert not (Path(before) / "out.txt").exists()
+
+
+def test_sandboxed_session_writes_relative_paths_in_its_own_folder(home, tmp_path):
+    """With the sandbox on, the writable root is the session's folder, not the process's: a
+    relative write lands there, and the process's folder is outside the boundary."""
+    folder = tmp_path / "project"
+    folder.mkdir()
+    cfg = session.load_config({"tools": "write_file", "sandbox": "workspace", "approval": "never"}, folder)
+    s = session.build(cfg, folder, with_model=False)
+    ok = s.toolbox.execute("write_file", json.dumps({"path": "sub/new.txt", "content": "x"}))
+    assert not ok.is_error, ok.content
+    assert (folder / "sub" / "new.txt").read_text() == "x"
+    refused = s.toolbox.execute("write_file", json.dumps({"path": str(home / "stray.txt"), "content": "x"}))
+    assert refused.is_error and not (home / "stray.txt").exists()
+    assert s.sandbox().roots == (folder.resolve(),)
+
+
+def test_a_session_folder_must_be_absolute(home):
+    import pytest
+    with pytest.raises(ValueError):
+        session.workspace("relative/folder")
+
+
+# Front ends turn the user's folder into a workspace; nothing else reads the process's folder.
+FRONT_ENDS = {"cli.py", "oneshot.py", "repl.py", "web/__init__.py", "batch/agent.py", "mcp/cli.py", "undo/cli.py"}
+# Known and owned elsewhere, to be removed from this list as that work lands (issue 29):
+PENDING = {
+    "providers/local.py": "known_commands reads Path.cwd(); the local.py split reads RequestOptions.workspace",
+}
+
+
+def _sources() -> list[tuple[str, str]]:
+    return [(p.relative_to(SRC).as_posix(), p.read_text(encoding="utf-8")) for p in sorted(SRC.rglob("*.py"))]
+
+
+def test_nothing_in_bantam_changes_the_process_folder():
+    found = [name for name, text in _sources() if re.search(r"\bos\.chdir\(|\bos\.fchdir\(", text)]
+    assert set(found) <= set(PENDING), found
+
+
+def test_only_front_ends_read_the_process_folder():
+    found = [name for name, text in _sources() if re.search(r"Path\.cwd\(\)|os\.getcwd\(\)", text)]
+    assert set(found) <= FRONT_ENDS | set(PENDING), sorted(set(found) - FRONT_ENDS - set(PENDING))
