@@ -1,0 +1,183 @@
+"""`bantam acp`: bantam in an editor, over the Agent Client Protocol (ACP, version 1).
+
+The editor (Zed, a JetBrains IDE, Neovim, Emacs...) starts `bantam acp` and speaks JSON-RPC 2.0
+on its stdin and stdout. Every `session/new` is a bantam session (session.build) in the folder
+the editor names, with that folder's project configuration under the trust rules, the user's
+configuration, and the MCP servers the editor passes; several live in one process at once.
+
+    rpc.py           the JSON-RPC transport (threads, requests both ways)
+    conversation.py  one session: the loop's events as updates, approvals as permission requests,
+                     cancel, slash commands, saving and loading
+    updates.py       the update payloads (tool kinds, titles, diffs, the replay of a saved session)
+
+The protocol is spoken directly, in plain dicts: the `agent-client-protocol` SDK builds about
+two hundred pydantic models on import (a second of start-up, six times bantam's own), and an
+editor starts its agent often. The tests drive this with that SDK's client side.
+
+Stdout carries the protocol and nothing else: at start the real stdout is kept for the protocol
+and file descriptor 1 is pointed at stderr, so a library, a tool or a model's command that
+prints cannot corrupt the stream. Logs go to stderr.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from .. import __version__
+from ..errors import BantamError, SessionError
+from .rpc import INTERNAL_ERROR, INVALID_PARAMS, RESOURCE_NOT_FOUND, Connection, Later, RpcError
+
+PROTOCOL_VERSION = 1
+
+
+def main(argv: list[str]) -> int:
+    from ..options import common_options, flags
+    p = common_options(argparse.ArgumentParser(
+        prog="bantam acp", description="Serve the Agent Client Protocol on stdin/stdout, for editors."))
+    args = p.parse_args(argv)
+    conn = Connection(*protocol_fds())
+    agent = Agent(conn, flags(args))
+    conn.serve(agent.handlers(), {"session/cancel": agent.cancel})
+    return 0
+
+
+def protocol_fds() -> tuple[int, int]:
+    """(read, write) descriptors for the protocol; fd 0 becomes /dev/null and fd 1 stderr, so
+    nothing else in this process or its children can read the client's stream or write to it."""
+    sys.stdout.flush()
+    read_fd, write_fd = os.dup(0), os.dup(1)  # not inherited by children (os.dup's default)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    os.dup2(2, 1)
+    return read_fd, write_fd
+
+
+def new_id() -> str:
+    """A saved session's id (sessions.VALID_ID): sortable by time, unique."""
+    return f"acp-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(4)}"
+
+
+class Agent:
+    def __init__(self, conn: Connection, flags: dict[str, str]):
+        self.conn, self.flags = conn, flags
+        self.sessions: dict[str, Any] = {}
+        self.lock = threading.Lock()
+
+    def handlers(self) -> dict:
+        return {"initialize": self.initialize, "session/new": self.new, "session/load": self.load,
+                "session/prompt": self.prompt, "session/set_mode": self.set_mode,
+                "session/list": self.list, "authenticate": lambda params: {}}
+
+    def initialize(self, params: dict) -> dict:
+        return {"protocolVersion": PROTOCOL_VERSION,
+                "agentCapabilities": {
+                    "loadSession": True,
+                    # images: bantam does not know whether the configured model can see them
+                    "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
+                    "mcpCapabilities": {"http": True, "sse": False},  # the hub speaks stdio and Streamable HTTP
+                    "sessionCapabilities": {"list": {}}},
+                "agentInfo": {"name": "bantam", "title": "bantam", "version": __version__},
+                "authMethods": []}
+
+    def new(self, params: dict) -> Later:
+        folder = folder_of(params)
+        chat = self.start(new_id(), folder, params)
+        return Later({"sessionId": chat.id, "modes": chat.modes()}, chat.announce)
+
+    def load(self, params: dict) -> Later:
+        session_id = params.get("sessionId")
+        from .. import sessions
+        if not isinstance(session_id, str) or not sessions.VALID_ID.match(session_id) \
+                or not sessions.path_of(session_id).is_file():
+            raise RpcError(RESOURCE_NOT_FOUND, f"no saved session {session_id!r}")
+        chat = self.start(session_id, folder_of(params), params)
+        try:
+            replay = chat.resume()
+        except SessionError as e:
+            raise RpcError(RESOURCE_NOT_FOUND, str(e)) from None
+        for update in replay:  # the history first, then the answer (the protocol's order)
+            chat.update(update)
+        return Later({"modes": chat.modes()}, chat.announce)
+
+    def start(self, session_id: str, folder: Path, params: dict) -> Any:
+        from .conversation import EditorSession
+        servers = mcp_specs(params.get("mcpServers") or [], folder)
+        try:
+            chat = EditorSession(self.conn, session_id, folder, self.flags, servers)
+        except BantamError as e:  # a bad configuration: the editor shows why
+            raise RpcError(INTERNAL_ERROR, f"bantam: {e}") from None
+        with self.lock:
+            self.sessions[session_id] = chat
+        return chat
+
+    def find(self, params: dict) -> Any:
+        chat = self.sessions.get(params.get("sessionId"))  # type: ignore[arg-type]
+        if chat is None:
+            raise RpcError(RESOURCE_NOT_FOUND, f"unknown session {params.get('sessionId')!r}")
+        return chat
+
+    def prompt(self, params: dict) -> dict:
+        chat = self.find(params)
+        blocks = params.get("prompt")
+        if not isinstance(blocks, list):
+            raise RpcError(INVALID_PARAMS, "prompt: a list of content blocks is required")
+        return chat.prompt(blocks)
+
+    def set_mode(self, params: dict) -> dict:
+        self.find(params).set_mode(str(params.get("modeId")))
+        return {}
+
+    def cancel(self, params: dict) -> None:
+        chat = self.sessions.get(params.get("sessionId"))  # type: ignore[arg-type]
+        if chat is not None:
+            chat.cancel()
+
+    def list(self, params: dict) -> dict:
+        """The saved sessions made through ACP (those of a folder, when `cwd` is given)."""
+        from .. import sessions
+        cwd = params.get("cwd")
+        found = [s for s in sessions.listing() if s.id.startswith("acp-") and not s.problem
+                 and (not cwd or s.project == cwd)]
+        return {"sessions": [{"sessionId": s.id, "cwd": s.project, "title": s.summary[:80] or None,
+                              "updatedAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(s.updated))}
+                             for s in found]}
+
+
+def folder_of(params: dict) -> Path:
+    cwd = params.get("cwd")
+    if not isinstance(cwd, str) or not os.path.isabs(cwd):
+        raise RpcError(INVALID_PARAMS, f"cwd must be an absolute path, got {cwd!r}")
+    if not os.path.isdir(cwd):
+        raise RpcError(INVALID_PARAMS, f"cwd {cwd!r} is not a directory")
+    return Path(cwd)
+
+
+def mcp_specs(entries: list, folder: Path) -> dict[str, Any]:
+    """session/new's mcpServers as bantam's ServerSpecs (stdio, or Streamable HTTP)."""
+    if not isinstance(entries, list):
+        raise RpcError(INVALID_PARAMS, "mcpServers must be a list")
+    from ..mcp.servers import ServerSpec
+    specs = {}
+    for entry in entries:
+        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+            raise RpcError(INVALID_PARAMS, f"an MCP server needs a name: {entry!r}")
+        pairs = {p["name"]: str(p.get("value", "")) for p in entry.get("env") or entry.get("headers") or []
+                 if isinstance(p, dict) and isinstance(p.get("name"), str)}
+        kind = entry.get("type", "stdio")
+        if kind == "stdio" and isinstance(entry.get("command"), str):
+            specs[entry["name"]] = ServerSpec(entry["name"], "the editor (session/new)", command=entry["command"],
+                                              args=tuple(str(a) for a in entry.get("args") or []),
+                                              env=pairs, cwd=str(folder))
+        elif kind == "http" and isinstance(entry.get("url"), str):
+            specs[entry["name"]] = ServerSpec(entry["name"], "the editor (session/new)", url=entry["url"],
+                                              headers=pairs)
+        else:
+            raise RpcError(INVALID_PARAMS, f"MCP server {entry['name']!r}: only stdio and http are supported")
+    return specs

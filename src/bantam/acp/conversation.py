@@ -1,0 +1,346 @@
+"""One ACP session: a bantam session (session.build) in the editor's folder, talking through the
+connection instead of a terminal.
+
+The loop's events become `session/update` notifications; an approval becomes a
+`session/request_permission` request; `session/cancel` is the terminal's Ctrl+C without a
+signal (signals reach only the main thread): it sets the toolbox's cancel flag (the running
+command's process group is killed at its next poll, sub-agents stop), shuts the sockets of the
+model's responses in flight, and the next event raises KeyboardInterrupt, so the loop drops the
+unfinished step as it does for Ctrl+C. The conversation is an ordinary saved session
+(`~/.bantam/sessions/<id>.jsonl`), appended after every step.
+"""
+from __future__ import annotations
+
+import socket
+import threading
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from .. import compact, config, session, sessions, undo
+from ..approval import Approvals, Request, Verdict
+from ..errors import BantamError, LimitReached, ProviderError
+from ..events import Error, Event, Notice, Reasoning, RequestStarted, Retry, Text, ToolCall, ToolResult, UsageReport, quiet
+from ..loop import CUT
+from ..providers import context_window_later
+from . import updates
+from .rpc import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, Connection, RpcError, log
+
+# Events at which a cancelled turn stops: those a turn emits while it still has work ahead (a
+# ToolResult is not one: a tool that has finished keeps its step).
+STOP_AT = (RequestStarted, Text, Reasoning, ToolCall, Retry)
+REFUSED = ("content_filter", "refusal")  # finish reasons of a model that declined to answer
+MODES = {  # the sandbox's modes as the editor offers them (config.Config.sandbox)
+    "read-only": ("Read only", "commands run in the sandbox and may write nothing"),
+    "workspace": ("Workspace", "commands run in the sandbox and may write only the project folder"),
+    "off": ("Full access (no sandbox)", "commands run with your full rights"),
+}
+COMMANDS = [
+    {"name": "compact", "description": "summarise the conversation and continue from the summary"},
+    {"name": "clear", "description": "start a new conversation"},
+    {"name": "model", "description": "show or set the model for this session",
+     "input": {"hint": "model name"}},
+    {"name": "undo", "description": "take back the file changes of the last N turns (default 1)",
+     "input": {"hint": "N, and --force to overwrite files you changed since"}},
+    {"name": "rewind", "description": "undo the last N turns and take the conversation back before them",
+     "input": {"hint": "N, and --force to overwrite files you changed since"}},
+]
+
+
+class EditorSession:
+    def __init__(self, conn: Connection, session_id: str, folder: Path, flags: dict[str, str],
+                 mcp_servers: dict[str, Any]):
+        self.conn, self.id, self.folder = conn, session_id, folder
+        self.flags = dict(flags)
+        self.mcp_servers = mcp_servers  # ServerSpecs from session/new: the editor user's choice
+        self.busy = threading.Lock()    # one prompt at a time
+        self.cancelled = threading.Event()
+        self.responses: list[Any] = []  # network streams of the model's responses, for cancel
+        self.calls: dict[str, tuple[str, Path | None, str | None]] = {}  # id -> (tool, file, old text)
+        self.current_call = ""
+        self.usage: Any = None
+        self.early: list[str] = []      # notices from before the client knows this session
+        self.announced = False
+        # the person at the editor approves; "always" lasts for this session, across /model
+        self.approvals = Approvals(ask=self.ask)
+        self.log = sessions.SessionLog(session_id, folder)
+        self.messages: list[dict] = []
+        self.configure()
+        self.messages = self.session.messages()
+
+    # --- building -------------------------------------------------------------------------------
+
+    def configure(self) -> None:
+        """(Re)build the bantam session from the flags: at the start, and for /model."""
+        cfg = session.load_config(self.flags, self.folder)
+        self.session = session.build(cfg, self.folder, on_event=self.on_event, approvals=self.approvals,
+                                     undo=undo.session_key(self.id))
+        self.window = context_window_later(self.session.provider, cfg) if self.session.provider else None
+        if self.mcp_servers:
+            self.add_mcp(self.session.toolbox)
+        if self.messages:
+            self.messages[0] = {"role": "system", "content": self.session.system}
+        hook_responses(self.session.provider, self.responses, self.cancelled)
+
+    def add_mcp(self, box: Any) -> None:
+        """The editor's MCP servers, started like the user's own trusted ones; children get them too."""
+        from .. import mcp
+        if not mcp.has_sdk():
+            return mcp.tell(box.ctx, "acp-sdk", "the editor's MCP servers were not started: the mcp "
+                            "package is not installed (pip install 'bantam[mcp]')")
+        from ..mcp.tools import add_tools
+        # keyed by session in the process's one hub, so two sessions' servers of one name coexist
+        add_tools(box, {f"{self.id}/{name}": spec for name, spec in self.mcp_servers.items()})
+        base = box.ctx.extend
+
+        def extend(child: Any) -> Any:
+            child = base(child) if base is not None else child
+            add_tools(child, {f"{self.id}/{name}": spec for name, spec in self.mcp_servers.items()})
+            return child
+        box.ctx.extend = extend
+
+    @property
+    def cfg(self) -> config.Config:
+        return self.session.cfg
+
+    def modes(self) -> dict:
+        return {"currentModeId": self.cfg.sandbox,
+                "availableModes": [{"id": key, "name": name, "description": why}
+                                   for key, (name, why) in MODES.items()]}
+
+    def set_mode(self, mode: str) -> None:
+        if mode not in MODES:
+            raise RpcError(INVALID_PARAMS, f"unknown mode {mode!r} (modes: {', '.join(MODES)})")
+        self.flags["sandbox"] = mode  # the editor's user chose it: it outlasts a /model rebuild
+        cfg = replace(self.cfg, sandbox=mode)
+        self.session.cfg = cfg
+        self.session.toolbox.ctx.cfg = cfg  # the next command or write is checked under it
+
+    def announce(self) -> None:
+        """After the client has the session's id: the commands, and what was said while building."""
+        self.announced = True
+        self.update({"sessionUpdate": "available_commands_update", "availableCommands": COMMANDS})
+        for message in self.early:
+            self.update(updates.text("agent_message_chunk", f"bantam: {message}\n\n"))
+        self.early.clear()
+
+    # --- a turn ---------------------------------------------------------------------------------
+
+    def prompt(self, blocks: list) -> dict:
+        if not self.busy.acquire(blocking=False):
+            raise RpcError(INVALID_REQUEST, "a prompt is already running in this session")
+        try:
+            self.cancelled.clear()
+            self.usage = None
+            words, left_out = updates.prompt_text(blocks)
+            if left_out:
+                self.say(f"not taken from the prompt: {', '.join(left_out)}")
+            command = words.strip().split(maxsplit=1)
+            if command and command[0] in ("/compact", "/clear", "/model", "/undo", "/rewind"):
+                self.command(command[0], command[1] if len(command) > 1 else "")
+                return {"stopReason": "end_turn"}
+            stop = self.turn(words)
+            result: dict[str, Any] = {"stopReason": "cancelled" if self.cancelled.is_set() else stop}
+            if self.usage is not None:
+                u = self.usage
+                result["usage"] = {"inputTokens": u.prompt_tokens, "outputTokens": u.completion_tokens,
+                                   "totalTokens": u.prompt_tokens + u.completion_tokens,
+                                   **({"cachedReadTokens": u.cached_tokens} if u.cached_tokens else {})}
+            return result
+        finally:
+            self.busy.release()
+
+    def turn(self, words: str) -> str:
+        """Run the loop on the user's words; the stop reason, as exact as the model said it."""
+        self.messages.append({"role": "user", "content": words})
+        try:
+            done = self.session.run(self.messages, lambda _: self.save())
+        except KeyboardInterrupt:  # cancelled: the unfinished step is gone, the rest is kept
+            return "cancelled"
+        except LimitReached as e:
+            self.say(str(e))
+            return "max_tokens" if "output limit" in str(e) else "max_turn_requests"
+        except BantamError as e:
+            if self.cancelled.is_set():  # a response whose socket cancel shut
+                return "cancelled"
+            raise RpcError(INTERNAL_ERROR, str(e)) from None
+        finally:
+            self.save()
+        if done.finish_reason in CUT:
+            return "max_tokens"
+        return "refusal" if done.finish_reason in REFUSED else "end_turn"
+
+    def cancel(self) -> None:
+        """session/cancel: stop the running turn now (nothing to do when none runs)."""
+        if not self.busy.locked():
+            return
+        self.cancelled.set()
+        self.session.toolbox.ctx.cancel.set()  # the running command's group is killed at its next poll
+        for stream in list(self.responses):
+            shut(stream)
+
+    def command(self, name: str, arg: str) -> None:
+        if name in ("/undo", "/rewind"):
+            return self.take_back(arg, rewind=name == "/rewind")
+        if name == "/clear":
+            self.messages[:] = self.session.messages()
+            self.say("conversation cleared")
+        elif name == "/compact":
+            if len(self.messages) <= 2:
+                return self.say("nothing to compact yet")
+            before = len(self.messages)
+            assert self.session.provider is not None
+            try:
+                compact.compact(self.session.provider, self.messages, self.cfg.retry_delays,
+                                quiet(self.on_event), str(self.folder))
+            except ProviderError as e:
+                raise RpcError(INTERNAL_ERROR, str(e)) from None
+            self.say(f"compacted {before} messages into {len(self.messages)}")
+        elif not arg.strip():
+            self.say(f"model: {self.cfg.model}")
+        else:
+            self.flags["model"] = arg.strip()
+            self.configure()
+            self.say(f"model: {self.cfg.model}")
+        self.save()
+        return None
+
+    def take_back(self, arg: str, rewind: bool) -> None:
+        """/undo [N] [--force], /rewind [N] [--force]: the editor shows the files as they change;
+        a file changed by hand since the turn is overwritten only with --force (nobody is asked)."""
+        words = arg.split()
+        force = "--force" in words
+        count = [w for w in words if w != "--force"]
+        if len(count) > 1 or (count and not (count[0].isdigit() and int(count[0]) > 0)):
+            return self.say(f"usage: /{'rewind' if rewind else 'undo'} [N] [--force]")
+        try:
+            p = undo.plan(undo.session_key(self.id), int(count[0]) if count else 1)
+            self.say("\n".join(p.lines()))
+            left = undo.apply(p, force=force)
+        except undo.UndoError as e:
+            return self.say(str(e))
+        for path in left:
+            self.say(f"not restored: {path}")
+        if rewind:
+            del self.messages[1 + p.cut:]
+            self.save()
+        self.say("undone" + (" and the conversation taken back before that turn" if rewind else ""))
+
+    def save(self) -> None:
+        try:
+            self.log.sync(self.messages, self.cfg.model, self.cfg.api_key)
+        except (OSError, BantamError) as e:  # the turn goes on; the editor hears why it is not saved
+            self.say(f"the session could not be saved: {e}")
+
+    # --- what the loop says -------------------------------------------------------------------
+
+    def update(self, payload: dict) -> None:
+        self.conn.notify("session/update", {"sessionId": self.id, "update": payload})
+
+    def say(self, message: str) -> None:
+        """bantam's own words (not the model's): shown as a message, never kept in the history."""
+        log(message)
+        if not self.announced:
+            self.early.append(message)
+        else:
+            self.update(updates.text("agent_message_chunk", f"\n\nbantam: {message}\n\n"))
+
+    def on_event(self, event: Event) -> None:
+        if self.cancelled.is_set() and isinstance(event, STOP_AT):
+            raise KeyboardInterrupt
+        if isinstance(event, Text):
+            self.update(updates.text("agent_message_chunk", event.text))
+        elif isinstance(event, Reasoning):
+            self.update(updates.text("agent_thought_chunk", event.text))
+        elif isinstance(event, ToolCall):
+            self.tool_started(event)
+        elif isinstance(event, ToolResult):
+            self.tool_finished(event)
+        elif isinstance(event, UsageReport):
+            self.usage_report(event)
+        elif isinstance(event, (Notice, Error)):
+            self.say(event.message)
+        elif isinstance(event, Retry):
+            log(f"{event.message}; retrying in {event.delay:g}s")
+
+    def tool_started(self, event: ToolCall) -> None:
+        call_id = f"{event.agent}/{event.id}" if event.agent else event.id
+        args = updates.arguments(event.arguments)
+        where = self.session.toolbox.ctx.at(args["path"]) if isinstance(args.get("path"), str) else None
+        old = updates.read_text(where) if where is not None and event.name in updates.EDITS else None
+        self.calls[call_id] = (event.name, where, old)  # the text before the write, for its diff
+        if not event.agent:
+            self.current_call = call_id
+        self.update(updates.started(call_id, event.name, args, where))
+
+    def tool_finished(self, event: ToolResult) -> None:
+        call_id = f"{event.agent}/{event.id}" if event.agent else event.id
+        name, where, old = self.calls.pop(call_id, (event.name, None, None))
+        diff = updates.diff(where, old) if where is not None and name in updates.EDITS else None
+        self.update(updates.finished(call_id, event.content, event.is_error, diff))
+
+    def usage_report(self, event: UsageReport) -> None:
+        self.usage = event.usage
+        size = self.window() if self.window is not None else 0
+        if event.usage.context_tokens and size:
+            self.update({"sessionUpdate": "usage_update", "used": event.usage.context_tokens, "size": size})
+
+    # --- approvals ------------------------------------------------------------------------------
+
+    def ask(self, request: Request) -> Verdict:
+        """Where bantam would ask a person: the editor asks its user."""
+        options = [{"optionId": "allow_once", "name": "Allow", "kind": "allow_once"},
+                   {"optionId": "reject_once", "name": "Reject", "kind": "reject_once"}]
+        if request.prefix:
+            shown = f"'{request.prefix}'" if request.action != "write" else f"writes in {request.prefix}"
+            options.insert(1, {"optionId": "allow_always", "name": f"Always allow {shown} in this session",
+                               "kind": "allow_always"})
+        call = {"toolCallId": self.current_call or "approval", "status": "pending",
+                "title": f"{request.why}: {request.text}"}
+        answer = self.conn.request("session/request_permission",
+                                   {"sessionId": self.id, "toolCall": call, "options": options},
+                                   cancel=self.cancelled)
+        outcome = (answer or {}).get("outcome") or {}
+        if outcome.get("outcome") == "cancelled":  # the client cancelled the turn
+            self.cancelled.set()
+            raise KeyboardInterrupt
+        chosen = outcome.get("optionId")
+        if chosen not in ("allow_once", "allow_always"):
+            return Verdict(False, "the user rejected it in the editor")
+        if self.current_call:
+            self.update({"sessionUpdate": "tool_call_update", "toolCallId": self.current_call,
+                         "status": "in_progress"})
+        return Verdict(True, request.text, remember=chosen == "allow_always")
+
+    # --- loading --------------------------------------------------------------------------------
+
+    def resume(self) -> list[dict]:
+        """The saved conversation, read so that the next save appends to it; the replay's updates."""
+        history = self.log.read(notify=log)
+        self.messages = self.session.messages(history)
+        return updates.replay(history)
+
+
+def hook_responses(provider: Any, found: list, cancelled: threading.Event) -> None:
+    """Remember the network stream of each response the provider opens, so cancel can shut its
+    socket (a request waiting on the model wakes at once); a response whose headers arrive
+    after the cancel ends the turn there. httpx event hooks are public API; the local provider
+    has no client, and its token stream meets on_event's check instead."""
+    client = provider.http_client() if provider is not None else None
+    if client is None or not hasattr(client, "event_hooks"):
+        return
+
+    def opened(response: Any) -> None:
+        found[:] = [*found[-7:], response.extensions.get("network_stream")]
+        if cancelled.is_set():
+            raise KeyboardInterrupt
+    client.event_hooks = {**client.event_hooks, "response": [*client.event_hooks["response"], opened]}
+
+
+def shut(stream: Any) -> None:
+    sock = stream.get_extra_info("socket") if stream is not None else None
+    try:
+        if sock is not None:
+            sock.shutdown(socket.SHUT_RDWR)  # wakes a read blocked on it; close() would not
+    except OSError:  # already closed: that response is over
+        pass

@@ -1,0 +1,117 @@
+"""bantam's events as ACP `session/update` payloads, and a saved conversation replayed as them.
+
+Plain dicts in the protocol's camelCase: the shapes are few, and building them by hand keeps
+pydantic's schema models (a second of start-up) out of `bantam acp`.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+KINDS = {"shell_exec": "execute", "write_file": "edit", "edit_file": "edit", "read_file": "read",
+         "list_files": "search", "spawn_agent": "think"}
+EDITS = ("write_file", "edit_file")
+DIFF_LIMIT = 1 << 20  # a file larger than this is not sent whole as the diff's old and new text
+
+
+def text(kind: str, words: str) -> dict:
+    """An `agent_message_chunk`, `agent_thought_chunk` or `user_message_chunk`."""
+    return {"sessionUpdate": kind, "content": {"type": "text", "text": words}}
+
+
+def arguments(raw: str) -> dict:
+    try:
+        value = json.loads(raw or "{}")
+    except ValueError:
+        return {"arguments": raw}
+    return value if isinstance(value, dict) else {"arguments": value}
+
+
+def title(name: str, args: dict) -> str:
+    """What the editor shows on the call's line."""
+    if name == "shell_exec":
+        return str(args.get("command", name))
+    if "path" in args and name in ("write_file", "edit_file", "read_file", "list_files"):
+        verb = {"write_file": "Write", "edit_file": "Edit", "read_file": "Read", "list_files": "List"}[name]
+        return f"{verb} {args['path']}"
+    return name
+
+
+def started(call_id: str, name: str, args: dict, where: Path | None) -> dict:
+    update: dict[str, Any] = {"sessionUpdate": "tool_call", "toolCallId": call_id, "title": title(name, args),
+                              "kind": KINDS.get(name, "other"), "status": "in_progress", "rawInput": args}
+    if where is not None:
+        update["locations"] = [{"path": str(where)}]
+    return update
+
+
+def finished(call_id: str, result: str, failed: bool, diff: dict | None = None) -> dict:
+    content: list[dict] = [{"type": "content", "content": {"type": "text", "text": result}}]
+    if diff is not None and not failed:
+        content.insert(0, diff)
+    return {"sessionUpdate": "tool_call_update", "toolCallId": call_id,
+            "status": "failed" if failed else "completed", "content": content,
+            "rawOutput": {"output": result}}
+
+
+def read_text(path: Path) -> str | None:
+    """A file's text for a diff; None when it does not exist, is not text, or is too large."""
+    try:
+        if path.stat().st_size > DIFF_LIMIT:
+            return None
+        return path.read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def diff(path: Path, old: str | None) -> dict | None:
+    new = read_text(path)
+    if new is None:
+        return None
+    return {"type": "diff", "path": str(path), "oldText": old, "newText": new}
+
+
+def prompt_text(blocks: list) -> tuple[str, list[str]]:
+    """The user's message from a prompt's content blocks, and notes on what was left out. Text
+    as it is; an embedded resource (a file the user attached) as its text under its URI; a
+    link as a link; an image or audio is not taken (initialize says so)."""
+    parts, left_out = [], []
+    for block in blocks:
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind == "text":
+            parts.append(str(block.get("text", "")))
+        elif kind == "resource":
+            resource = block.get("resource") or {}
+            if "text" in resource:
+                parts.append(f"Context from {resource.get('uri', 'an attached resource')}:\n"
+                             f"```\n{resource['text']}\n```")
+            else:
+                left_out.append(f"binary resource {resource.get('uri', '')}")
+        elif kind == "resource_link":
+            parts.append(f"[{block.get('name') or block.get('uri')}]({block.get('uri')})")
+        else:
+            left_out.append(str(kind))
+    return "\n\n".join(p for p in parts if p), left_out
+
+
+def replay(messages: list[dict]) -> list[dict]:
+    """A saved conversation as the updates that show it: the user's and the model's messages,
+    and each tool call with its result."""
+    results = {m.get("tool_call_id"): str(m.get("content") or "") for m in messages if m.get("role") == "tool"}
+    updates = []
+    for m in messages:
+        content = m.get("content")
+        if m.get("role") == "user":
+            updates.append(text("user_message_chunk", content if isinstance(content, str) else
+                                prompt_text(content if isinstance(content, list) else [])[0]))
+        elif m.get("role") == "assistant":
+            if isinstance(content, str) and content:
+                updates.append(text("agent_message_chunk", content))
+            for call in m.get("tool_calls") or []:
+                function = call.get("function") or {}
+                name, args = str(function.get("name", "")), arguments(str(function.get("arguments", "")))
+                ident = str(call.get("id", ""))
+                updates.append(started(ident, name, args, None))
+                updates.append(finished(ident, results.get(ident, ""), results.get(ident, "").startswith("error:")))
+    return updates

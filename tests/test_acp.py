@@ -1,0 +1,268 @@
+"""`bantam acp` driven as a real subprocess by a client nobody here wrote: the client side of the
+`agent-client-protocol` SDK (ClientSideConnection via spawn_agent_process), against the fake
+model server. Two tests speak raw lines instead, because what they check (a malformed line,
+every byte on stdout) is below what an SDK lets one write or see."""
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import process_gone
+from tests.fakes.openai_server import FakeServer, chunk, sse, text_reply, tool_reply, usage
+
+acp = pytest.importorskip("acp")
+from acp import RequestError, spawn_agent_process, text_block  # noqa: E402
+from acp.schema import AllowedOutcome, RequestPermissionResponse  # noqa: E402
+
+
+class Editor:
+    """The editor's side: records every update, answers permission questions from a script."""
+
+    def __init__(self, answers=()):
+        self.updates: list[tuple[str, object]] = []
+        self.answers = list(answers)
+        self.asked: list[object] = []
+
+    async def session_update(self, session_id, update, **kwargs):
+        self.updates.append((session_id, update))
+
+    async def request_permission(self, options, session_id, tool_call, **kwargs):
+        self.asked.append((tool_call, [o.option_id for o in options]))
+        return RequestPermissionResponse(outcome=AllowedOutcome(outcome="selected", option_id=self.answers.pop(0)))
+
+    def of(self, session_id, kind):
+        return [u for s, u in self.updates if s == session_id and u.session_update == kind]
+
+    def said(self, session_id):
+        return "".join(u.content.text for u in self.of(session_id, "agent_message_chunk"))
+
+
+def agent_args(server, *extra):
+    return (sys.executable, "-m", "bantam", "acp", "--endpoint", server.url, "--model", "test-model",
+            "--set", "retry_delays=0,0,0", *extra)
+
+
+def run(coro):
+    return asyncio.run(asyncio.wait_for(coro, 120))
+
+
+async def session(editor, server, tmp_path, *extra):
+    """Start the agent; the caller enters the returned context manager."""
+    stderr = open(tmp_path / "agent.stderr", "ab")
+    return spawn_agent_process(editor, *agent_args(server, *extra), env=dict(os.environ),
+                               transport_kwargs={"stderr": stderr})
+
+
+def test_initialize_and_a_streamed_answer_with_reasoning(home, server):
+    server.add(sse([chunk(reasoning="let me think"), chunk("Hel"), chunk("lo"), chunk(finish="stop"),
+                    chunk(usage=usage(), no_choices=True)]))
+    editor = Editor()
+
+    async def go():
+        async with await session(editor, server, home.parent) as (conn, proc):
+            init = await conn.initialize(protocol_version=1)
+            assert init.protocol_version == 1
+            assert init.agent_info.name == "bantam"
+            assert init.agent_capabilities.load_session is True
+            assert init.agent_capabilities.prompt_capabilities.embedded_context is True
+            new = await conn.new_session(cwd=str(home), mcp_servers=[])
+            assert new.modes.current_mode_id == "workspace"
+            assert {m.id for m in new.modes.available_modes} == {"read-only", "workspace", "off"}
+            done = await conn.prompt(session_id=new.session_id, prompt=[text_block("hi")])
+            return new.session_id, done
+    sid, done = run(go())
+    assert done.stop_reason == "end_turn"
+    assert editor.said(sid) == "Hello"
+    assert [u.content.text for u in editor.of(sid, "agent_thought_chunk")] == ["let me think"]
+    commands = editor.of(sid, "available_commands_update")[0].available_commands
+    assert {"compact", "clear", "model"} <= {c.name for c in commands}
+    assert server.chat_requests()[0].body["messages"][-1]["content"] == "hi"
+
+
+class ByConversation(FakeServer):
+    """Two sessions at once: each conversation gets `pwd` first, then an answer."""
+
+    def next_response(self, body=None):
+        last = (body or {}).get("messages", [{}])[-1]
+        return text_reply("done") if last.get("role") == "tool" else tool_reply("shell_exec", {"command": "pwd"})
+
+
+def test_two_sessions_in_two_folders_run_commands_in_their_own_folder(home, tmp_path):
+    one, two = tmp_path / "one", tmp_path / "two"
+    one.mkdir()
+    two.mkdir()
+    editor = Editor()
+    with ByConversation() as server:
+        async def go():
+            async with await session(editor, server, tmp_path) as (conn, proc):
+                await conn.initialize(protocol_version=1)
+                a = (await conn.new_session(cwd=str(one), mcp_servers=[])).session_id
+                b = (await conn.new_session(cwd=str(two), mcp_servers=[])).session_id
+                results = await asyncio.gather(conn.prompt(session_id=a, prompt=[text_block("where?")]),
+                                               conn.prompt(session_id=b, prompt=[text_block("where?")]))
+                return a, b, results
+        a, b, results = run(go())
+    assert [r.stop_reason for r in results] == ["end_turn", "end_turn"]
+    for sid, folder in ((a, one), (b, two)):
+        call = editor.of(sid, "tool_call")[0]
+        assert (call.kind, call.status, call.title, call.raw_input) == ("execute", "in_progress", "pwd",
+                                                                       {"command": "pwd"})
+        result = editor.of(sid, "tool_call_update")[-1]
+        assert result.status == "completed" and result.tool_call_id == call.tool_call_id
+        assert result.content[0].content.text.splitlines()[0] == str(folder.resolve())
+
+
+def test_permission_rejected_then_allowed_and_the_edit_comes_with_its_diff(home, server):
+    target = home / "notes.txt"
+    target.write_text("old\n")
+    write = {"path": "notes.txt", "content": "new\n"}
+    server.add(tool_reply("write_file", write), text_reply("declined"),
+               tool_reply("write_file", write, call_id="call_2"), text_reply("written"))
+    editor = Editor(answers=["reject_once", "allow_once"])
+
+    async def go():
+        async with await session(editor, server, home.parent, "--set", "approval=always") as (conn, proc):
+            await conn.initialize(protocol_version=1)
+            sid = (await conn.new_session(cwd=str(home), mcp_servers=[])).session_id
+            first = await conn.prompt(session_id=sid, prompt=[text_block("write it")])
+            kept = target.read_text()
+            second = await conn.prompt(session_id=sid, prompt=[text_block("write it, please")])
+            return sid, first, kept, second
+    sid, first, kept, second = run(go())
+    assert kept == "old\n"  # rejected: nothing happened
+    assert target.read_text() == "new\n"  # allowed: it happened
+    assert (first.stop_reason, second.stop_reason) == ("end_turn", "end_turn")
+    assert [options for _, options in editor.asked] == [["allow_once", "allow_always", "reject_once"]] * 2
+    rejected, allowed = [u for u in editor.of(sid, "tool_call_update") if u.status in ("completed", "failed")]
+    assert rejected.status == "failed" and "declined" in rejected.content[-1].content.text
+    diff = allowed.content[0]
+    assert (diff.type, diff.path, diff.old_text, diff.new_text) == ("diff", str(target), "old\n", "new\n")
+    call = [u for u in editor.of(sid, "tool_call")][-1]
+    assert call.kind == "edit" and call.locations[0].path == str(target)
+
+
+def test_cancel_kills_the_running_command_and_the_session_goes_on(home, server):
+    server.add(tool_reply("shell_exec", {"command": "sleep 60 & echo $! > sleep.pid; wait"}),
+               text_reply("still here"))
+    editor = Editor()
+
+    async def go():
+        async with await session(editor, server, home.parent) as (conn, proc):
+            await conn.initialize(protocol_version=1)
+            sid = (await conn.new_session(cwd=str(home), mcp_servers=[])).session_id
+            await conn.set_session_mode(session_id=sid, mode_id="off")  # the pid is this machine's
+            turn = asyncio.ensure_future(conn.prompt(session_id=sid, prompt=[text_block("wait a minute")]))
+            pid_file = home / "sleep.pid"
+            deadline = time.monotonic() + 60
+            while not (pid_file.exists() and pid_file.read_text().strip()):
+                assert time.monotonic() < deadline, "the command never started"
+                await asyncio.sleep(0.05)
+            with pytest.raises(RequestError):  # one prompt at a time
+                await conn.prompt(session_id=sid, prompt=[text_block("and this?")])
+            await conn.cancel(session_id=sid)
+            cancelled = await turn
+            after = await conn.prompt(session_id=sid, prompt=[text_block("are you there?")])
+            return sid, int(pid_file.read_text()), cancelled, after
+    sid, pid, cancelled, after = run(go())
+    assert cancelled.stop_reason == "cancelled"
+    assert process_gone(pid), "the cancelled command's sleep is still running"
+    assert after.stop_reason == "end_turn" and editor.said(sid).endswith("still here")
+    # the interrupted step was dropped: the next request holds no half-finished tool call
+    last = server.chat_requests()[-1].body["messages"]
+    assert [m["role"] for m in last[1:]] == ["user", "user"]
+
+
+def test_a_saved_session_is_replayed_and_continued_by_a_new_process(home, server):
+    server.add(text_reply("hi there"), text_reply("again"))
+    first, second = Editor(), Editor()
+
+    async def start():
+        async with await session(first, server, home.parent) as (conn, proc):
+            await conn.initialize(protocol_version=1)
+            sid = (await conn.new_session(cwd=str(home), mcp_servers=[])).session_id
+            await conn.prompt(session_id=sid, prompt=[text_block("hello")])
+            return sid
+
+    async def resume(sid):
+        async with await session(second, server, home.parent) as (conn, proc):
+            await conn.initialize(protocol_version=1)
+            await conn.load_session(cwd=str(home), session_id=sid, mcp_servers=[])
+            return await conn.prompt(session_id=sid, prompt=[text_block("more")])
+    sid = run(start())
+    assert (Path(os.environ["HOME"]) / ".bantam" / "sessions" / f"{sid}.jsonl").is_file()
+    done = run(resume(sid))
+    assert [u.content.text for u in second.of(sid, "user_message_chunk")] == ["hello"]
+    assert second.said(sid).startswith("hi there")
+    assert done.stop_reason == "end_turn"
+    roles = [(m["role"], m["content"]) for m in server.chat_requests()[-1].body["messages"][1:]]
+    assert roles == [("user", "hello"), ("assistant", "hi there"), ("user", "more")]
+
+
+def test_a_bad_line_and_bad_requests_get_json_rpc_errors_and_stdout_is_only_json(home, server):
+    """Raw lines: a malformed one, protocol errors, and a model's command writing to the agent's
+    own stdout (/proc/PID/fd/1), which must land on stderr, never in the protocol stream."""
+    server.add(tool_reply("shell_exec", {"command": "echo LEAKED > /proc/$PPID/fd/1"}), text_reply("ok"))
+    proc = subprocess.Popen(agent_args(server, "--set", "sandbox=off", "--set", "approval=never"),
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=home)
+
+    def ask(ident, method, params):
+        proc.stdin.write((json.dumps({"jsonrpc": "2.0", "id": ident, "method": method, "params": params})
+                          + "\n").encode())
+        proc.stdin.flush()
+        while True:
+            message = json.loads(proc.stdout.readline())  # every line must parse
+            seen.append(message)
+            if message.get("id") == ident and "method" not in message:
+                return message
+
+    seen: list[dict] = []
+    try:
+        proc.stdin.write(b"this is not json\n")
+        assert ask(1, "initialize", {"protocolVersion": 1})["result"]["protocolVersion"] == 1
+        assert seen[0]["error"]["code"] == -32700 and seen[0]["id"] is None
+        assert ask(2, "no/such_method", {})["error"]["code"] == -32601
+        assert ask(3, "session/new", {"cwd": "relative/dir", "mcpServers": []})["error"]["code"] == -32602
+        assert ask(4, "session/prompt", {"sessionId": "nope", "prompt": []})["error"]["code"] == -32002
+        sid = ask(5, "session/new", {"cwd": str(home), "mcpServers": []})["result"]["sessionId"]
+        done = ask(6, "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]})
+        assert done["result"]["stopReason"] == "end_turn"
+    finally:
+        proc.stdin.close()  # the client leaves: the agent ends
+        out, err = proc.stdout.read(), proc.stderr.read()
+        proc.wait(timeout=60)
+    assert all(json.loads(line) for line in out.splitlines())
+    assert b"LEAKED" not in out and b"LEAKED" in err
+    assert proc.returncode == 0
+
+
+def test_mcp_servers_from_the_editor_budgets_and_commands(home, server):
+    """The editor's MCP server is started and its tools offered; a spent tool budget stops the
+    turn as max_turn_requests; /clear empties the conversation without asking the model."""
+    time_server = str(Path(sys.executable).with_name("mcp-server-time"))
+    server.add(tool_reply("time__get_current_time", {"timezone": "UTC"}), text_reply("noon"),
+               tool_reply("shell_exec", {"command": "true"}), tool_reply("shell_exec", {"command": "true"},
+                                                                          call_id="call_2"))
+    editor = Editor()
+    from acp.schema import McpServerStdio
+
+    async def go():
+        async with await session(editor, server, home.parent, "--set", "tool_budget=1") as (conn, proc):
+            await conn.initialize(protocol_version=1)
+            sid = (await conn.new_session(cwd=str(home), mcp_servers=[
+                McpServerStdio(name="time", command=time_server, args=[], env=[])])).session_id
+            timed = await conn.prompt(session_id=sid, prompt=[text_block("what time is it?")])
+            spent = await conn.prompt(session_id=sid, prompt=[text_block("run twice")])
+            cleared = await conn.prompt(session_id=sid, prompt=[text_block("/clear")])
+            return sid, timed, spent, cleared
+    sid, timed, spent, cleared = run(go())
+    assert "time__get_current_time" in {t["function"]["name"] for t in server.chat_requests()[0].body["tools"]}
+    result = editor.of(sid, "tool_call_update")[0]
+    assert result.status == "completed" and "UTC" in result.content[-1].content.text
+    assert (timed.stop_reason, spent.stop_reason, cleared.stop_reason) == ("end_turn", "max_turn_requests", "end_turn")
+    assert "conversation cleared" in editor.said(sid)
+    assert len(server.chat_requests()) == 4  # /clear asked no model
