@@ -1,0 +1,109 @@
+"""Undo: every file change a turn made, shell commands' included, can be taken back.
+
+    guard = UndoGuard(thread_key("T"), folder, keep=cfg.undo_keep, on_event=render)
+    loop.run(provider, messages, toolbox, limits, render, guards=[*loop.default_guards(limits), guard])
+
+    p = plan(session_key(sid), 2)      # the last two turns that changed files; reads only
+    print("\\n".join(p.lines()))        # what is restored, removed, conflicts, cannot be undone
+    problems = apply(p, force=False)   # UndoError when a file changed by hand since the turn
+    del history[p.cut:]                # /rewind: the conversation as before those turns
+
+How a turn is recorded (UndoGuard, a loop guard): before the turn's first tool call that may
+change files (anything but read_file, list_files, read_image, read_pdf) the whole workspace is
+scanned into the content store (store.py: files by SHA-256, so an unchanged file costs a stat,
+not a copy); after each such call it is scanned again and the difference from the first scan
+is the turn's record (turns.py). Undoing restores each changed path to its state before the
+turn: created files removed, deleted ones recreated, modified ones restored byte for byte with
+every permission bit, symlinks and empty folders too; journalled, so a kill cannot leave it
+half done (restore.py). Nothing is written in the user's `.git`.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..events import Notice, OnEvent, ignore
+from ..tools import Outcome
+from . import restore, turns
+from .restore import Plan, UndoError
+from .store import Manifest, Store, TooLarge
+from .turns import changes, session_key, thread_key
+
+__all__ = ["UndoGuard", "Plan", "UndoError", "plan", "apply", "undoable", "recover", "session_key",
+           "thread_key", "READ_ONLY"]
+
+READ_ONLY = frozenset({"read_file", "list_files", "read_image", "read_pdf"})  # tools that change no file
+
+
+def plan(key: str, count: int = 1, store: Store | None = None) -> Plan:
+    """What undoing the last `count` turns of conversation `key` that changed files would do."""
+    return restore.plan(store or Store(), key, count)
+
+
+def apply(p: Plan, force: bool = False, store: Store | None = None) -> list[str]:
+    """Carry out `p`; returns what could not be restored, each line with why."""
+    return restore.apply(store or Store(), p, force)
+
+
+def undoable(key: str, store: Store | None = None) -> list[dict]:
+    """The turns of `key` that can be undone, newest first (records: turns.py)."""
+    store = store or Store()
+    restore.recover(store)
+    return turns.undoable(store, key)
+
+
+def recover(store: Store | None = None) -> list[str]:
+    """Complete an undo that a killed bantam left half done."""
+    return restore.recover(store or Store())
+
+
+class UndoGuard:
+    """Records the file changes of one turn (a new guard for each turn)."""
+
+    def __init__(self, key: str, folder: Path, keep: int = 50, on_event: OnEvent = ignore,
+                 store: Store | None = None) -> None:
+        self.key, self.folder, self.keep, self.on_event = key, folder, keep, on_event
+        self.store = store or Store()
+        self.before: Manifest | None = None  # the workspace before the turn's first change
+        self.last: Manifest | None = None
+        self.record: dict | None = None
+        self.turn = self.cut = 0
+        self.off = keep < 1
+
+    def before_request(self, messages: list[dict]) -> None:
+        if self.turn:
+            return
+        history = [m for m in messages if m.get("role") != "system"]
+        users = [i for i, m in enumerate(history) if m.get("role") == "user"]
+        self.cut = users[-1] if users else len(history)  # /rewind keeps what came before the request
+        self.turn = len(users)
+
+    def before_call(self, name: str, arguments: str) -> str | None:
+        if name not in READ_ONLY and self.before is None and not self.off:
+            self.before = self.attempt(self.first_scan)
+        return None
+
+    def after_call(self, name: str, arguments: str, outcome: Outcome) -> None:
+        if name in READ_ONLY or self.before is None or self.off:
+            return
+        after = self.attempt(lambda: self.store.scan(self.folder, self.last or self.before))
+        if after is None:
+            return
+        self.last = after
+        found = changes(self.before, after)
+        if found and self.record is None:
+            self.record = turns.new_record(self.store, self.key, self.folder, self.turn, self.cut, self.keep, found)
+        elif self.record is not None:
+            self.record["changes"] = found
+            turns.save_record(self.store, self.record)
+
+    def first_scan(self) -> Manifest:
+        restore.recover(self.store)  # an undo a kill interrupted is finished before anything is recorded
+        return self.store.scan(self.folder)
+
+    def attempt(self, work) -> Manifest | None:
+        try:
+            return work()
+        except (TooLarge, OSError) as e:
+            self.off = True
+            self.on_event(Notice(message=f"undo: this turn's file changes are not recorded ({e})"))
+            return None

@@ -1,0 +1,83 @@
+"""`bantam undo [N] [--thread T] [--yes|--force] [--list]`: take back the file changes of the last
+N turns (that changed files) of this folder's session, or of thread T.
+
+On a terminal it shows what it will restore and remove and asks; with --yes, or with nobody to
+ask, it acts when no file changed by hand since the turn, and otherwise refuses with exit 1 and
+the list of those files (--force overwrites them; their content stays in the undo store).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+from ..errors import ConfigError
+from ..sessions import check_id, project_id
+from . import Store, apply, plan, session_key, thread_key, undoable
+from .restore import UndoError, shown
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="bantam undo", description=__doc__.split("\n\n")[0])
+    p.add_argument("count", nargs="?", type=int, default=1, metavar="N", help="how many turns (default 1)")
+    p.add_argument("--thread", metavar="ID", help="a thread's turns (default: this folder's session)")
+    p.add_argument("--list", action="store_true", help="the turns that can be undone, newest first")
+    p.add_argument("-y", "--yes", action="store_true", help="do not ask (still refuses over files changed by hand)")
+    p.add_argument("--force", action="store_true", help="also overwrite files changed by hand since the turn")
+    return p
+
+
+def main(argv: list[str]) -> int:
+    args = parser().parse_args(argv)
+    if args.count < 1:
+        raise ConfigError("bantam undo: N must be at least 1")
+    key = thread_key(check_id(args.thread)) if args.thread else session_key(project_id(Path.cwd()))
+    if args.list:
+        return list_turns(key)
+    try:
+        p = plan(key, args.count)
+    except UndoError as e:
+        print(f"bantam undo: {e}", file=sys.stderr)
+        return 1
+    print("\n".join(p.lines()))
+    force = args.force
+    if p.conflicts and not force:
+        if args.yes or not asks() or not confirm(f"{len(p.conflicts)} file(s) changed since the turn; "
+                                                 "overwrite them? [y/N] "):
+            print("bantam undo: not done; changed since the turn (--force overwrites them):\n"
+                  + "\n".join(f"  {shown(c)}" for c in p.conflicts), file=sys.stderr)
+            return 1
+        force = True  # asked, and the person said yes
+    elif not (args.yes or force or not asks() or confirm("undo? [y/N] ")):
+        print("bantam undo: nothing changed", file=sys.stderr)
+        return 1
+    problems = apply(p, force=force)
+    for line in problems:
+        print(f"bantam undo: {line}", file=sys.stderr)
+    return 1 if problems else 0
+
+
+def list_turns(key: str) -> int:
+    found = undoable(key, Store())
+    if not found:
+        print(f"nothing to undo in {key}")
+        return 0
+    for n, r in enumerate(found, 1):
+        paths = list(r["changes"])
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(r.get("updated", 0)))
+        more = f" (+{len(paths) - 3} more)" if len(paths) > 3 else ""
+        print(f"{n:>3}  turn {r.get('turn', '?')}  {when}  {len(paths)} change(s): "
+              f"{', '.join(shown(p) for p in paths[:3])}{more}  in {r.get('folder')}")
+    return 0
+
+
+def asks() -> bool:
+    """Whether a person can be asked: a terminal on both ends."""
+    return os.isatty(0) and os.isatty(2)
+
+
+def confirm(question: str) -> bool:
+    print(question, end="", file=sys.stderr, flush=True)
+    return sys.stdin.readline().strip().lower() in ("y", "yes")

@@ -1,0 +1,246 @@
+"""Undo (issue 31): a real `bantam --thread T -p ...` turn, where the fake model creates, edits,
+renames, deletes, chmods and symlinks files through write_file, edit_file and shell_exec; then a
+real `bantam undo --thread T` restores every byte and mode, in git repositories (whose git state
+stays exactly as it was) and plain folders; files edited by hand are not lost; SIGKILL during an
+undo leaves no half state."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import signal
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from bantam.undo import UndoGuard, plan, undoable
+from bantam.undo.store import MAX_FILE_BYTES, Store
+from bantam.tools import Outcome
+from tests.conftest import base_cfg, run_bantam, wait_for, write_cfg
+from tests.fakes.openai_server import text_reply, tool_reply
+
+TOOLS = "shell_exec,write_file,edit_file,read_file"
+GIT = {"GIT_OPTIONAL_LOCKS": "0", "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+       "GIT_COMMITTER_EMAIL": "t@t"}
+
+
+def state(folder: Path) -> dict[str, tuple]:
+    """Every path below `folder` but .git: (kind, all permission bits, bytes or link target)."""
+    found = {}
+    for dirpath, dirnames, filenames in os.walk(folder):
+        dirnames[:] = [d for d in dirnames if d != ".git"]
+        for name in dirnames + filenames:
+            path = Path(dirpath, name)
+            st = os.lstat(path)
+            rel = str(path.relative_to(folder))
+            if stat.S_ISLNK(st.st_mode):
+                found[rel] = ("link", os.readlink(path))
+            elif stat.S_ISDIR(st.st_mode):
+                found[rel] = ("dir", stat.S_IMODE(st.st_mode))
+            else:
+                found[rel] = ("file", stat.S_IMODE(st.st_mode), path.read_bytes())
+    return found
+
+
+def git(folder: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=folder, capture_output=True, text=True, check=True,
+                          env={**os.environ, **GIT}).stdout
+
+
+def git_state(folder: Path) -> dict[str, str]:
+    """What a user sees of git, and every byte under .git."""
+    dot_git = {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+               for p in sorted((folder / ".git").rglob("*")) if p.is_file()}
+    return {"files": json.dumps(dot_git), "status": git(folder, "status", "--porcelain", "--ignored"),
+            "stash": git(folder, "stash", "list"), "log": git(folder, "log", "--all", "--format=%H %s"),
+            "head": git(folder, "rev-parse", "HEAD"), "index": git(folder, "ls-files", "-s"),
+            "reflog": git(folder, "reflog", "HEAD"), "refs": git(folder, "for-each-ref")}
+
+
+def a_repository(work: Path) -> None:
+    """A repository with history, a stash, a staged change, untracked and ignored files."""
+    git(work, "init", "-q")
+    (work / "a.txt").write_text("alpha\nbeta\n")
+    (work / "b.txt").write_text("bee\n")
+    (work / "gone.txt").write_bytes(b"\x00binary\xffbytes\r\n")
+    (work / "run.sh").write_text("#!/bin/sh\necho hi\n")
+    os.chmod(work / "run.sh", 0o750)
+    (work / "old").mkdir()
+    (work / ".gitignore").write_text("*.log\n.bantam.cfg\n")
+    git(work, "add", "-A")
+    git(work, "commit", "-qm", "first")
+    (work / "a.txt").write_text("alpha\nbeta\ngamma\n")
+    git(work, "stash", "-q")
+    (work / "b.txt").write_text("bee staged\n")
+    git(work, "add", "b.txt")
+    (work / "notes.md").write_text("untracked\r\nwith CRLF\r\n")
+    (work / "debug.log").write_text("ignored\n")
+
+
+def one_turn(server, work: Path, calls: list[tuple[str, dict]], thread: str = "T") -> None:
+    for i, (name, args) in enumerate(calls):
+        server.add(tool_reply(name, args, call_id=f"call_{i}"))
+    server.add(text_reply("done"))
+    r = run_bantam("--thread", thread, "-p", "change the files", cwd=work)
+    assert r.returncode == 0, r.stderr
+
+
+EVERY_KIND = [
+    ("write_file", {"path": "new/made.txt", "content": "made by the model\n"}),
+    ("edit_file", {"path": "a.txt", "old_string": "beta", "new_string": "BETA"}),
+    ("shell_exec", {"command": "mv b.txt c.txt && rm gone.txt && chmod 604 run.sh && chmod 700 old "
+                               "&& ln -s a.txt link && ln -sfn c.txt notes.md && mkdir -p empty/inner "
+                               "&& printf 'x' > debug.log"}),
+]
+
+
+def test_a_turn_is_undone_byte_for_byte_and_git_never_notices(home, server):
+    write_cfg(home, **base_cfg(server, tools=TOOLS, approval="never"))
+    a_repository(home)
+    before, git_before = state(home), git_state(home)
+    one_turn(server, home, EVERY_KIND)
+    changed = state(home)
+    assert changed["c.txt"][2] == b"bee staged\n" and changed["link"] == ("link", "a.txt")
+    assert changed["a.txt"][2] == b"alpha\nBETA\n" and "gone.txt" not in changed
+    listed = run_bantam("undo", "--list", "--thread", "T", cwd=home)
+    assert " 1  turn 1" in listed.stdout, listed.stdout
+    r = run_bantam("undo", "--thread", "T", "--yes", cwd=home)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "remove        new/made.txt" in r.stdout and "recreate      gone.txt" in r.stdout
+    assert "debug.log: ignored" in r.stdout  # said, not pretended
+    after = state(home)
+    after.pop("debug.log"), before.pop("debug.log")  # ignored by git: not recorded, and so reported
+    assert after == before
+    assert git_state(home) == git_before
+    assert run_bantam("undo", "--list", "--thread", "T", cwd=home).stdout.startswith("nothing to undo")
+
+
+def test_two_turns_in_a_plain_folder_and_what_cannot_be_undone(home, server):
+    write_cfg(home, **base_cfg(server, tools=TOOLS, approval="never"))
+    (home / "a.txt").write_text("alpha\nbeta\n")
+    (home / "b.txt").write_text("bee\n")
+    (home / "gone.txt").write_bytes(b"\x00\xff")
+    (home / "run.sh").write_text("echo\n")
+    os.chmod(home / "run.sh", 0o4711)  # every bit comes back, setuid included
+    (home / "old").mkdir()
+    (home / "debug.log").write_text("kept\n")
+    (home / "notes.md").write_text("n\n")
+    before = state(home)
+    one_turn(server, home, EVERY_KIND)
+    one_turn(server, home, [("shell_exec", {"command": "echo more >> a.txt && rm -r empty && "
+                                                       f"head -c {MAX_FILE_BYTES + 1} /dev/zero > big.bin"})])
+    assert len(run_bantam("undo", "--list", "--thread", "T", cwd=home).stdout.splitlines()) == 2
+    r = run_bantam("undo", "2", "--thread", "T", cwd=home)  # no terminal: acts, nothing conflicts
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "big.bin: larger than 10 MB" in r.stdout
+    after = state(home)
+    assert after.pop("big.bin")[0] == "file"  # not kept, so not removed: said, not pretended
+    assert after == before
+
+
+def test_a_file_edited_by_hand_since_the_turn_is_never_overwritten_silently(home, server):
+    write_cfg(home, **base_cfg(server, tools=TOOLS, approval="never"))
+    (home / "a.txt").write_text("alpha\nbeta\n")
+    (home / "b.txt").write_text("bee\n")
+    one_turn(server, home, [("edit_file", {"path": "a.txt", "old_string": "beta", "new_string": "BETA"}),
+                            ("write_file", {"path": "b.txt", "content": "model's\n"})])
+    (home / "a.txt").write_text("my own edit\n")
+    r = run_bantam("undo", "--thread", "T", "--yes", cwd=home)
+    assert r.returncode == 1
+    assert "changed since the turn" in r.stderr and "  a.txt" in r.stderr
+    assert (home / "a.txt").read_text() == "my own edit\n"  # nothing at all was changed
+    assert (home / "b.txt").read_text() == "model's\n"
+    r = run_bantam("undo", "--thread", "T", "--force", cwd=home)
+    assert r.returncode == 0, r.stderr
+    assert (home / "a.txt").read_text() == "alpha\nbeta\n" and (home / "b.txt").read_text() == "bee\n"
+    kept = Store(home.parent / "home" / ".bantam" / "undo").blob_path(hashlib.sha256(b"my own edit\n").hexdigest())
+    assert kept.exists()  # the overwritten hand edit stays in the store
+
+
+def test_a_plain_prompt_records_nothing_and_read_only_turns_take_no_snapshot(home, server):
+    write_cfg(home, **base_cfg(server, tools=TOOLS, approval="never"))
+    server.add(tool_reply("write_file", {"path": "x.txt", "content": "x"}), text_reply("done"))
+    assert run_bantam("-p", "write", cwd=home).returncode == 0
+    (home / "y.txt").write_text("y\n")
+    one_turn(server, home, [("read_file", {"path": "y.txt"})])
+    assert run_bantam("undo", "--list", cwd=home).stdout.startswith("nothing to undo")
+    assert run_bantam("undo", "--list", "--thread", "T", cwd=home).stdout.startswith("nothing to undo")
+    assert not (home.parent / "home" / ".bantam" / "undo" / "folders").exists()
+
+
+def guarded_turn(store: Store, folder: Path, key: str, change, keep: int = 50) -> None:
+    """One turn as the loop drives the guard: a request, one call that changes files, its outcome."""
+    guard = UndoGuard(key, folder, keep, store=store)
+    guard.before_request([{"role": "user", "content": "go"}])
+    guard.before_call("shell_exec", "{}")
+    change()
+    guard.after_call("shell_exec", "{}", Outcome("ok"))
+
+
+def test_turns_are_pruned_with_their_contents(home, tmp_path):
+    store = Store(tmp_path / "store")
+    for n in range(4):
+        guarded_turn(store, home, "thread-p", lambda n=n: (home / f"f{n}").write_text(f"version {n}" * 100), keep=2)
+    assert [r["seq"] for r in undoable("thread-p", store)] == [4, 3]
+    guarded_turn(store, home, "thread-p", lambda: (home / "f0").unlink(), keep=2)
+    p = plan("thread-p", 1, store)
+    assert [a.path for a in p.actions] == ["f0"] and p.cut == 0
+    blobs = [b for b in (store.path / "objects").rglob("*") if b.is_file()]
+    assert len(blobs) == 4  # the folder's four files; nothing of the pruned turns is left behind
+
+
+# --- crash safety ---------------------------------------------------------------------------------
+
+FILES = 400
+
+
+def env_for(work: Path) -> dict[str, str]:
+    return {**os.environ, "HOME": str(work.parent / "home"), "NO_COLOR": "1"}
+
+
+def test_sigkill_at_random_points_of_an_undo_leaves_no_half_state(home, server):
+    """Each trial: a turn rewrites, deletes and creates many files; `bantam undo` is killed at a
+    random moment (half the time once its journal is on disk); then `bantam undo --list`, the next
+    command that touches the store, finds the workspace either as before the undo (the turn still
+    listed) or as after it (the turn gone), never between, and no temporary file behind."""
+    write_cfg(home, **base_cfg(server, tools=TOOLS, approval="never"))
+    for i in range(FILES):
+        (home / f"f{i:03d}").write_text(f"original {i}\n")
+    original = state(home)
+    journal = home.parent / "home" / ".bantam" / "undo" / "journal.json"
+    rng = random.Random(31)
+    outcomes = []
+    for trial in range(6):
+        one_turn(server, home, [("shell_exec", {"command": f"for f in f*; do echo t{trial} >> $f; done; "
+                                                           f"rm f00*; mkdir -p d{trial}; touch d{trial}/x n{trial}"})])
+        changed = state(home)
+        undo = subprocess.Popen([sys.executable, "-m", "bantam", "undo", "--thread", "T", "--yes"], cwd=home,
+                                env=env_for(home), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if trial % 2:
+            wait_for(lambda: journal.exists() or undo.poll() is not None, "the undo's journal")
+        time.sleep(rng.uniform(0, 0.3 if trial % 2 else 1.5))
+        undo.send_signal(signal.SIGKILL)
+        undo.wait()
+        interrupted = journal.exists()  # killed in the middle: the next command completes it
+        listed = run_bantam("undo", "--list", "--thread", "T", cwd=home).stdout
+        now = state(home)
+        assert now in (original, changed), f"trial {trial}: half undone"
+        assert not [p for p in now if p.endswith(".undo")] and not journal.exists()
+        assert ("nothing to undo" in listed) == (now == original), listed
+        outcomes.append("completed after the kill" if interrupted else "undone" if now == original else "not begun")
+        if now == changed:
+            assert run_bantam("undo", "--thread", "T", "--yes", cwd=home).returncode == 0
+        assert state(home) == original
+    assert "completed after the kill" in outcomes, outcomes  # the kills did land in the middle
+
+
+
+def test_bantams_own_store_inside_the_workspace_is_never_recorded(home, monkeypatch):
+    monkeypatch.setenv("BANTAM_HOME", str(home / "state" / ".bantam"))
+    store = Store()
+    guarded_turn(store, home, "thread-s", lambda: (home / "x").write_text("x"))
+    guarded_turn(store, home, "thread-s", lambda: (home / "y").write_text("y"))
+    assert [list(r["changes"]) for r in undoable("thread-s", store)] == [["y"], ["x"]]
