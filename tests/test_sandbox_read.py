@@ -305,3 +305,24 @@ def test_a_nested_repositorys_git_and_config_files_are_read_only_to_commands(use
     assert "fsmonitor" not in (work / "vendor" / "lib" / ".git" / "config").read_text()
     assert (work / "vendor" / "lib" / ".bantam.cfg").read_text() == "model=m\n"
     assert (work / "vendor" / "lib" / "file.txt").read_text() == "ok\n"  # the rest stays writable
+
+
+def test_a_fixed_command_names_a_file_under_tmp_and_it_is_there(tmp_path):
+    """A controlled run's check (`{config_dir}/verify.py`) in a clone under /tmp: the private /tmp
+    of the sandbox would hide it. The folders of absolute paths a fixed argv names are visible again,
+    read-only; a shell command's text names nothing, so nothing the model writes is widened."""
+    import subprocess
+    checks = Path(tempfile.mkdtemp(prefix="bantam-checks-", dir="/tmp"))
+    try:
+        (checks / "verify.py").write_text("print('verified')\n")
+        box = Sandbox("workspace", (tmp_path.resolve(),), network=True)  # (no seccomp fd to hand over)
+        argv = box.wrap([sys.executable, str(checks / "verify.py")])
+        box.release()
+        ran = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+        assert ran.stdout == "verified\n", ran.stderr
+        write = box.wrap(["/bin/sh", "-c", f"echo x > {checks}/new.txt"])
+        box.release()
+        assert subprocess.run(write, capture_output=True, timeout=60).returncode != 0
+        assert not (checks / "new.txt").exists()  # visible, not writable
+    finally:
+        shutil.rmtree(checks, ignore_errors=True)

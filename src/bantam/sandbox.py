@@ -118,7 +118,7 @@ class Sandbox:
         self.release()
         self.absent = [p for p in self._protected_candidates() if not os.path.lexists(p)]
         hidden = self.hidden()
-        prefix = bwrap_prefix(self.roots, self.network, self.protected(), interpreter_under_tmp(),
+        prefix = bwrap_prefix(self.roots, self.network, self.protected(), [*interpreter_under_tmp(), *named_under_tmp(argv)],
                               hidden, revealed(hidden, self.reveal))
         for path in self.concealed:  # after the roots and protected binds: this mount wins
             if path.is_file():
@@ -383,6 +383,21 @@ def interpreter_under_tmp() -> list[Path]:
     tmp = Path("/tmp")
     return sorted({Path(os.path.realpath(p)) for p in (sys.prefix, sys.base_prefix)
                    if _within(Path(os.path.realpath(p)), tmp) and Path(os.path.realpath(p)) != tmp})
+
+
+def named_under_tmp(argv: list[str]) -> list[Path]:
+    """The folders of files a fixed command names by absolute path under /tmp (a controlled run's
+    `{config_dir}/verify.py` in a clone made there): visible again, read-only, inside the private
+    /tmp. A shell command's text is not an argument path, so nothing the model writes is widened."""
+    tmp, found = Path("/tmp"), set()
+    for arg in argv[1:]:
+        if not arg.startswith("/tmp/"):
+            continue
+        real = Path(os.path.realpath(arg))
+        folder = real if real.is_dir() else real.parent
+        if real.exists() and _within(folder, tmp) and folder != tmp:
+            found.add(folder)
+    return sorted(found)
 
 
 @functools.cache
