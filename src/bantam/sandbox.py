@@ -378,10 +378,13 @@ def revealed(hidden: Iterable[Path], extra: Iterable[Path] = ()) -> list[tuple[P
 
 
 def interpreter_under_tmp() -> list[Path]:
-    """The Python bantam runs on, when it lives under /tmp (a virtualenv made there): it stays
-    visible, read-only, so that a controlled run's `{python}` check still starts."""
+    """The Python bantam runs on and bantam's own package, when they live under /tmp (a
+    virtualenv, or an editable install of a clone made there): they stay visible, read-only, so
+    that a controlled run's `{python}` check still starts and may import bantam (a run's test
+    helpers: bantam.runs.testing)."""
     tmp = Path("/tmp")
-    return sorted({Path(os.path.realpath(p)) for p in (sys.prefix, sys.base_prefix)
+    package = Path(__file__).resolve().parent.parent  # the folder that holds bantam/
+    return sorted({Path(os.path.realpath(p)) for p in (sys.prefix, sys.base_prefix, package)
                    if _within(Path(os.path.realpath(p)), tmp) and Path(os.path.realpath(p)) != tmp})
 
 
