@@ -106,10 +106,16 @@ def configure(agent: Path, model, **extra) -> Path:
 
 
 def messages(agent: Path) -> list[dict]:
-    """Read as any outside reader should: under a shared lock, so never mid-rewrite."""
+    """Read as any outside reader should: under a shared lock, so never mid-rewrite; and where a
+    killed rewrite left its journal, the journal is the conversation (the file may be torn until
+    the next writer finishes the copy: reading it was a JSONDecodeError seen under load)."""
     with open(agent / "messages.jsonl", "rb") as f:
         fcntl.flock(f, fcntl.LOCK_SH)
-        return [json.loads(line) for line in f.read().splitlines()]
+        try:
+            data = (agent / ".messages.jsonl.journal").read_bytes()
+        except FileNotFoundError:
+            data = f.read()
+        return [json.loads(line) for line in data.splitlines()]
 
 
 def contents(agent: Path, role: str | None = None) -> list[str]:

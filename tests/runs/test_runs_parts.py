@@ -137,6 +137,50 @@ def check(call_tool, args, root, planning=False, **kw):
         gate.check(call, ctx_for(root, planning=planning, **kw))
 
 
+@pytest.mark.parametrize("purpose, kinds", [("plan", ("plan",)), ("act", ("tool", "final"))])
+def test_every_path_a_grammar_admits_passes_the_paths_gate(ws, purpose, kinds):
+    # a free-string path let the bundled model propose /example.txt and examples/example.txt for
+    # list_files until the run blocked (seen in CI); each path argument must be an enum of names
+    # the gate accepts, hidden folders and links that leave the workspace left out
+    from bantam.runs.context import Request
+    from bantam.runs.model import grammar_tools
+    root = ws.root
+    (root / "sub" / "deeper").mkdir()
+    (root / ".git").mkdir()
+    (root / ".git" / "HEAD").write_text("ref\n")
+    os.symlink(root.parent / "secret.txt", root / "link.txt")
+    os.symlink(root.parent, root / "up")
+    request = Request(purpose, [], kinds, tools=["read_file", "list_files"])
+    schemas = [t["function"]["parameters"] for t in grammar_tools(request, ws)]
+    if purpose == "plan":
+        steps = schemas[0]["properties"]["steps"]["items"]["anyOf"]
+        schemas = [(s["properties"]["tool"]["const"], s["properties"]["arguments"]) for s in steps]
+    else:
+        schemas = list(zip(["read_file", "list_files"], schemas, strict=True))
+    admitted = {}
+    for tool, arguments in schemas:
+        path = arguments["properties"]["path"]
+        assert "enum" in path, (tool, path)
+        admitted[tool] = path["enum"]
+        for choice in path["enum"]:
+            check(tool, {"path": choice}, root, planning=purpose == "plan")
+    assert set(admitted["read_file"]) >= {"a.txt", "sub/b.txt"}
+    assert ("out.txt" in admitted["read_file"]) == (purpose == "plan")  # written by an earlier step
+    assert admitted["list_files"] == [".", "sub", "sub/deeper"]
+    assert not any(".git" in c or "link" in c or c.startswith("up") for c in sum(admitted.values(), []))
+
+
+def test_a_huge_workspace_costs_a_bounded_walk_per_grammar(tmp_path):
+    from bantam.runs.model import NAMES_IN_GRAMMAR, workspace_names
+    for i in range(60):
+        (tmp_path / f"d{i:02}").mkdir()
+        for j in range(2):
+            (tmp_path / f"d{i:02}" / f"f{j:03}").write_bytes(b"")
+    files, folders = workspace_names(tmp_path)
+    assert len(files) == NAMES_IN_GRAMMAR and len(folders) == NAMES_IN_GRAMMAR
+    assert folders[0] == "d00" and files[0] == "d00/f000"  # shallowest first, in name order
+
+
 def test_path_gate_blocks_traversal_absolute_and_symlink_escapes(ws):
     root = ws.root
     os.symlink(root.parent / "secret.txt", root / "link.txt")

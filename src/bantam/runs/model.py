@@ -12,6 +12,7 @@ were used is saved in the run, so a resumed run goes on with the next one.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -27,6 +28,8 @@ from .tools import TOOLS, Workspace
 
 SCRIPT_SEPARATOR = "=====8<====="
 DESCRIPTION_CHARS = 80  # grammar bounds on free text: small models ramble
+NAMES_IN_GRAMMAR = 50  # files (and folders) a grammar offers as paths
+WALK_ENTRIES = 5000  # entries looked at to find them
 ANSWER_CHARS = 300
 
 
@@ -137,8 +140,9 @@ def from_call(message: dict) -> str:
 
 def grammar_tools(request: Request, ws: Workspace) -> list[dict]:
     """Tool schemas whose grammar admits exactly the proposals this request expects."""
-    calls = {name: call_schema(name, ws) for name in request.tools}
-    if "plan" in request.kinds:
+    planning = "plan" in request.kinds
+    calls = {name: call_schema(name, ws, planning) for name in request.tools}
+    if planning:
         step = {"anyOf": [{"type": "object", "required": ["description", "tool", "arguments"], "properties": {
             "description": plain_text(DESCRIPTION_CHARS),
             "tool": {"const": name}, "arguments": schema}} for name, schema in calls.items()]}
@@ -151,16 +155,45 @@ def grammar_tools(request: Request, ws: Workspace) -> list[dict]:
     return tools
 
 
-def call_schema(name: str, ws: Workspace) -> dict[str, Any]:
+def call_schema(name: str, ws: Workspace, planning: bool = False) -> dict[str, Any]:
+    """Each path or command argument is an enum of what the gates would accept: a free string let
+    a small model propose `/example.txt` or `examples/example.txt` until the run blocked. A plan
+    may read a file an earlier step writes; an action reads only what exists."""
     if name == "shell":
         return _object({"command": {"enum": sorted(ws.commands)}})
     if name == "write_file":
         return _object({"path": {"enum": list(ws.write_paths)}})
+    files, folders = workspace_names(ws.root)
     if name == "read_file":
-        files = sorted(p.relative_to(ws.root).as_posix() for p in ws.root.rglob("*") if p.is_file())
-        return _object({"path": {"enum": sorted(set(files[:50]) | set(ws.write_paths))}
-                        if files or ws.write_paths else {"type": "string"}})
-    return _object({"path": plain_text(100)})
+        choices = sorted(set(files) | set(ws.write_paths if planning else ()))
+        return _object({"path": {"enum": choices} if choices else plain_text(100)})
+    return _object({"path": {"enum": [".", *folders]}})
+
+
+def workspace_names(root: Path, limit: int = NAMES_IN_GRAMMAR) -> tuple[list[str], list[str]]:
+    """Up to `limit` regular files and folders of the workspace, shallowest first, as relative
+    paths; symlinks and hidden names are left out (the paths gate refuses links that leave the
+    workspace). Bounded: a huge workspace costs at most WALK_ENTRIES entries per request."""
+    files: list[str] = []
+    folders: list[str] = []
+    queue, seen = [root], 0
+    while queue and seen < WALK_ENTRIES:
+        folder = queue.pop(0)
+        try:
+            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        except OSError:
+            continue
+        for entry in entries:
+            seen += 1
+            if entry.name.startswith(".") or entry.is_symlink():
+                continue
+            rel = Path(entry.path).relative_to(root).as_posix()
+            if entry.is_dir(follow_symlinks=False):
+                folders.append(rel)
+                queue.append(Path(entry.path))
+            elif entry.is_file(follow_symlinks=False):
+                files.append(rel)
+    return files[:limit], folders[:limit]
 
 
 def plain_text(limit: int) -> dict[str, Any]:
