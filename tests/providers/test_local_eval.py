@@ -7,10 +7,14 @@ pytestmark = pytest.mark.skipif(not available(), reason="the local extra is not 
 
 
 @pytest.mark.slow
-def test_every_tool_call_on_the_whole_set_is_valid(home):
+def test_every_tool_call_on_one_task_of_each_kind_is_valid(home):
+    # One task of each kind covers every grammar shape (list, read, count, command, write); the
+    # whole set of 25 is the benchmark's ("valid tool calls" in bench/RESULTS.md, from
+    # `bench/bench_local.py --eval-only`): run here, it was two thirds of the suite's CPU time.
     from bench.local_eval import evaluate, tasks
-    results = evaluate()
-    assert len(results) == len(tasks()) >= 20
+    sample = list({task["kind"]: task for task in reversed(tasks())}.values())
+    assert len(sample) == len({task["kind"] for task in tasks()}) >= 5
+    results = evaluate(selected=sample)
     calls = sum(r["calls"] for r in results)
     assert calls >= len(results) // 2  # the model does use its tools (most requests need one)
     invalid = [(r["id"], r["trace"]) for r in results if r["valid_calls"] != r["calls"]]
