@@ -172,9 +172,11 @@ def test_cancel_kills_the_running_command_and_the_session_goes_on(home, server):
     assert cancelled.stop_reason == "cancelled"
     assert process_gone(pid), "the cancelled command's sleep is still running"
     assert after.stop_reason == "end_turn" and editor.said(sid).endswith("still here")
-    # the interrupted step was dropped: the next request holds no half-finished tool call
+    # the interrupted step was dropped: the next request holds no half-finished tool call, and
+    # the cancelled prompt is closed as unanswered (not continued by the next one)
     last = server.chat_requests()[-1].body["messages"]
-    assert [m["role"] for m in last[1:]] == ["user", "user"]
+    assert [m["role"] for m in last[1:]] == ["user", "assistant", "user"]
+    assert last[2]["content"] == "[no answer: the user interrupted this request]"
 
 
 def test_a_saved_session_is_replayed_and_continued_by_a_new_process(home, server):

@@ -44,7 +44,7 @@ def test_precedence_flags_file_environment(home):
 def test_file_format(home):
     (home / ".bantam.cfg").write_text(
         "# a comment\n\n  model = spaced  \napi_key=\"sk-quoted\"\nendpoint=http://h/v1/\n"
-        "top_p=0.9\nmax_tokens=100\nstop=[\"END\"]\nvendor_flag=some text\nstream=no\n")
+        "top_p=0.9\nmax_tokens=100\nstop=[\"END\"]\nrequest.vendor_flag=some text\nstream=no\n")
     cfg = load(environ={})
     assert cfg.model == "spaced" and cfg.api_key == "sk-quoted" and cfg.endpoint == "http://h/v1"
     assert cfg.stream is False
@@ -93,7 +93,7 @@ def test_bad_values_name_file_line_and_key(home, line, message):
 def test_bad_environment_and_flag_values_name_their_source(home):
     with pytest.raises(ConfigError, match="environment variable AGENT_TOOL_BUDGET: tool_budget"):
         load(environ={"AGENT_TOOL_BUDGET": "many"})
-    with pytest.raises(ConfigError, match="command-line temperature: temperature"):
+    with pytest.raises(ConfigError, match="^command line: temperature: expected a number"):
         load({"temperature": "warm"}, environ={})
 
 

@@ -86,7 +86,7 @@ def test_user_file_sits_below_the_project_file_and_above_the_environment(home, u
                                                               "AGENT_MAX_FANOUT": "3"})
     assert shown["model"] == f"user-model  ({user_cfg}:2)"
     assert shown["temperature"] == "0.3  (.bantam.cfg:1)"
-    assert shown["tool_budget"] == "9  (command-line tool_budget)"
+    assert shown["tool_budget"] == "9  (command line)"
     assert shown["max_fanout"] == "3  (environment variable AGENT_MAX_FANOUT)"
     assert shown["api_key"] == f"***  ({user_cfg}:5)"
     assert shown["shell_timeout"] == "120.0  (default)"

@@ -49,7 +49,7 @@ def test_a_model_running_env_reads_no_secret(home, server, mode):
     write_cfg(home, model="test-model", retry_delays="0")
     server.add(tool_reply("shell_exec", ENV_COMMAND), text_reply("done"))
     # no api_key: OPENAI_API_KEY is the one used, for the endpoint the user chose (LLM_URL)
-    r = run_bantam(*mode, cwd=home, env={**SECRETS, "LLM_URL": server.url},
+    r = run_bantam(*mode, cwd=home, env={**SECRETS, "LLM_URL": server.url + "/chat/completions"},
                    input="list the environment" if mode == ["handler"] else None)
     assert r.returncode == 0, r.stderr
     result = tool_results(server)[0]

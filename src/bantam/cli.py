@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
 import re
 import signal
@@ -9,9 +10,8 @@ import stat
 import sys
 import threading
 
-from . import __version__
 from .errors import BantamError, ConfigError, Terminated
-from .options import common_options, flags, load_config
+from .options import SUBCOMMANDS, Parser, flags, global_options, load_config, option_table
 
 USAGE = r"""
 bantam                         interactive session
@@ -24,6 +24,7 @@ bantam -c [-p TEXT]            continue this project's saved session (one-shot w
 bantam models                  list the endpoint's models, the current one marked with *
 bantam handler                 queue handler: task on stdin, "$ACTOR_RESULT_TOPIC\nRESULT" on stdout
 bantam run GOAL ...            a controlled run (bantam run --help); bantam status RUN, bantam resume RUN
+bantam optimize RUN ... --output FILE   worked examples from finished runs, for bantam run --prompt-artifact
 bantam daemon [DIR ...]        persistent agent(s) (bantam daemon --help)
 bantam web                     the browser view (bantam web --help)
 bantam config                  every configuration key, its value and where it came from
@@ -42,64 +43,106 @@ WORD_HELP = {  # the modes that take the common options only
                "A queue handler (seed 004): the task on standard input; $ACTOR_RESULT_TOPIC, a newline\n"
                "and the answer on standard output (the answer alone when the variable is unset).",
 }
-# Modes with options of their own: `bantam WORD ...` hands the rest of the line to MODULE:FUNCTION,
-# which parses it (with options.common_options) and returns the exit code. By name, so that this
-# module, the top of the layers, is the only one that knows them all.
-SUBCOMMANDS = {
-    "run": "bantam.runs.cli:run_main",
-    "status": "bantam.runs.cli:status_main",
-    "resume": "bantam.runs.cli:resume_main",
-    "optimize": "bantam.runs.optimize:optimize_main",
-    "daemon": "bantam.daemon:main",
-    "web": "bantam.web:main",
-    "config": "bantam.commands:config_main",
-    "sessions": "bantam.commands:sessions_main",
-    "completion": "bantam.commands:completion_main",
-    "mcp": "bantam.mcp.cli:main",
-    "acp": "bantam.acp:main",
-    "trust": "bantam.commands:trust_main",
-    "undo": "bantam.undo.cli:main",
-    "batch": "bantam.batch:main",
-    "worker": "bantam.batch.redisq:worker_main",
-}
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="bantam", usage=USAGE,
-                                description="A tiny, powerful AI agent.")
+    p = Parser(prog="bantam", usage=USAGE, description="A tiny, powerful AI agent.")
     p.add_argument("words", nargs="*", help=argparse.SUPPRESS)
-    p.add_argument("-p", "--prompt", help="the prompt to answer")
-    p.add_argument("--json", action="store_true", help="JSON Lines events on stdout")
-    p.add_argument("--thread", metavar="ID", help="keep the conversation in thread ID across runs")
-    p.add_argument("-c", "--continue", dest="resume", action="store_true",
-                   help="continue this project's saved session")
-    common_options(p)
-    p.add_argument("--version", action="version", version=f"bantam {__version__}")
-    return p
+    return global_options(p)
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     stop_on_signals()
-    if argv and argv[0] in SUBCOMMANDS and not os.path.isfile(argv[0]):
-        return guarded(lambda: subcommand(argv[0], argv[1:]))
-    if argv[:1] in (["models"], ["handler"]) and {"-h", "--help"} & set(argv):
-        print(WORD_HELP[argv[0]])
+    before, word, rest = split_command(argv)
+    if word is not None and SUBCOMMANDS[word].entry and "--version" not in before:
+        return guarded(lambda: subcommand(word, before, rest))
+    if word in ("models", "handler") and {"-h", "--help"} & set(argv):
+        print(WORD_HELP[word])
         return 0
     args = parser().parse_args(argv)
     return guarded(lambda: dispatch(args))
 
 
-def subcommand(word: str, rest: list[str]) -> int:
+def split_command(argv: list[str]) -> tuple[list[str], str | None, list[str]]:
+    """(the global options before the subcommand's word, with their values; the word; the rest),
+    or (argv, None, []) when the first word that is neither an option nor an option's value names
+    no subcommand: `bantam --model fast config` is `config`, `bantam -p run` a prompt."""
+    options = option_table(parser())
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--" or not arg.startswith("-") or arg == "-":
+            break
+        i += 2 if _takes_separate_value(arg, options) else 1
+    if i < len(argv) and argv[i] in SUBCOMMANDS:
+        return argv[:i], argv[i], argv[i + 1:]
+    return argv, None, []
+
+
+def _takes_separate_value(arg: str, options: dict[str, tuple[str, bool]]) -> bool:
+    """Whether the option `arg` takes the next argument as its value (as argparse reads it:
+    `--model=x` and `-px` hold theirs, an unambiguous prefix `--mod` is `--model`)."""
+    if arg.startswith("--"):
+        if "=" in arg:
+            return False
+        found = options.get(arg) or _prefixed(arg, options)
+        return bool(found and found[1])
+    for n, letter in enumerate(arg[1:], 1):  # a cluster of short options: -cp TEXT
+        found = options.get(f"-{letter}")
+        if found and found[1]:
+            return n == len(arg) - 1
+    return False
+
+
+def _prefixed(arg: str, options: dict[str, tuple[str, bool]]) -> tuple[str, bool] | None:
+    matches = {options[name] for name in options if name.startswith(arg) and name.startswith("--")}
+    return matches.pop() if len(matches) == 1 else None
+
+
+def subcommand(word: str, before: list[str], rest: list[str]) -> int:
+    """Run `bantam WORD REST`; the global options given before the word go to it when it takes
+    them (`bantam --yolo web` is `bantam web --yolo`), else one line says they do not apply."""
     import importlib
-    module, _, function = SUBCOMMANDS[word].partition(":")
+    spec = SUBCOMMANDS[word]
+    module, _, function = spec.entry.partition(":")
+    forwarded = _forwarded(word, before, spec.takes)
     try:
         entry = getattr(importlib.import_module(module), function)
     except ModuleNotFoundError as e:
         if not (e.name and module.startswith(e.name)):  # a missing dependency is a real error
             raise
         raise ConfigError(f"'bantam {word}' is not available in this version") from None
-    return entry(rest)
+    return entry(forwarded + rest)
+
+
+def _forwarded(word: str, before: list[str], takes: tuple[str, ...]) -> list[str]:
+    """The options before the word, under their long names, checked against what WORD takes."""
+    options = option_table(parser())
+    out: list[str] = []
+    i = 0
+    while i < len(before):
+        arg = before[i]
+        if arg.startswith("--"):
+            name, sep, value = arg.partition("=")
+        else:  # -pTEXT holds its value; -cp TEXT is -c -p TEXT
+            name, value = arg[:2], arg[2:]
+            sep = "=" if value and options.get(name, ("", False))[1] else ""
+            if value and not sep:
+                before = [*before[:i], name, f"-{value}", *before[i + 1:]]
+        found = options.get(name) or (_prefixed(name, options) if name.startswith("--") else None)
+        if found is None:
+            raise ConfigError(f"{arg} before `{word}`: not an option of bantam (options of "
+                              f"`bantam {word}` come after it); see bantam {word} --help")
+        long, has_value = found
+        if long not in takes and long != "--help":
+            raise ConfigError(f"{long} does not apply to `bantam {word}`; see bantam {word} --help")
+        out.append(long)
+        if has_value:
+            out.append(value if sep else before[i + 1])
+            i += 0 if sep else 1
+        i += 1
+    return out
 
 
 def guarded(run) -> int:
@@ -140,15 +183,18 @@ def _terminated(signum: int, frame: object) -> None:
 
 
 def dispatch(args: argparse.Namespace) -> int:
-    cfg = load_config(args)  # bad configuration stops every mode here, before anything runs
     words = args.words
-    if words and words[0] == "models" and not os.path.isfile("models"):
+    refuse_near_miss(words, args.prompt)  # before the configuration: a typo costs no request
+    cfg = load_config(args)  # bad configuration stops every mode here, before anything runs
+    if words[:1] == ["models"]:
         return list_models(cfg)
-    if words and words[0] == "handler" and not os.path.isfile("handler"):
+    if words[:1] == ["handler"] or queue_handler(args):
+        if args.json:
+            raise ConfigError("--json does not apply to the queue handler (its answer follows the topic line)")
         from .oneshot import run_handler
-        return run_handler(cfg, read_stdin())
+        return run_handler(cfg, read_stdin(cfg))
     path, text = prompt_words(words, args.prompt)
-    piped = read_stdin()
+    piped = read_stdin(cfg)
     prompt = read_prompt(text, path, piped)
     if prompt is not None and not prompt.strip():
         raise ConfigError("the prompt is empty")
@@ -168,6 +214,47 @@ def dispatch(args: argparse.Namespace) -> int:
         return run_continue(cfg, prompt, args.json)
     from .oneshot import run_prompt
     return run_prompt(cfg, prompt, args.json, args.thread, command=not from_pipe)
+
+
+def queue_handler(args: argparse.Namespace) -> bool:
+    """Seed 004: actor-mesh runs the binary itself as its handler (`ACTOR_HANDLER=./agent`), with
+    ACTOR_RESULT_TOPIC set and the task on stdin. So with the variable set, no prompt given, and
+    no person at standard input, bantam is the handler without the `handler` word."""
+    return bool(os.environ.get("ACTOR_RESULT_TOPIC") and not args.words and args.prompt is None
+                and not args.thread and not args.resume and not _terminal_input())
+
+
+def _terminal_input() -> bool:
+    try:
+        return os.isatty(sys.stdin.fileno())
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def refuse_near_miss(words: list[str], text: str | None) -> None:
+    """A single word that is almost a subcommand (`confg`, `sesions`, `mpc`) is a typo, not a
+    prompt: say which one was meant and send nothing. A real one-word prompt (`hello`), a file,
+    or a word that looks like a path (`./review`) goes on."""
+    if len(words) != 1 or text is not None:
+        return
+    word = words[0]
+    if word in SUBCOMMANDS or os.path.exists(word) or re.fullmatch(r"\S*(/\S*|\.\w{1,8})", word):
+        return
+    meant = near_subcommand(word)
+    if meant:
+        raise ConfigError(f"unknown command {word!r}: did you mean `bantam {meant}`? (a one-word prompt "
+                          f"so close to a command is refused: bantam -p {word})")
+
+
+def near_subcommand(word: str) -> str | None:
+    """The subcommand `word` misspells: close by difflib with the same first letter (so that
+    `patch` is not `batch`), or one swap of neighbouring letters (`mpc`, `udno`)."""
+    low = word.lower()
+    for name in SUBCOMMANDS:
+        if low == name or any(low == name[:i] + name[i + 1] + name[i] + name[i + 2:] for i in range(len(name) - 1)):
+            return name
+    close = difflib.get_close_matches(low, [n for n in SUBCOMMANDS if n[0] == low[:1]], n=1, cutoff=0.8)
+    return close[0] if close else None
 
 
 def prompt_words(words: list[str], text: str | None) -> tuple[str | None, str | None]:
@@ -202,15 +289,17 @@ def read_prompt(text: str | None, path: str | None, piped: str | None) -> str | 
     return f"{text}\n\n{piped}" if piped and piped.strip() else text
 
 
-def read_stdin() -> str | None:
-    """Standard input, when it is a pipe or a file (never a terminal, never /dev/null)."""
+def read_stdin(cfg) -> str | None:
+    """Standard input, when it is a pipe or a file (never a terminal, never /dev/null): read
+    bounded by the context window, refused when binary (oneshot.read_input)."""
     try:
         mode = os.fstat(sys.stdin.fileno()).st_mode
     except (OSError, ValueError, AttributeError):
         return None
     if not (stat.S_ISFIFO(mode) or stat.S_ISREG(mode)):
         return None
-    return sys.stdin.buffer.read().decode("utf-8", "replace")
+    from .oneshot import read_input
+    return read_input(cfg, sys.stdin.buffer)
 
 
 def list_models(cfg) -> int:

@@ -15,8 +15,7 @@ from typing import Any
 
 from . import config, sessions
 from .errors import ConfigError
-
-SECRET_KEYS = ("api_key", "web_password")  # shown as *** wherever they come from
+from .options import SUBCOMMANDS
 
 
 def config_main(argv: list[str]) -> int:
@@ -27,23 +26,22 @@ def config_main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     given = flags(args)
     cfg = config.load(given)
+    for line in cfg.warning.splitlines():  # a misspelled key, among others
+        print(f"bantam: warning: {line}", file=sys.stderr)
     raw, _, _ = config.layers(given, ".", os.environ)
     for key in config.known_keys():
         value = getattr(cfg, key)
         where = raw[key][1] if key in raw else _implied(key, value, cfg)
         print(f"{key} = {_shown(key, value)}  ({where})")
     for key, (text, where, _) in sorted(raw.items()):
-        if key not in config.PARSERS:  # aliases and keys forwarded to the API
-            print(f"{key} = {'***' if _secret(key) else text}  ({where})")
+        if key not in config.PARSERS:  # aliases, fields sent to the API and unknown keys
+            used = config.value_of(cfg, key) is not None
+            print(f"{key} = {_shown(key, text)}  ({where}{'' if used else '; not a configuration key, ignored'})")
     return 0
 
 
-def _secret(key: str) -> bool:
-    return key in SECRET_KEYS or any(word in key.lower() for word in ("key", "token", "secret", "password"))
-
-
 def _shown(key: str, value: Any) -> str:
-    if _secret(key):
+    if config.secret(key, value):  # the schema's word, or a value shaped like a credential
         return "***" if value else "(unset)"
     if isinstance(value, tuple):
         return ",".join(str(v) for v in value)
@@ -91,7 +89,10 @@ def sessions_main(argv: list[str]) -> int:
 
 def _list_sessions() -> int:
     here = sessions.project_id()
-    for info in sessions.listing():
+    listing = sessions.listing()
+    if not listing:  # on stderr: the completion scripts read ids from stdout
+        print(sessions.NO_SESSIONS, file=sys.stderr)
+    for info in listing:
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(info.updated))
         mark = "*" if info.id == here else " "  # this project's autosave: bantam -c continues it
         about = info.problem or f"{info.count} messages  {info.summary[:60]}"
@@ -119,10 +120,7 @@ def to_markdown(session_id: str, messages: list[dict]) -> str:
     return "\n".join(parts)
 
 
-COMMANDS = ("models", "handler", "run", "status", "resume", "optimize", "daemon", "web", "config", "sessions", "completion",
-            "batch", "worker")
-FLAGS = ("-p", "--prompt", "--json", "--thread", "-c", "--continue", "--model", "--endpoint", "--provider",
-         "--set", "--version", "--help")
+COMMANDS = tuple(SUBCOMMANDS)  # the subcommands' words, from the one table (options.py)
 
 
 def completion_main(argv: list[str]) -> int:
@@ -130,32 +128,76 @@ def completion_main(argv: list[str]) -> int:
                                      'script: eval "$(bantam completion bash)", or save it where your shell looks.')
     parser.add_argument("shell", choices=("bash", "zsh", "fish"))
     shell = parser.parse_args(argv).shell
-    keys = " ".join(f"{k}=" for k in config.known_keys())
-    words = " ".join(COMMANDS + FLAGS)
     if shell == "fish":
-        lines = [f"complete -c bantam -f -n '__fish_use_subcommand' -a '{' '.join(COMMANDS)}'",
-                 f"complete -c bantam -l set -x -a '{keys}'",
-                 "complete -c bantam -n '__fish_seen_subcommand_from sessions' -x "
-                 "-a '(bantam sessions 2>/dev/null | string sub -s 3 | string split -f1 \" \")'"]
-        lines += [f"complete -c bantam -l {f[2:]}" for f in FLAGS if f.startswith("--") and f != "--set"]
-        print("\n".join(lines))
+        print(fish_script())
         return 0
-    body = BASH.format(words=words, keys=keys)
-    print(("autoload -U +X bashcompinit && bashcompinit\n" if shell == "zsh" else "") + body)
+    print(("autoload -U +X bashcompinit && bashcompinit\n" if shell == "zsh" else "") + bash_script())
     return 0
 
 
+def _global_options() -> dict[str, tuple[str, bool]]:
+    """Every option of `bantam` itself -> (its long name, whether it takes a value), read from
+    the parser the command line uses: a new option is completed without an edit here."""
+    from .options import Parser, global_options, option_table
+    return option_table(global_options(Parser(prog="bantam")))
+
+
+def bash_script() -> str:
+    """The bash (and zsh, through bashcompinit) completion, made from the tables it completes."""
+    options = _global_options()
+    valued = "|".join(name for name, (_, value) in options.items() if value)
+    cases = []
+    for name, spec in SUBCOMMANDS.items():
+        words = " ".join((*spec.actions, *spec.takes, "--help"))
+        files = "" if spec.actions else ' $(compgen -f -- "$cur")'  # an action comes first, not a file
+        reply = f'COMPREPLY=($(compgen -W "{words}" -- "$cur"){files})'
+        if name == "sessions":  # a session's id after show, export or delete
+            reply = f'case "$prev" in show|export|delete) COMPREPLY=($(compgen -W "{SESSION_IDS}" -- "$cur"));; ' \
+                    f'*) {reply};; esac'
+        cases.append(f"        {name}) {reply};;")
+    return BASH.format(keys=" ".join(f"{k}=" for k in config.known_keys()), providers=" ".join(config.PROVIDERS),
+                       valued=valued, top=" ".join((*SUBCOMMANDS, *options)), cases="\n".join(cases))
+
+
+SESSION_IDS = "$(bantam sessions 2>/dev/null | cut -c3- | cut -d' ' -f1)"
 BASH = """_bantam() {{
-    local cur=${{COMP_WORDS[COMP_CWORD]}} prev=${{COMP_WORDS[COMP_CWORD-1]}}
+    local cur=${{COMP_WORDS[COMP_CWORD]}} prev=${{COMP_WORDS[COMP_CWORD-1]}} word="" i
     case "$prev" in
         --set) COMPREPLY=($(compgen -W "{keys}" -- "$cur")); compopt -o nospace 2>/dev/null; return;;
-        show|export|delete) COMPREPLY=($(compgen -W "$(bantam sessions 2>/dev/null | cut -c3- | cut -d' ' -f1)" -- "$cur")); return;;
-        sessions) COMPREPLY=($(compgen -W "list show export delete" -- "$cur")); return;;
-        completion) COMPREPLY=($(compgen -W "bash zsh fish" -- "$cur")); return;;
+        --provider) COMPREPLY=($(compgen -W "{providers}" -- "$cur")); return;;
+        {valued}) return;;
     esac
-    COMPREPLY=($(compgen -W "{words}" -- "$cur") $(compgen -f -- "$cur"))
+    for ((i = 1; i < COMP_CWORD; i++)); do  # the subcommand: the first word not an option or its value
+        case "${{COMP_WORDS[i]}}" in
+            {valued}) ((i++));;
+            -*) ;;
+            *) word=${{COMP_WORDS[i]}}; break;;
+        esac
+    done
+    case "$word" in
+        "") COMPREPLY=($(compgen -W "{top}" -- "$cur") $(compgen -f -- "$cur"));;
+{cases}
+        *) COMPREPLY=($(compgen -f -- "$cur"));;
+    esac
 }}
 complete -F _bantam bantam"""
+
+
+def fish_script() -> str:
+    options = _global_options()
+    lines = ["complete -c bantam -f -n __fish_use_subcommand -a '" + " ".join(SUBCOMMANDS) + "'"]
+    values = {"--set": " ".join(f"{k}=" for k in config.known_keys()), "--provider": " ".join(config.PROVIDERS)}
+    for long in dict.fromkeys(long for long, _ in options.values()):
+        shorts = "".join(f" -s {n[1:]}" for n, (name, _) in options.items() if name == long and not n.startswith("--"))
+        takes_value = options[long][1]
+        choices = f" -a '{values[long]}'" if long in values else ""
+        lines.append(f"complete -c bantam{shorts} -l {long[2:]}{' -x' if takes_value else ''}{choices}")
+    for name, spec in SUBCOMMANDS.items():
+        if spec.actions:
+            lines.append(f"complete -c bantam -n '__fish_seen_subcommand_from {name}' -x -a '{' '.join(spec.actions)}'")
+    lines.append("complete -c bantam -n '__fish_seen_subcommand_from show export delete' -x "
+                 "-a '(bantam sessions 2>/dev/null | string sub -s 3 | string split -f1 \" \")'")
+    return "\n".join(lines)
 
 
 # --- bantam trust: one store and one question for every file a project supplies (trust.py) ----

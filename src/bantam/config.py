@@ -10,15 +10,34 @@ config.json and the runs' TOML files name some knobs as their seeds do: `api_bas
 their own files onto these same keys, with their own defaults, and describe their mode's own
 knobs with the same `knob(...)` and `Kind`s; `check` is the one checker for all of them.
 
-Keys bantam does not know are kept in `Config.forward` and sent with each API request (`top_p`,
-`max_tokens`, ...). A bad value raises ConfigError naming where it came from:
-`.bantam.cfg:3: temperature: expected a number, got 'hot'`.
+Keys bantam does not use itself are sent with each API request, kept in `Config.forward` (the
+contract: `top_p`, `max_tokens`, a vendor's own field), except a near miss of a key bantam knows
+(`tempreature`): that is a misspelling, not sent, and `Config.warning` holds one line naming where
+it stood and the nearest key (`.bantam.cfg:3: tempreature: not a configuration key, ignored (did
+you mean temperature?)`). `request.NAME` sends NAME whatever it is, near miss or not (the
+daemon's config.json "request" object arrives this way). A bad value raises ConfigError naming where it came
+from, the key once: `.bantam.cfg:3: temperature: expected a number, got 'hot'`.
+
+The environment sits below the files, with one exception the seeds make: a variable in
+`ENV_FIRST` (seed 001's BANTAM_TOOLS_DIR, "checked first") beats both files, below the flags.
+It is the user's own, so a project file, trusted or not, cannot override it.
+
+Which keys are secret is the schema's word (`knob(..., secret=True)`), plus any value outside
+it shaped like a credential (`secret`); `max_tokens_limit` is no secret for holding TOKEN.
+
+The provider, when no `provider=` is given, is inferred from the endpoint: bantam's own rule for
+an endpoint from a flag or a file (Anthropic for `anthropic.com` or `/v1/messages`, else
+OpenAI-compatible, as `api_base=http://127.0.0.1:8080/v1` for llama.cpp wants), and seed 004's
+rule for its own variable LLM_URL (OpenAI-compatible only with `/v1/chat/completions` in it,
+Anthropic for anything else).
 """
 from __future__ import annotations
 
+import difflib
 import json
 import math
 import os
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -27,7 +46,7 @@ from . import bundled
 from .errors import ConfigError
 from .kinds import (Choice, Flag, Key, Kind, Names, Number, Numbers, Url, aliases_of, canonical, check,
                     keys_of, knob)
-from .toolnames import MCP_SEPARATOR, REGISTRY
+from .toolnames import ALIASES as TOOL_ALIASES, MCP_SEPARATOR, REGISTRY, canonical_tool
 
 __all__ = ["Config", "load", "KEYS", "ALIASES", "Key", "Kind", "Flag", "Number", "Choice", "Url", "Names",
            "Numbers", "ToolNames", "knob", "keys_of", "aliases_of", "canonical", "check"]
@@ -67,16 +86,37 @@ REPLACED_KEYS = dict.fromkeys(
     ("local_tool_first", "local_example", "local_commands", "local_grounded", "local_cite"),
     "local_aids=auto|off|NAME (the small-model aids are one profile now, providers/aids/profiles.json)")
 ALIAS = "alias."  # `alias.fast=openrouter/some/model`: `--model fast` means that model
+REQUEST = "request."  # `request.NAME=value`: NAME is sent with each API request, whatever it is
+# Fields of the APIs bantam speaks (OpenAI chat completions, OpenRouter, Anthropic Messages,
+# llama.cpp, vLLM, Ollama): a key near one of these is a misspelling (`top_pp`), not a new field.
+REQUEST_FIELDS = frozenset((
+    "max_tokens", "max_completion_tokens", "top_p", "top_k", "min_p", "typical_p", "stop", "stop_sequences",
+    "seed", "n", "frequency_penalty", "presence_penalty", "repeat_penalty", "repetition_penalty",
+    "logit_bias", "logprobs", "top_logprobs", "response_format", "tool_choice", "parallel_tool_calls",
+    "user", "metadata", "service_tier", "store", "modalities", "prediction", "stream_options",
+    "verbosity", "thinking", "reasoning", "include_reasoning", "transforms", "models", "route",
+    "usage", "grammar", "json_schema", "mirostat", "mirostat_tau", "mirostat_eta", "cache_prompt",
+    "chat_template_kwargs", "options", "keep_alive", "web_search_options", "extra_body"))
+# Environment variables that beat the config files (below the flags): seed 001's BANTAM_TOOLS_DIR
+# "overrides this and is checked first". The others sit below the files, as bantam's own layers;
+# seed 001's key fallback (OPENAI_API_KEY: "fall back to") is below them too.
+ENV_FIRST = frozenset(("BANTAM_TOOLS_DIR",))
+# A value shaped like a credential: a known vendor prefix, or a long opaque token that mixes
+# upper case, lower case and digits (model names and paths have dots, slashes or one case).
+CREDENTIAL = re.compile(r"(sk|pk|rk)[-_][\w-]{8,}|sk-ant-[\w-]+|gh[pousr]_\w{20,}|github_pat_\w{20,}"
+                        r"|xox[abpr]-[\w-]{10,}|AKIA[0-9A-Z]{16}|AIza[\w-]{30,}|glpat-[\w-]{20,}|hf_\w{20,}")
+OPAQUE = re.compile(r"(?=[\w-]*[a-z])(?=[\w-]*[A-Z])(?=[\w-]*\d)[\w-]{32,}")
 
 
 class ToolNames(Names):
     """Names of tools: the core's (toolnames.py, data below this module) or an MCP server's."""
 
     def value(self, value: Any) -> tuple[str, ...]:
-        names = super().value(value)
+        names = tuple(dict.fromkeys(canonical_tool(n) for n in super().value(value)))  # run_shell: shell_exec
         unknown = [n for n in names if n not in REGISTRY and MCP_SEPARATOR not in n]
         if unknown:
-            raise ValueError(f"unknown tool {unknown[0]!r} (known: {', '.join(REGISTRY)})")
+            known = [*REGISTRY, *(f"{a} (= {n})" for a, n in TOOL_ALIASES.items())]
+            raise ValueError(f"unknown tool {unknown[0]!r} (known: {', '.join(known)})")
         return names
 
 
@@ -125,7 +165,8 @@ class Config:
     undo_keep: int = knob(50, Number(int, 0), "turns kept for `bantam undo` per conversation; 0: none recorded")
     approval: str = knob("on-request", Choice("never", "on-request", "always"),
                         "when a person is asked (approval.py)")
-    forward: Mapping[str, Any] = field(default_factory=dict)  # unknown keys, sent to the API
+    forward: Mapping[str, Any] = field(default_factory=dict)  # keys bantam does not use, sent to the API
+    aliases: Mapping[str, str] = field(default_factory=dict)  # alias.NAME=model: NAME -> model
     file: str = ""                        # the config file that was read, if any
     warning: str = ""                     # what the user should hear about the config (lines)
     ignored: tuple[str, ...] = ()         # "file:line key=value" an untrusted project file set in vain
@@ -140,6 +181,47 @@ PARSERS: dict[str, Callable[[str], Any]] = {name: k.kind.text for name, k in KEY
 # environment variable -> key; the config file and flags win over these
 ENVIRONMENT = {k.env: name for name, k in KEYS.items() if k.env}
 ALIASES = aliases_of(KEYS)  # api_base -> endpoint, ...
+SECRETS = frozenset(name for name, k in KEYS.items() if k.secret)  # api_key, web_password
+
+
+def secret(key: str, value: Any) -> bool:
+    """Is `key`'s value shown as ***? When the schema marks the key secret, or when the value has
+    the shape of a credential (a key pasted into a forwarded field); never for what a name holds."""
+    if key in SECRETS:
+        return True
+    return isinstance(value, str) and bool(CREDENTIAL.fullmatch(value) or OPAQUE.fullmatch(value))
+
+
+def value_of(cfg: "Config", key: str) -> Any:
+    """The value `key` has in `cfg`, under any name /cfg accepts: a key or one of its aliases
+    (api_base), alias.NAME, request.NAME or a request field; None when it has none."""
+    key = ALIASES.get(key, key)
+    if key in KEYS:
+        return getattr(cfg, key)
+    if key.startswith(ALIAS):
+        return cfg.aliases.get(key[len(ALIAS):])
+    return cfg.forward.get(key.removeprefix(REQUEST))
+
+
+def is_key(key: str) -> bool:
+    """Is `key` a name load() uses: bantam's (or an alias of one), a request field, alias.NAME,
+    request.NAME, or any other name that is not a near miss of one of these (it is forwarded)?"""
+    key = ALIASES.get(key, key)
+    if key in KEYS or key in REQUEST_FIELDS or key.startswith((ALIAS, REQUEST)):
+        return "." != key[-1]
+    return nearest_key(key) is None
+
+
+def nearest_key(key: str) -> str | None:
+    """The key `key` is most likely a misspelling of, if any."""
+    words = [*KEYS, *ALIASES, *REQUEST_FIELDS, *REPLACED_KEYS]
+    near = difflib.get_close_matches(key.lower(), words, n=1, cutoff=0.75)
+    return near[0] if near else None
+
+
+def unknown_key(key: str, where: str = "", outcome: str = "ignored") -> str:
+    """One line for a near miss of a key (`request.NAME` would send it as it is)."""
+    return f"{where}: " * bool(where) + f"{key}: not a configuration key, {outcome} (did you mean {nearest_key(key)}?)"
 
 
 def forwarded_value(text: str) -> Any:
@@ -221,7 +303,17 @@ def exposed_key_warning(path: Path | None, entries: list[tuple[str, str, str]]) 
     return f"{path} holds an api_key and other users can read it (chmod 600 {path})" if exposed else ""
 
 
-def infer_provider(endpoint: str) -> str:
+SEED_URL = "LLM_URL"  # seed 004's variable: its provider follows seed 004's rule (infer_provider)
+
+
+def infer_provider(endpoint: str, seed_url: bool = False) -> str:
+    """The provider an endpoint implies when `provider=` names none. Seed 004's rule for its own
+    LLM_URL (`seed_url`): OpenAI-compatible only when the URL holds `/v1/chat/completions`, the
+    Anthropic Messages API for anything else (a gateway at a path of its own). bantam's rule for
+    an endpoint from a flag or a file, whose usual value is an OpenAI-compatible base such as
+    `http://127.0.0.1:8080/v1`: Anthropic only for `anthropic.com` or `/v1/messages`."""
+    if seed_url:
+        return "openai" if "/v1/chat/completions" in endpoint else "anthropic"
     return "anthropic" if "/v1/messages" in endpoint or "anthropic.com" in endpoint else "openai"
 
 
@@ -233,6 +325,7 @@ def load(flags: Mapping[str, str] | None = None, directory: str | os.PathLike = 
     raw, path, entries = layers(flags, directory, environ, ignored)
     values: dict[str, Any] = {}
     forward: dict[str, Any] = {}
+    unknown: list[str] = []
     aliases = {key[len(ALIAS):]: text.strip() for key, (text, _, _) in raw.items() if key.startswith(ALIAS)}
     for key, (text, where, given) in raw.items():
         if key.startswith(ALIAS):
@@ -241,13 +334,12 @@ def load(flags: Mapping[str, str] | None = None, directory: str | os.PathLike = 
             text = aliases.get(text.strip(), text)
         if key in KEYS:
             values[key] = check(KEYS[key], text, where, named=given)
-            continue
-        if key in REPLACED_KEYS:  # else it would be sent to the API as an unknown key
+        elif key in REPLACED_KEYS:  # a key of an older bantam: say what it became
             raise ConfigError(f"{where}: {key} was replaced by {REPLACED_KEYS[key]}")
-        try:
-            forward[key] = forwarded_value(text)
-        except ValueError as e:
-            raise ConfigError(f"{where}: {key}: {e}") from None
+        elif is_key(key):  # a request field, request.NAME, or a field bantam does not know of
+            forward[key.removeprefix(REQUEST)] = _forwarded(text, where, given)
+        else:
+            unknown.append(unknown_key(given, where))
     if not values.get("api_key") and "endpoint" not in values:
         _route_env_key(values, environ)
     embedded = False
@@ -256,7 +348,8 @@ def load(flags: Mapping[str, str] | None = None, directory: str | os.PathLike = 
         if embedded:
             values["provider"] = "local"
     if not values.get("provider"):
-        values["provider"] = infer_provider(values.get("endpoint", DEFAULT_ENDPOINT))
+        seed_url = raw.get("endpoint", ("", "", ""))[1] == f"environment variable {SEED_URL}"
+        values["provider"] = infer_provider(values.get("endpoint", DEFAULT_ENDPOINT), seed_url)
     if values["provider"] == "local" and "temperature" not in values:
         values["temperature"] = LOCAL_TEMPERATURE
     elif values["provider"] == "anthropic" and "endpoint" not in values:
@@ -274,9 +367,16 @@ def load(flags: Mapping[str, str] | None = None, directory: str | os.PathLike = 
             withheld = withheld_key(var, KEY_HOMES[var][1], values["endpoint"], raw.get("endpoint"), path, environ)
         values["api_key"] = "" if withheld else environ.get(var) or ""
     _protect(values)
-    warnings = [exposed_key_warning(path, entries), withheld, ignored_warning(path, ignored)]
-    return Config(**values, forward=forward, file=str(path) if path else "", embedded=embedded,
+    warnings = [*unknown, exposed_key_warning(path, entries), withheld, ignored_warning(path, ignored)]
+    return Config(**values, forward=forward, aliases=aliases, file=str(path) if path else "", embedded=embedded,
                   warning="\n".join(w for w in warnings if w), ignored=tuple(ignored))
+
+
+def _forwarded(text: str, where: str, given: str) -> Any:
+    try:
+        return forwarded_value(text)
+    except ValueError as e:
+        raise ConfigError(f"{where}: {given}: {e}") from None
 
 
 def withheld_key(key: str, home: str, endpoint: str, source: tuple[str, ...] | None, path: Path | None,
@@ -342,9 +442,10 @@ def layers(flags: Mapping[str, str] | None, directory: str | os.PathLike,
     the project file and its entries. A boundary key the project file may not set (not trusted,
     and looser than what it would replace) is left out and noted in `ignored`."""
     raw: dict[str, tuple[str, str, str]] = {}  # key -> (text, where it came from, the name given there)
+    first: dict[str, tuple[str, str, str]] = {}  # ENV_FIRST: above the files
     for var, key in ENVIRONMENT.items():
         if environ.get(var):
-            raw[key] = (environ[var], f"environment variable {var}", key)
+            (first if var in ENV_FIRST else raw)[key] = (environ[var], f"environment variable {var}", key)
     user = user_config_path(environ)
     path, entries = read_config_file(directory)
     for file_entries, project in ((read_entries(user) if user.is_file() else [], None), (entries, path)):
@@ -353,13 +454,16 @@ def layers(flags: Mapping[str, str] | None, directory: str | os.PathLike,
             one = ALIASES.get(key, key)
             if named.setdefault(one, key) != key:
                 raise ConfigError(f"{where}: {key}: the same key as {named[one]!r}, given twice; keep one")
+            if one in first:  # the user's own variable wins: no file's value matters, nor its trust
+                continue
             if project and one in BOUNDARY_KEYS and not _may_set(one, value, raw.get(one), project, directory):
                 if ignored is not None:
                     ignored.append(f"{where} {key}={value}")
                 continue
             raw[one] = (value, where, key)
+    raw.update(first)
     for key, value in (flags or {}).items():
-        raw[ALIASES.get(key, key)] = (value, f"command-line {key}", key)
+        raw[ALIASES.get(key, key)] = (value, "command line", key)
     return raw, path, entries
 
 
@@ -385,14 +489,19 @@ def known_keys() -> list[str]:
 
 
 def check_value(key: str, value: str) -> Any:
-    """Parse one value as the config file would; ConfigError if it is bad."""
+    """Parse one value as the config file would; ConfigError if it is bad, or if the key is none
+    that load() would use (a misspelling: written, it would only be ignored)."""
     if not key.replace("_", "a").replace(".", "a").isalnum() or not key[:1].isalpha():  # alias.NAME
         raise ConfigError(f"{key!r} is not a configuration key")
     if "\n" in value or "\r" in value:  # it would become a second line of the config file
         raise ConfigError(f"{key}: a value is one line; this one holds a line break")
-    key = ALIASES.get(key, key)
+    one = ALIASES.get(key, key)
+    if one in REPLACED_KEYS:
+        raise ConfigError(f"{key} was replaced by {REPLACED_KEYS[one]}")
+    if not is_key(one):
+        raise ConfigError(unknown_key(key, outcome="not written"))
     try:
-        return KEYS[key].kind.text(value) if key in KEYS else forwarded_value(value)
+        return KEYS[one].kind.text(value) if one in KEYS else forwarded_value(value)
     except ValueError as e:
         raise ConfigError(f"{key}: {e}") from None
 

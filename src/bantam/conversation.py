@@ -116,13 +116,14 @@ class Conversation:
         """Where this conversation's turns are recorded for /undo (the project's session)."""
         return undo.session_key(self.autosave.id)
 
-    def greet(self) -> None:
+    def greet(self, offer_continue: bool = True) -> None:
+        """The first lines; `offer_continue` False when the saved conversation is being resumed anyway."""
         where = "this machine" if self.cfg.provider == "local" else self.cfg.endpoint
         self.say(f"bantam {__version__} · {self.provider.model} at {where} · /help for commands")
         if self.cfg.embedded:
             self.say(config.EMBEDDED_NOTICE)
         self.cmd_sandbox("")
-        if sessions.exists(self.autosave.id):
+        if offer_continue and sessions.exists(self.autosave.id):
             self.say("this project has a saved conversation: " + self.continue_hint)
 
     # --- one input -------------------------------------------------------------------------
@@ -151,12 +152,17 @@ class Conversation:
         except KeyboardInterrupt:
             self.render.reset()
             self.say("interrupted")
-            return self.save_auto()
+            return self.end_turn(sessions.INTERRUPTED)
         except (ProviderError, LimitReached) as e:
             self.render(Error(message=str(e)))
-            return self.save_auto()
-        self.save_auto()
+            return self.end_turn(f"[no answer: {' '.join(str(e).split())[:300]}]")
+        self.end_turn("[no answer: the model returned an empty answer]")
         self.offer_compaction(done.usage.context_tokens)
+
+    def end_turn(self, unanswered: str) -> None:
+        """Save the turn, closed with `unanswered` if it has no answer (sessions.close_turn)."""
+        sessions.close_turn(self.messages, unanswered)
+        self.save_auto()
 
     def offer_compaction(self, tokens: int) -> None:
         window = self.window()
@@ -249,7 +255,7 @@ class Conversation:
             del self.messages[1 + p.cut:]  # the system prompt stays; the model forgets those turns
             self.changed = True
             self.save_auto()
-            self.say(f"undone; the conversation is back before that turn ({len(self.messages) - 1} messages)")
+            self.say(f"undone; the conversation is back before that turn ({sessions.count(self.messages)} messages)")
         else:
             self.say("undone (the conversation still remembers those turns; /rewind forgets them too)")
 
@@ -276,12 +282,14 @@ class Conversation:
         user = arg.startswith("--global ")  # into ~/.config/bantam/config, for every project
         key, _, value = arg.removeprefix("--global ").strip().partition(" ")
         if not key:
-            for name in config.known_keys():
+            aliases = [f"{config.ALIAS}{name}" for name in self.cfg.aliases]
+            sent = [n if n in config.REQUEST_FIELDS else f"{config.REQUEST}{n}" for n in self.cfg.forward]
+            for name in [*config.known_keys(), *aliases, *sent]:
                 self.show(f"{name}={self.shown(name)}")
-            for name, v in self.cfg.forward.items():
-                self.show(f"{name}={v}")
             return
         if not value.strip():
+            if not config.is_key(key):
+                return self.say(config.unknown_key(key, outcome="not set"))  # with the nearest key
             return self.show(f"{key}={self.shown(key)}")
         path = config.write_value(key, value.strip(), self.folder, user=user)
         self.flags.pop(key, None)  # the value just set must win over a flag given at start
@@ -291,9 +299,10 @@ class Conversation:
             self.say(f"warning: {self.cfg.warning}")
 
     def shown(self, key: str) -> str:
-        if key == "api_key":
-            return "***" if self.cfg.api_key else ""
-        value = getattr(self.cfg, key, self.cfg.forward.get(key, ""))
+        """`key`'s value as /cfg shows it: any name /cfg accepts (alias.NAME too), secrets as ***."""
+        value = config.value_of(self.cfg, key)
+        if config.secret(config.ALIASES.get(key, key), value):
+            return "***" if value else ""
         if isinstance(value, tuple):
             return ",".join(f"{v:g}" if isinstance(v, float) else str(v) for v in value)
         return "" if value is None else str(value).lower() if isinstance(value, bool) else f"{value:g}" \
@@ -309,6 +318,8 @@ class Conversation:
 
     def cmd_save(self, arg: str) -> None:
         name = sessions.check_id(arg) if arg else self.autosave.id
+        if name == self.autosave.id and self.autosave.claim():  # another bantam writes it: not replaced
+            return self.say(self.autosave.other)
         try:
             summary = compact.ask(self.provider, self.messages, compact.SUMMARY_PROMPT,
                                   self.cfg.retry_delays, quiet(self.render))
@@ -319,7 +330,7 @@ class Conversation:
                              model=self.cfg.model, secret=self.cfg.api_key, project=self.folder)
         if name == self.autosave.id:
             self.autosave.adopt()
-        self.say(f"saved {len(self.messages)} messages to {path}")
+        self.say(f"saved {sessions.count(self.messages)} messages to {path}")
 
     def cmd_continue(self, arg: str) -> None:
         self.load(self.autosave.id)
@@ -335,21 +346,21 @@ class Conversation:
                 found, messages = key, self.autosave.resume(self.say)
             else:
                 found, messages = sessions.load(key, self.say)
-        except sessions.SessionError as e:
-            if key == self.autosave.id and "no session" in str(e):
-                raise sessions.SessionError("no saved conversation for this project yet") from None
+        except sessions.SessionError:
+            if key == self.autosave.id and not sessions.exists(key):
+                raise sessions.SessionError(sessions.NO_PROJECT_SESSION) from None
             raise
         if found == self.autosave.id:
             self.autosave.adopt()
         self.messages[:] = [self.system()] + [m for m in messages if m.get("role") != "system"]
         self.changed = True
         self.save_auto()
-        self.say(f"loaded {found}: {len(self.messages)} messages")
+        self.say(f"loaded {found}: {sessions.count(self.messages)} messages")
 
     def cmd_list(self, arg: str) -> None:
         rows = sessions.listing()
         if not rows:
-            self.show("no saved sessions")
+            self.show(sessions.NO_SESSIONS)
         for s in rows:
             mark = "*" if s.id == self.autosave.id else " "
             when = time.strftime("%Y-%m-%d %H:%M", time.localtime(s.updated))
@@ -357,14 +368,14 @@ class Conversation:
             self.show(f"{mark} {s.id}  {when}  {what}")
 
     def cmd_compact(self, arg: str) -> None:
-        before = len(self.messages)
-        if before <= 2:
+        before = sessions.count(self.messages)
+        if before <= 1:
             return self.say("nothing to compact yet")
         compact.compact(self.provider, self.messages, self.cfg.retry_delays, quiet(self.render),
                         str(self.folder))
         self.changed = True
         self.save_auto()
-        self.say(f"compacted {before} messages into {len(self.messages)}")
+        self.say(f"compacted {before} messages into {sessions.count(self.messages)}")
 
     def save_auto(self) -> None:
         if not self.changed:

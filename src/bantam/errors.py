@@ -3,7 +3,8 @@
     BantamError
      ├── ConfigError       bad configuration or usage: says what and where (exit 2)
      ├── ProviderError     the model API failed; .retryable says whether waiting may help (exit 1)
-     │    └── APIError     the server answered with an error status or an error object
+     │    ├── APIError     the server answered with an error status or an error object
+     │    └── Unreachable  nothing answers at the endpoint (refused, unknown host); .retries caps waiting
      ├── LimitReached      max_al_iterations or tool_budget ran out (exit 1)
      ├── ToolError         a tool could not do what was asked; the message goes back to the model
      │    └── Refused      a path or call refused on principle (outside the workspace, not allowed)
@@ -64,6 +65,18 @@ class APIError(ProviderError):
         return "content or tool_calls must be set" in str(self)
 
 
+class Unreachable(ProviderError):
+    """The endpoint cannot be reached: the connection was refused, or its host name does not
+    resolve. `retries` is how many retries may still help: 0 where nothing will come by waiting
+    (a server on this machine that is not running, a name that does not exist); a few where the
+    cause may pass (a remote server restarting, a DNS hiccup). The message names the URL and
+    what to do."""
+
+    def __init__(self, message: str, *, retries: int = 0):
+        super().__init__(message, retryable=retries > 0)
+        self.retries = retries
+
+
 def is_context_overflow(error: BaseException) -> bool:
     """The server refused the request because the conversation is longer than the model's
     context window (the loop compacts and asks again; a provider learns the stated window)."""
@@ -77,6 +90,10 @@ class LimitReached(BantamError):
     def __init__(self, message: str, turn: object = None):
         super().__init__(message)
         self.turn = turn
+
+
+class OutputLimitReached(LimitReached):
+    """An answer was cut at the output limit where a cut one cannot stand (in a tool call)."""
 
 
 class ToolError(BantamError):

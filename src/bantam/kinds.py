@@ -126,6 +126,7 @@ class Key:
     unit: str = ""
     env: str = ""
     aliases: tuple[str, ...] = ()
+    secret: bool = False  # shown as *** wherever bantam shows configuration
 
 
 T = TypeVar("T")
@@ -134,7 +135,7 @@ T = TypeVar("T")
 def knob(default: T, kind: Kind, comment: str, unit: str = "", env: str = "",
         aliases: tuple[str, ...] = (), secret: bool = False) -> T:
     """A dataclass field described by a Key (its name is filled in by `keys_of`)."""
-    spec = Key("", kind, default, comment, unit, env, aliases)
+    spec = Key("", kind, default, comment, unit, env, aliases, secret)
     return field(default=default, repr=not secret, metadata={"key": spec})
 
 

@@ -16,12 +16,22 @@ class Limits:
     tool_budget: int = Config.tool_budget           # tool calls per turn
     retry_delays: tuple[float, ...] = FIBONACCI_DELAYS
     max_tokens_limit: int = Config.max_tokens_limit  # a cut answer is asked again with doubled max_tokens, up to this
+    # The max_tokens the user set (`max_tokens=20`): their choice, never raised; an answer cut at
+    # it stands, and says so. None: the provider's default, which a cut answer grows (seed 003).
+    # The daemon passes None whatever its config.json says: seed 003 doubles its per-request budget.
+    fixed_max_tokens: int | None = None
 
     @classmethod
     def from_config(cls, cfg: Config, max_iterations: int | None = None) -> "Limits":
         """The configured limits; every agent's come from here (a sub-agent may take fewer steps)."""
         return cls(max_iterations or cfg.max_al_iterations, cfg.tool_budget, cfg.retry_delays,
-                   cfg.max_tokens_limit)
+                   cfg.max_tokens_limit, user_max_tokens(cfg))
+
+
+def user_max_tokens(cfg: Config) -> int | None:
+    """The output limit the configuration sets for every request (a forwarded key), if any."""
+    value = cfg.forward.get("max_tokens", cfg.forward.get("max_completion_tokens"))
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 @dataclass

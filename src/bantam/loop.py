@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import json
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Protocol, Sequence
 
 from .compact import compact
 from .limits import Limits, Turn
-from .errors import APIError, LimitReached, is_context_overflow
-from .events import Notice, OnEvent, ToolCall, ToolResult, UsageReport, quiet
+from .errors import APIError, LimitReached, OutputLimitReached, is_context_overflow
+from .events import Notice, OnEvent, Retry, ToolCall, ToolResult, UsageReport, quiet
 from .providers import Provider, Reply, RequestOptions
 from .providers.retry import with_retries
 from .sanitize import loads, sanitize
@@ -34,6 +35,13 @@ REPEAT_LIMIT = 3  # the same call this many times in a row is refused, not run a
 OUTPUT_ATTEMPTS = 3  # seed 003: at most three generations of an answer cut at the output limit
 CUT = ("length", "max_tokens")  # finish reasons of an answer cut at the output limit
 Checkpoint = Callable[[list[dict]], None]
+
+
+@dataclass(slots=True)
+class AnswerCut(Notice):
+    """A text answer cut at the output limit, kept as it is. Shown as any Notice; its `limit`
+    lets a front end mark the answer where it goes (the daemon's chat message, the exit code)."""
+    limit: int = 0  # the max_tokens it was cut at; 0: not known
 
 
 class Guard(Protocol):
@@ -58,6 +66,8 @@ def run(provider: Provider, messages: list[dict], toolbox: Toolbox, limits: Limi
     policy = list(default_guards(limits) if guards is None else guards)
     toolbox.start_run()
     try:
+        if unanswered(messages):  # a step saved before its calls ran: they run now, unasked
+            step(messages.pop(), messages, toolbox, policy, on_event, checkpoint)
         for turn.steps in range(1, limits.max_iterations + 1):
             if toolbox.ctx.cancel.is_set():
                 raise KeyboardInterrupt
@@ -74,17 +84,7 @@ def run(provider: Provider, messages: list[dict], toolbox: Toolbox, limits: Limi
                 if checkpoint:
                     checkpoint(messages)
                 return turn
-            step_start = len(messages)
-            try:
-                messages.append(reply.message)
-                outcomes = run_calls(calls, toolbox, policy, on_event)
-                messages.extend({"role": "tool", "tool_call_id": call.get("id", ""), "content": o.content}
-                                for call, o in zip(calls, outcomes, strict=True))
-            except BaseException:  # interrupted, or a guard stopped the turn: the step never happened
-                del messages[step_start:]
-                raise
-            if checkpoint:
-                checkpoint(messages)
+            step(reply.message, messages, toolbox, policy, on_event, checkpoint)
         for guard in policy:  # a budget that ran out on the last step says so, not the step limit
             guard.before_request(messages)
         raise LimitReached(f"max_al_iterations ({limits.max_iterations}) reached before a final answer", turn)
@@ -97,33 +97,87 @@ def run(provider: Provider, messages: list[dict], toolbox: Toolbox, limits: Limi
             on_event(UsageReport(model=provider.model, usage=turn.usage))
 
 
+def step(message: dict, messages: list[dict], toolbox: Toolbox, policy: Sequence[Guard],
+         on_event: OnEvent, checkpoint: Checkpoint | None) -> None:
+    """One assistant message's tool calls run, the message and their results added to `messages`.
+    Interrupted, or stopped by a guard, the step never happened in `messages`. A call whose tool
+    asks for it (`saved_first`: a durable sub-agent) has its step checkpointed before it runs, so
+    a killed run runs that same saved call again (`unanswered`) instead of asking the model anew."""
+    calls = message["tool_calls"]
+    step_start = len(messages)
+    try:
+        messages.append(message)
+        if checkpoint and any(_saved_first(call, toolbox) for call in calls):
+            checkpoint(messages)
+        outcomes = run_calls(calls, toolbox, policy, on_event)
+        messages.extend({"role": "tool", "tool_call_id": call.get("id", ""), "content": o.content}
+                        for call, o in zip(calls, outcomes, strict=True))
+    except BaseException:  # interrupted, or a guard stopped the turn: the step never happened
+        del messages[step_start:]
+        raise
+    if checkpoint:
+        checkpoint(messages)
+
+
+def unanswered(messages: list[dict]) -> list[dict]:
+    """The tool calls of a last assistant message that has no results yet (a step saved before
+    its calls ran, then killed); [] when the conversation does not end so."""
+    last = messages[-1] if messages else {}
+    return list(last.get("tool_calls") or []) if last.get("role") == "assistant" else []
+
+
+def _saved_first(call: dict, toolbox: Toolbox) -> bool:
+    tool = toolbox.tools.get(_name(call))
+    saved_first = getattr(tool, "saved_first", None)
+    return bool(saved_first and saved_first(_arguments(call), toolbox.ctx))
+
+
 def request(provider: Provider, messages: list[dict], schemas: list[dict], limits: Limits,
             on_event: OnEvent, workspace: Path | None = None) -> Reply:
-    """One answer. One cut at the output limit is asked for again with twice the output budget,
-    up to `max_tokens_limit` and OUTPUT_ATTEMPTS generations in all (seed 003). A cut tool call
-    is never run: when the budget is spent it raises LimitReached; a cut text is kept. The budget
-    is the one the reply says it was generated under, else its completion tokens; the larger one
-    travels with that one request (RequestOptions), never on the provider, which parallel
-    sub-agents share."""
+    """One answer. An answer cut at a default output limit is asked for again with twice the
+    budget, up to `max_tokens_limit` and OUTPUT_ATTEMPTS generations in all (seed 003); one cut at
+    the user's own max_tokens (`limits.fixed_max_tokens`) is not: that limit is their choice.
+    A cut tool call is never run: it raises LimitReached; a cut text is kept, and AnswerCut says
+    so. The larger budget travels with that one request (RequestOptions), never on the provider,
+    which parallel sub-agents share."""
     options = RequestOptions(workspace=workspace)
     reply = _request(provider, messages, schemas, limits, on_event, options)
-    for _ in range(OUTPUT_ATTEMPTS - 1):
-        if reply.finish_reason not in CUT:
+    tries = 1
+    while tries < OUTPUT_ATTEMPTS:
+        if reply.finish_reason not in CUT or limits.fixed_max_tokens:
             break
-        used = reply.output_limit or (reply.usage.completion_tokens if reply.usage else 0)
+        used = _budget(reply, options)
         larger = min(max(2 * used, 1024), max(limits.max_tokens_limit, used))
         if not used or larger <= used:  # a budget not known cannot be doubled: the cut answer stands
             break
-        on_event(Notice(message=f"the answer was cut at the output limit ({used} tokens); "
-                                f"asking again with max_tokens={larger}"))
+        # A Retry, not a Notice: every front end drops a retried request's partial answer (a pipe
+        # never gets it, a terminal erases it), so the answer is never written twice.
+        on_event(Retry(message=f"the answer was cut at max_tokens={used}; asking again with "
+                               f"max_tokens={larger}", delay=0, attempt=tries))
         options = RequestOptions(output_tokens=larger, workspace=workspace)
         reply = _request(provider, messages, schemas, limits, on_event, options)
+        tries += 1
     if reply.finish_reason in CUT:
-        if reply.message.get("tool_calls"):
-            raise LimitReached("the answer was cut at the output limit (max_tokens_limit "
-                               f"{limits.max_tokens_limit}) in the middle of a tool call; not run")
-        on_event(Notice(message="the answer was cut at the output limit"))
+        _cut(reply, _budget(reply, options), tries, limits, on_event)
     return reply
+
+
+def _budget(reply: Reply, options: RequestOptions) -> int:
+    """The output limit `reply` was generated under: what the request carried, else its
+    completion tokens (the server's own limit, not stated); 0: not known."""
+    return reply.output_limit or options.output_tokens or (reply.usage.completion_tokens if reply.usage else 0)
+
+
+def _cut(reply: Reply, limit: int, tries: int, limits: Limits, on_event: OnEvent) -> None:
+    """The answer stays cut: a tool call is not run (LimitReached), a text is kept (AnswerCut).
+    Both name the limit the last attempt was cut at (not the most it could have grown to), and
+    the knob that would help."""
+    at = (f"max_tokens={limit}" if limit else "the output limit") + (f" after {tries} attempts" if tries > 1 else "")
+    knob = "max_tokens_limit" if not limits.fixed_max_tokens and limit >= limits.max_tokens_limit else "max_tokens"
+    if reply.message.get("tool_calls"):
+        raise OutputLimitReached(f"the answer was cut at the output limit ({at}) in the middle of a tool call; "
+                           f"not run; raise {knob}")
+    on_event(AnswerCut(message=f"answer cut at {at}; raise {knob}", limit=limit))
 
 
 def _request(provider: Provider, messages: list[dict], schemas: list[dict], limits: Limits,

@@ -9,12 +9,82 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, NoReturn
 
 from .errors import ConfigError
 
 if TYPE_CHECKING:
     from .config import Config
+
+
+COMMON = ("--model", "--endpoint", "--provider", "--set", "--yolo")  # what common_options adds
+
+
+@dataclass(frozen=True)
+class Subcommand:
+    """A word of `bantam WORD ...`. `entry` names MODULE:FUNCTION, which parses the rest of the
+    line and returns the exit code ("" for the modes bantam's own parser runs: models, handler);
+    `takes` are the global flags its parser accepts too, so that `bantam --yolo web` is `bantam
+    web --yolo`; `actions` are the words it takes first (for shell completion)."""
+    entry: str
+    takes: tuple[str, ...] = COMMON
+    actions: tuple[str, ...] = ()
+
+
+# The one table of subcommands: the command line dispatches by it, the completion scripts are
+# made from it, a near-miss of one of its words is refused (tests/test_cli_words.py checks each
+# entry's `takes` and `actions` against the subcommand's own --help). By name, so that no layer
+# below the command line imports the front ends it names.
+SUBCOMMANDS: dict[str, Subcommand] = {
+    "models": Subcommand(""),
+    "handler": Subcommand(""),
+    "run": Subcommand("bantam.runs.cli:run_main", COMMON + ("--json",)),
+    "status": Subcommand("bantam.runs.cli:status_main", ("--json",)),
+    "resume": Subcommand("bantam.runs.cli:resume_main", COMMON + ("--json",)),
+    "optimize": Subcommand("bantam.runs.optimize:optimize_main"),
+    "daemon": Subcommand("bantam.daemon:main"),
+    "web": Subcommand("bantam.web:main"),
+    "config": Subcommand("bantam.commands:config_main"),
+    "sessions": Subcommand("bantam.commands:sessions_main", (), ("list", "show", "export", "delete")),
+    "completion": Subcommand("bantam.commands:completion_main", (), ("bash", "zsh", "fish")),
+    "mcp": Subcommand("bantam.mcp.cli:main", COMMON, ("serve", "list", "trust")),
+    "acp": Subcommand("bantam.acp:main"),
+    "trust": Subcommand("bantam.commands:trust_main", (), ("list", "revoke")),
+    "undo": Subcommand("bantam.undo.cli:main", ("--thread",)),
+    "batch": Subcommand("bantam.batch:main", COMMON + ("--json",)),
+    "worker": Subcommand("bantam.batch.redisq:worker_main"),
+}
+
+
+class Parser(argparse.ArgumentParser):
+    """An argument parser whose every mistake is one line: the error and where the help is
+    (argparse's own prints the whole usage first, 19 lines for `bantam` itself)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message}; see {self.prog} --help\n")
+
+
+def global_options(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """`bantam`'s own options: the prompt, its output, its conversation, and the common ones."""
+    p.add_argument("-p", "--prompt", help="the prompt to answer")
+    p.add_argument("--json", action="store_true", help="JSON Lines events on stdout")
+    p.add_argument("--thread", metavar="ID", help="keep the conversation in thread ID across runs")
+    p.add_argument("-c", "--continue", dest="resume", action="store_true",
+                   help="continue this project's saved session")
+    common_options(p)
+    from . import __version__
+    p.add_argument("--version", action="version", version=f"bantam {__version__}")
+    return p
+
+
+def option_table(p: argparse.ArgumentParser) -> dict[str, tuple[str, bool]]:
+    """Each option string of `p` -> (its long name, whether it takes a value)."""
+    table = {}
+    for action in p._actions:  # argparse offers no public list of its options
+        for name in action.option_strings:
+            table[name] = (max(action.option_strings, key=len), action.nargs != 0)
+    return table
 
 
 def common_options(p: argparse.ArgumentParser) -> argparse.ArgumentParser:

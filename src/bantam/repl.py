@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import sys
 import threading
+from contextlib import nullcontext
 from pathlib import Path
 from typing import IO
 
-from . import session
+from . import session, sessions
 from .commands import ask_trust
 from .config import Config
 from .conversation import Conversation
-from .lineeditor import Reader, make_reader
+from .errors import ConfigError
+from .lineeditor import Reader, make_reader, on_terminal, typing_ahead
 from .providers import ModelFacts
 from .render import Renderer, make_renderer
 
@@ -24,6 +26,8 @@ class Repl:
     def __init__(self, flags: dict[str, str], read: Reader | None = None,
                  out: IO[str] = sys.stdout, err: IO[str] = sys.stderr, folder: Path | None = None):
         self.read = read or make_reader()
+        # plain input() (TERM=dumb) needs the cooked mode, echo and all, for its own questions
+        self.waiting = typing_ahead if read is None and on_terminal() else nullcontext
         self.out, self.err = out, err
         where = session.workspace(folder or Path.cwd())  # default: where the user started bantam
         self.chat = Conversation(flags, where, ask=lambda q: self.read(q), show=self.print, renderer=self.renderer)
@@ -36,9 +40,12 @@ class Repl:
         """Set while a controlled run works in the background."""
         return self.chat.run_active
 
-    def run(self) -> int:
+    def run(self, resume: bool = False) -> int:
+        """Talk until /quit or Ctrl+D; `resume` (`bantam -c`): continue the saved conversation first."""
         chat = self.chat
-        chat.greet()
+        chat.greet(offer_continue=not resume)
+        if resume:
+            chat.load(chat.autosave.id)
         if ask_trust(self.read, chat.folder):  # a project's files would change the boundary: ask first
             chat.trusted()
         while True:
@@ -50,8 +57,11 @@ class Repl:
                 continue
             except EOFError:
                 break
-            if line.strip() and not chat.handle(line.strip() if line.startswith(("/", "!")) else line):
-                break
+            if not line.strip():
+                continue
+            with self.waiting():  # what is typed while it works waits for the next prompt, Enter included
+                if not chat.handle(line.strip() if line.startswith(("/", "!")) else line):
+                    break
         chat.end_run()
         chat.save_auto()
         return 0
@@ -62,7 +72,6 @@ class Repl:
 
 
 def run_repl(flags: dict[str, str], resume: bool = False) -> int:
-    repl = Repl(flags)
-    if resume:  # `bantam -c`: as /continue, before the first prompt
-        repl.chat.load(repl.chat.autosave.id)
-    return repl.run()
+    if resume and not sessions.exists(sessions.project_id(Path.cwd())):  # as `bantam -c -p` says it
+        raise ConfigError(sessions.CONTINUE_NONE)
+    return Repl(flags).run(resume)

@@ -6,14 +6,18 @@ per message (the leading system prompt is not kept: it is rebuilt on load). Auto
 messages after every step (fsynced), so its cost does not grow with the session; a compaction,
 /clear or /save rewrites the file atomically. A crash mid-append loses at most that last record:
 reading skips a torn last line with a notice. The autosave of a project is the session whose id
-is the MD5 of its directory. Sessions of earlier versions (`<id>.json`, one JSON document) are
-still read, listed and deleted; the first save of one writes it as `<id>.jsonl` and removes the
-`.json`. Threads (`--thread ID`): `~/.bantam/threads/<id>.jsonl`, appended after every step, with
-durable sub-agents' progress beside it in `<id>.agents/`. A file that cannot be read is reported
-and left where it is: bantam never overwrites what it could not parse.
+is the MD5 of its directory; one process at a time writes it (an flock on `<id>.lock`, held while
+that process lives): a second bantam in the same folder is told at its first save and leaves the
+file alone, instead of the file flipping whole to whichever wrote last. Sessions of earlier
+versions (`<id>.json`, one JSON document) are still read, listed and deleted; the first save of
+one writes it as `<id>.jsonl` and removes the `.json`. Threads (`--thread ID`):
+`~/.bantam/threads/<id>.jsonl`, appended after every step, with durable sub-agents' progress beside
+it in `<id>.agents/`. A file that cannot be read is reported and left where it is: bantam never
+overwrites what it could not parse.
 """
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -31,6 +35,10 @@ VALID_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 SUFFIX, OLD_SUFFIX = ".jsonl", ".json"  # the old one: a single JSON document, read only
 MAX_SESSION_BYTES = 256 << 20
 Notify = Callable[[str], None]
+# One phrase wherever there is nothing to continue or list (/list, /continue, bantam sessions, bantam -c).
+NO_SESSIONS = "no saved session yet"
+NO_PROJECT_SESSION = "this project has no saved session yet"
+CONTINUE_NONE = f"bantam -c: {NO_PROJECT_SESSION} (bantam starts one)"
 
 
 @dataclass
@@ -49,6 +57,28 @@ def sessions_dir() -> Path:
 
 def project_id(directory: str | os.PathLike = ".") -> str:
     return hashlib.md5(str(Path(directory).resolve()).encode()).hexdigest()
+
+
+def count(messages: list[dict]) -> int:
+    """How many messages a conversation holds, as every listing and notice says it: the system
+    prompt is not one (it is not saved, and is rebuilt on load)."""
+    return sum(1 for m in messages if m.get("role") != "system")
+
+
+# What closes a turn that ended without an answer (see close_turn).
+INTERRUPTED = "[no answer: the user interrupted this request]"
+
+
+def close_turn(messages: list[dict], why: str = INTERRUPTED) -> bool:
+    """Close a turn that ended without an answer (Ctrl+C, Stop, a failed request, an empty reply)
+    with an assistant message saying so. Without it the next prompt would follow this one
+    unanswered (two user messages in a row) and the model would answer both as one request; with
+    it the model sees this request as abandoned, and any step it completed (a file written)
+    stays known. True when a message was added."""
+    if not messages or messages[-1].get("role") not in ("user", "tool"):
+        return False
+    messages.append({"role": "assistant", "content": why})
+    return True
 
 
 def check_id(name: str) -> str:
@@ -81,7 +111,7 @@ class SessionLog:
         """The messages; SessionError when the file is damaged (a torn last line is only skipped)."""
         try:
             records = self.log.read(heal=heal)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):  # (a HOME under a file holds no session either)
             raise SessionError(f"no session {self.id!r}") from None
         except (OSError, UnicodeDecodeError, ValueError) as e:
             raise SessionError(f"{self.log.path}: not a readable session ({e})") from None
@@ -176,7 +206,7 @@ def listing() -> list[SessionInfo]:
         path = path_of(session_id)
         try:
             doc = read(path)
-            found.append(SessionInfo(session_id, float(doc.get("updated") or _mtime(path)), len(doc["messages"]),
+            found.append(SessionInfo(session_id, float(doc.get("updated") or _mtime(path)), count(doc["messages"]),
                                      str(doc.get("summary") or first_request(doc["messages"])[:200]),
                                      str(doc.get("project", ""))))
         except (SessionError, OSError, TypeError, ValueError) as e:
@@ -199,15 +229,21 @@ def first_request(messages: list[dict]) -> str:
     return ""
 
 
+_HELD: dict[str, int] = {}  # lock file -> its flock'd descriptor, for the life of this process
+
+
 class Autosave:
-    """Saves the conversation under the project's id, unless that file holds something unreadable.
-    After the first save each one appends only the messages that are new."""
+    """Saves the conversation under the project's id, unless that file holds something unreadable
+    or another process is saving it (see the module's note). After the first save each one
+    appends only the messages that are new."""
 
     def __init__(self, directory: str | os.PathLike = "."):
         self.id = project_id(directory)
         self.file = SessionLog(self.id, directory)
         self.checked = False
         self.blocked = ""  # why autosave refuses to write
+        self.other = ""    # set when another process holds the session: this one never writes it
+        self.lock: int | None = None  # the flock'd descriptor while this process owns the file
 
     def resume(self, notify: Notify | None = None) -> list[dict]:
         """The saved conversation, read so that the next save appends to it (bantam -c)."""
@@ -221,7 +257,12 @@ class Autosave:
         return messages
 
     def __call__(self, messages: list[dict], model: str = "", secret: str = "") -> str:
-        """Save; return a warning to show once when the file is not bantam's to overwrite."""
+        """Save; return a warning to show once when the file is not bantam's to overwrite, another
+        bantam is saving it, or it cannot be written at all."""
+        if self.other:
+            return ""
+        if self.claim():
+            return self.other
         if not self.checked:
             self.checked = True
             path = path_of(self.id)
@@ -235,14 +276,51 @@ class Autosave:
                 return self.blocked
         if self.blocked:
             return ""
-        if path_of(self.id).suffix == OLD_SUFFIX:
-            self.file.rewrite(messages, model, secret)
-        else:
-            self.file.sync(messages, model, secret)
+        try:
+            if path_of(self.id).suffix == OLD_SUFFIX:
+                self.file.rewrite(messages, model, secret)
+            else:
+                self.file.sync(messages, model, secret)
+        except OSError as e:  # a read-only or missing HOME: the conversation goes on unsaved
+            self.blocked = f"this conversation is not saved: {e.filename or sessions_dir()}: {e.strerror or e}"
+            return self.blocked
+        return ""
+
+    def claim(self) -> str:
+        """Hold the session for this process, if it does not yet; why it cannot ("" when held)."""
+        if self.lock is None and not self.other:
+            self.other = self.take()
+        return self.other
+
+    def take(self) -> str:
+        """Hold this project's session for this process (an flock the kernel drops when the process
+        ends); why not, when another process holds it or the folder cannot be written. Within one
+        process the lock is shared (JsonlLog's ownership check keeps two writers there apart)."""
+        path = sessions_dir() / f"{self.id}.lock"
+        if str(path) in _HELD:
+            self.lock = _HELD[str(path)]
+            return ""
+        try:
+            private_dir(path.parent)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as e:
+            return f"this conversation is not saved: {e.filename or path.parent}: {e.strerror or e}"
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.read(fd, 20).decode("ascii", "replace").strip()
+            os.close(fd)
+            return (f"another bantam{f' (pid {holder})' if holder.isdigit() else ''} is saving this "
+                    "project's conversation; this one is not saved there, so neither replaces the "
+                    "other (/save NAME keeps this one)")
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())  # named in the second one's notice
+        self.lock = _HELD[str(path)] = fd
         return ""
 
     def adopt(self) -> None:
-        """The file was just loaded (so it is readable) or replaced on purpose: ours to write."""
+        """The file was just loaded (so it is readable) or replaced on purpose: ours to write
+        (unless another process holds it: that stays so)."""
         self.checked, self.blocked = True, ""
 
 

@@ -21,3 +21,8 @@ REGISTRY = {
 DELEGATING = {"run_subagent", "spawn_agent"}  # children never get these
 ALIASES = {"run_shell": "shell_exec"}  # names models trained on the seeds call (seed 004's run_shell)
 MCP_SEPARATOR = "__"  # an MCP server's tool is named SERVER__TOOL (mcp/tools.py)
+
+
+def canonical_tool(name: str) -> str:
+    """A tool's one name: the one table above serves a model's tool call and `tools=` alike."""
+    return ALIASES.get(name, name)

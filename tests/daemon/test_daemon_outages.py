@@ -65,7 +65,7 @@ def test_an_unanswered_turn_is_answered_when_the_model_returns_and_triggers_arri
     assert again and int(again.group(1)) >= 3, life(agent)
     assert d.stop() == 0
     out = d.output()
-    assert "woke by are you there?: failed: connection to" in out
+    assert "woke by are you there?: failed: cannot connect to" in out  # issue 32: not retried in the turn
     assert "woke by are you there?: replied: Back again, here is your answer." in out
 
 

@@ -24,6 +24,7 @@ class TaskServer(FakeServer):
         self.go.set()
         self.answers.set()
         self.answered: dict[str, int] = {}  # task name -> final answers sent
+        self.waiting: set[str] = set()  # tasks whose final answer is held by stall(answers_only=True)
 
     def stall(self, answers_only: bool = False) -> None:
         (self.answers if answers_only else self.go).clear()
@@ -41,6 +42,9 @@ class TaskServer(FakeServer):
         if messages[-1]["role"] == "user":
             reply = tool_reply("shell_exec", {"command": f"echo {name} >> ran.txt"})
         else:
+            if not self.answers.is_set():
+                with self.lock:
+                    self.waiting.add(name)
             self.answers.wait(120)
             with self.lock:
                 self.answered[name] = self.answered.get(name, 0) + 1

@@ -6,7 +6,7 @@ import pytest
 from bantam import config, loop
 from bantam.config import Config
 from bantam.errors import APIError, ProviderError
-from bantam.events import Notice, Reasoning, RequestStarted, Retry, Text, UsageReport
+from bantam.events import Reasoning, RequestStarted, Retry, Text, UsageReport
 from bantam.providers import make_provider
 from bantam.providers.anthropic import AnthropicProvider
 from bantam.tools import ToolContext, make_toolbox
@@ -191,7 +191,7 @@ def test_max_tokens_stop_is_asked_again_with_double_max_tokens(server):
                          events.append)
     assert reply.message["content"] == "the whole answer"
     assert [sent(server, n)["max_tokens"] for n in (0, 1)] == [8192, 16384]
-    assert any(isinstance(e, Notice) and "max_tokens=16384" in e.message for e in events)
+    assert any(isinstance(e, Retry) and "max_tokens=16384" in e.message for e in events)
 
 
 def test_non_streaming_json(server):

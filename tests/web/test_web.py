@@ -182,7 +182,7 @@ def test_stop_ends_a_request_that_is_still_waiting_for_the_model(web, server):
     assert web.client.post("/api/stop", json={}).json() == {"stopping": True}
     web.idle(10)
     assert time.monotonic() - started < 5
-    assert [m["role"] for m in saved_messages(web.workspace)] == ["user"]
+    assert [m["role"] for m in saved_messages(web.workspace)] == ["user", "assistant"]  # closed as unanswered
     events = web.events_until(lambda e: e.get("message") == "interrupted")
     assert not any(e["type"] == "text" for e in events)
 
@@ -195,13 +195,13 @@ def test_stop_mid_stream_keeps_no_partial_message(web, server):
     web.events_until(lambda e: e["type"] == "text" and "w3" in e["text"])
     web.client.post("/api/stop", json={})
     web.idle()
-    assert [m["role"] for m in saved_messages(web.workspace)] == ["user"]
+    assert [m["role"] for m in saved_messages(web.workspace)] == ["user", "assistant"]  # closed as unanswered
     events = web.events_until(lambda e: e.get("message") == "interrupted")
     assert {"type": "discard"} in events
     web.send("and now?")
     web.idle()
     assert [m.get("content") for m in saved_messages(web.workspace)] == \
-        ["count slowly", "and now?", "second answer"]
+        ["count slowly", "[no answer: the user interrupted this request]", "and now?", "second answer"]
 
 
 def test_stop_pauses_a_controlled_run_and_resume_finishes_it(web, server):
@@ -239,7 +239,7 @@ def test_sessions_are_listed_and_resumed(web, server):
     # after /load the page restarts from the loaded conversation, then shows the /load itself
     reset = [e for e in events if e["type"] == "reset"][-1]
     assert [i.get("text") or i.get("message") for i in reset["items"] if i["type"] != "done"] == \
-        ["old question", "old answer", "/load earl", "loaded earlier: 3 messages"]
+        ["old question", "old answer", "/load earl", "loaded earlier: 2 messages"]
     assert saved_messages(web.workspace)[0]["content"] == "old question"
     assert not any(e["type"] == "output" for e in events)  # /help's output came before the reset
     server.add(text_reply("continued"))

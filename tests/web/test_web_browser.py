@@ -123,12 +123,13 @@ def test_stop_mid_stream_leaves_no_partial_message(page, web, server):
     expect(page.locator(".assistant.discarded")).to_have_count(1)
     idle(page)
     assert "word79" not in page.locator(".assistant").last.text_content()
-    assert [m["role"] for m in saved_messages(web.workspace)] == ["user"]  # the system prompt is rebuilt on load, not saved
+    # the system prompt is rebuilt on load, not saved; the stopped prompt is closed as unanswered
+    assert [m["role"] for m in saved_messages(web.workspace)] == ["user", "assistant"]
     send(page, "try again")
     expect(page.locator(".assistant").last).to_have_text("fresh answer")
     idle(page)
     assert [m.get("content") for m in saved_messages(web.workspace)] == \
-        ["count to eighty, slowly", "try again", "fresh answer"]
+        ["count to eighty, slowly", "[no answer: the user interrupted this request]", "try again", "fresh answer"]
 
 
 PROBE = """<!doctype html><html><head><meta charset="utf-8"><title>probe</title>
@@ -207,7 +208,7 @@ def test_the_sessions_panel_resumes_a_terminal_session(page, web, server):
     row.get_by_role("button", name="Resume").click()
     expect(page.locator(".user").first).to_have_text("What is 6 times 7?")
     expect(page.locator(".assistant").first).to_have_text("42.")
-    expect(page.locator(".notice").last).to_contain_text("loaded terminal-chat: 3 messages")
+    expect(page.locator(".notice").last).to_contain_text("loaded terminal-chat: 2 messages")  # as its row counts them
     send(page, "/list")
     expect(page.locator("pre.output").last).to_contain_text("a sum from the terminal")
     server.add(text_reply("Still 42."))
@@ -349,3 +350,18 @@ def test_stop_pauses_a_controlled_run_and_resume_finishes_it(page, web):
     assert state["status"] == "completed" and state["scripted_used"] == 7
     tools = [json.loads(line)["tool"] for line in (run / "observations.jsonl").read_text().splitlines()]
     assert tools == ["shell"] + ["read_file"] * 4  # the command ran once
+
+
+def test_a_markdown_table_is_drawn_as_a_table_and_a_long_cell_wraps(page, web, server):
+    path = "/srv/data/" + "a-very-long-directory-name-without-spaces/" * 6 + "final-file.txt"
+    server.add(text_reply(f"Here:\n\n| file | note |\n|------|------|\n| {path} | <b>not bold</b> |\n\nThat is all."))
+    send(page, "list it as a table")
+    idle(page)
+    table = page.locator(".assistant table")
+    expect(table).to_have_count(1)
+    expect(table.locator("th")).to_have_text(["file", "note"])
+    expect(table.locator("td")).to_have_text([path, "<b>not bold</b>"])  # the model's text stays text
+    expect(page.locator(".assistant b")).to_have_count(0)
+    expect(page.locator(".assistant")).to_contain_text("That is all.")
+    answer, cell = page.locator(".assistant").bounding_box(), table.locator("td").first.bounding_box()
+    assert cell["x"] + cell["width"] <= answer["x"] + answer["width"]  # wrapped inside the answer, not cut

@@ -19,7 +19,7 @@ from typing import Any
 
 from .. import compact, config, session, sessions, undo
 from ..approval import Approvals, Request, Verdict
-from ..errors import BantamError, LimitReached, ProviderError
+from ..errors import BantamError, LimitReached, OutputLimitReached, ProviderError
 from ..events import Error, Event, Notice, Reasoning, RequestStarted, Retry, Text, ToolCall, ToolResult, UsageReport, quiet
 from ..loop import CUT
 from ..providers import context_window_later
@@ -153,18 +153,23 @@ class EditorSession:
     def turn(self, words: str) -> str:
         """Run the loop on the user's words; the stop reason, as exact as the model said it."""
         self.messages.append({"role": "user", "content": words})
+        unanswered = "[no answer: the model returned an empty answer]"  # closes the turn if it has none
         try:
             done = self.session.run(self.messages, lambda _: self.save())
         except KeyboardInterrupt:  # cancelled: the unfinished step is gone, the rest is kept
+            unanswered = sessions.INTERRUPTED
             return "cancelled"
         except LimitReached as e:
+            unanswered = f"[no answer: {e}]"
             self.say(str(e))
-            return "max_tokens" if "output limit" in str(e) else "max_turn_requests"
+            return "max_tokens" if isinstance(e, OutputLimitReached) else "max_turn_requests"
         except BantamError as e:
+            unanswered = sessions.INTERRUPTED if self.cancelled.is_set() else f"[no answer: {e}]"
             if self.cancelled.is_set():  # a response whose socket cancel shut
                 return "cancelled"
             raise RpcError(INTERNAL_ERROR, str(e)) from None
         finally:
+            sessions.close_turn(self.messages, unanswered)  # the next prompt is not this one's continuation
             self.save()
         if done.finish_reason in CUT:
             return "max_tokens"

@@ -3,8 +3,10 @@
     bantam batch tasks.jsonl -o results.jsonl --workers 8
     bantam batch tasks.jsonl -o results.jsonl --queue redis://127.0.0.1:6379/0   # with `bantam worker`s
 
-Each task runs in its own process (agent.py) through the one core loop, N at a time; its result
-is appended to RESULTS.jsonl (fsynced) as soon as it finishes. A rerun of the same command skips
+Each task runs as a session of this process (agent.py: its own folder, thread, tool budget and
+log; the configuration and the HTTP connection pool shared) through the one core loop, N at a
+time (`--isolate process`: each in an agent process instead); its result is appended to
+RESULTS.jsonl (fsynced) as soon as it finishes. A rerun of the same command skips
 the tasks that have a result and resumes the ones cut off from their threads, so a batch killed
 at any moment loses at most the steps in flight. With `--queue` the tasks go to a Redis stream
 and `bantam worker` processes, on any machines, run them (redisq.py); this process collects.
@@ -21,10 +23,11 @@ import signal
 import sys
 import threading
 import time
+from pathlib import Path
 
-from .agent import Children, forget, interrupt, run_threads
+from .agent import Runner, forget, interrupt, run_threads, runner
 from .progress import Progress, summary
-from .tasks import Malformed, ResultsFile, Task, fail_malformed, read_tasks, real_root
+from .tasks import Malformed, ResultsFile, Task, apply_rates, fail_malformed, rate_options, read_tasks, real_root
 
 DEFAULT_WORKERS = 4
 
@@ -37,6 +40,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", required=True, metavar="RESULTS", help="results file (JSON Lines)")
     p.add_argument("--workers", type=int, default=DEFAULT_WORKERS, metavar="N",
                    help=f"tasks run at the same time (default {DEFAULT_WORKERS})")
+    p.add_argument("--isolate", choices=("session", "process"), default="session",
+                   help="session (default): every task a session of this process; process: each task "
+                        "in an agent process of its own (for tasks that may crash the interpreter)")
+    p.add_argument("--json", action="store_true", help="progress as JSON lines on stdout (one per "
+                   "finished task, then the summary) instead of the bar and the table")
+    rate_options(p)
     p.add_argument("--queue", metavar="redis://HOST:PORT/DB",
                    help="enqueue on Redis for `bantam worker`s and collect their results")
     p.add_argument("--root", metavar="DIR", help="the folder a task's cwd is relative to and must stay "
@@ -52,6 +61,7 @@ def main(argv: list[str]) -> int:
     if args.workers < 1:
         raise ConfigError(f"--workers must be at least 1, got {args.workers}")
     load_config(args)  # bad configuration stops the batch here, not in every task
+    apply_rates(args)
     if os.path.realpath(args.tasks) == os.path.realpath(args.output):
         raise ConfigError(f"-o {args.output}: the results file cannot be the tasks file")
     tasks = read_tasks(args.tasks)
@@ -63,14 +73,15 @@ def main(argv: list[str]) -> int:
     try:
         if args.queue:
             from .redisq import run_queued
-            run_queued(args.queue, tasks, results)
+            run_queued(args.queue, tasks, results, args.json)
         else:
-            run_local(tasks, results, flags(args), args.workers, root)
+            run_local(tasks, results, runner(args.isolate, root, flags(args), Path(os.getcwd())),
+                      args.workers, args.json)
     except KeyboardInterrupt:
-        summary(tasks, results.done, time.monotonic() - started)
+        summary(tasks, results.done, time.monotonic() - started, as_json=args.json)
         print(resume_hint(argv, tasks, results, bool(args.queue)), file=sys.stderr)
         return 130
-    summary(tasks, results.done, time.monotonic() - started)
+    summary(tasks, results.done, time.monotonic() - started, as_json=args.json)
     # an agent killed from outside (not by us) leaves its task without a result: a rerun finishes it
     return 1 if any(results.done.get(t.key, {"error": "no result"}).get("error") for t in tasks) else 0
 
@@ -82,28 +93,31 @@ def resume_hint(argv: list[str], tasks: list[Task | Malformed], results: Results
             f"again:\n  bantam batch {shlex.join(argv)}")
 
 
-def run_local(tasks: list[Task | Malformed], results: ResultsFile, flags: dict[str, str], workers: int,
-              root: str) -> None:
-    """Run every task without a result, `workers` at a time, each in its folder under `root`,
-    appending each result as it comes; a malformed line gets its failure result first."""
+def run_local(tasks: list[Task | Malformed], results: ResultsFile, runner: Runner, workers: int,
+              as_json: bool = False) -> None:
+    """Run every task without a result, `workers` at a time, appending each result as it comes;
+    a malformed line gets its failure result first."""
     todo: queue.SimpleQueue[Task] = queue.SimpleQueue()
     unfinished = [t for t in tasks if t.key not in results.done]
-    children, lock = Children(root), threading.Lock()
-    with Progress(len(tasks), len(tasks) - len(unfinished)) as progress:
+    lock = threading.Lock()
+    with Progress(len(tasks), len(tasks) - len(unfinished), as_json=as_json) as progress:
         pending = fail_malformed(unfinished, results, progress.finished)
         for task in pending:
             todo.put(task)
 
         def work() -> None:
-            while not children.stopping.is_set():
+            while not runner.stopping.is_set():
                 try:
                     task = todo.get_nowait()
                 except queue.Empty:
                     return
-                record = children.run(task, flags, results.batch)
+                progress.started()
+                record = runner.run(task, results.batch)
+                with lock:
+                    if record is not None and results.add(record):
+                        progress.finished(record)
+                    else:
+                        progress.dropped()
                 if record is not None:
-                    with lock:
-                        if results.add(record):
-                            progress.finished(record)
                     forget(record)
-        run_threads(min(workers, len(pending)) or 1, work, children)
+        run_threads(min(workers, len(pending)) or 1, work, runner)

@@ -1,22 +1,26 @@
-"""One batch task as an isolated agent: its own process, folder (a value, never chdir), thread and tool budget.
+"""Batch tasks as sessions: many in this process (the default), or each in an agent process.
 
-    record = Children().run(task, flags, namespace)   # in the batch or a worker
+    runner = Sessions(root, flags, origin)        # bantam batch, bantam worker
+    record = runner.run(task, namespace)          # in any thread; None: stopped, run it again
+    runner = Children(root, flags)                # --isolate process: the same, one process a task
 
-An agent process (`python -m bantam.batch`) loads bantam once and then answers request lines
-from stdin, one task at a time, each on a result line on stdout; each worker thread of a batch
-keeps its agent for the next task (and replaces it every RECYCLE tasks). For every task it
-loads the configuration as the caller did (the same flags, the config file of the directory it
-was started in), takes the task's `cwd` (confined to the batch's or worker's root: a task cannot
-choose its own writable folder) as the session's folder, and answers the task through
-`oneshot.answer`, the one core loop, in the thread `batch-<hash>`. The process never changes
-its own folder: the task's folder is a value its session carries. Every complete step is on disk,
-so a task cut off by a kill resumes where it stopped; the finished result is saved beside the
-thread before it is reported, so a result lost between the agent and RESULTS.jsonl is reported
-again without running the task again. The task's traces go to `<thread>.log`.
+`Sessions` runs each task as a session of this process, in the calling thread: the configuration
+is loaded once (per model a task names) and each model's provider, with its HTTP connection pool,
+is shared; nothing else is. Each task has its own folder (a value: its `cwd`, confined to the
+batch's or worker's root; never chdir), its thread `batch-<hash>` (every complete step on disk, so a
+task cut off by a kill resumes where it stopped), tool budget, cancel flag and log (`<thread>.log`);
+its commands run in their own process groups and die with it. The result is saved beside the thread
+before it is reported, so a result lost on the way to RESULTS.jsonl is reported again without
+running the task again. A task that raises costs itself only (a failure result, the traceback in its
+log). `stop()` (Ctrl+C, SIGTERM) sets every task's cancel flag and shuts the sockets of the
+requests in flight: each thread unwinds at once, leaving its thread as it was after the last
+complete step.
 
-The agent watches its stdin: when the caller dies (even by SIGKILL) or stops it, the pipe
-closes and the agent interrupts itself, which stops its shell commands and leaves its thread as
-it was after the last complete step.
+`Children` keeps process isolation for tasks that may crash the interpreter (a native extension
+a tool loads, memory a task may exhaust): each worker thread drives an agent process
+(`python -m bantam.batch`) that serves one task at a time through a `Sessions` of its own, and is
+replaced every RECYCLE tasks. The agent watches its stdin: when the caller dies (even by SIGKILL)
+or stops it, the pipe closes and the agent stops its task the same way.
 """
 from __future__ import annotations
 
@@ -34,10 +38,12 @@ import time
 import traceback
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import IO, Any, Callable, Iterator, Protocol
 
 from ..errors import BantamError, ConfigError
 from ..fsutil import atomic_write, private_dir
+from ..providers.cancel import Stopper
+from ..providers.pace import release_all
 from .tasks import Result, Task, failed, parse_task, task_folder
 
 GRACE = 10.0   # seconds an orphaned child has to stop by itself before it exits hard
@@ -63,6 +69,98 @@ def forget(record: dict[str, Any]) -> None:
             thread_file(tid, suffix).unlink(missing_ok=True)
 
 
+class Runner(Protocol):
+    """What a batch or a worker drives: `Sessions` or `Children`."""
+    stopping: threading.Event
+
+    def run(self, task: Task, namespace: str) -> dict[str, Any] | None: ...
+
+    def stop(self) -> None: ...
+
+    def wait(self) -> None: ...
+
+
+class Sessions:
+    """Tasks as sessions of this process; `run` from as many threads as tasks should run at once."""
+
+    def __init__(self, root: str, flags: dict[str, str], origin: Path) -> None:
+        self.root, self.flags, self.origin = root, flags, origin
+        self.stopper = Stopper()
+        self.stopping = self.stopper.event
+        self.lock = threading.Lock()
+        self.models: dict[str, tuple[Any, Any]] = {}
+        self.cancels: set[threading.Event] = set()
+
+    def run(self, task: Task, namespace: str, log: IO[str] | None = None) -> dict[str, Any] | None:
+        """The task's result record (saved beside its thread first), or None when it was stopped
+        before its end. Its traces go to `log` (default: the thread's log file)."""
+        tid = thread_id(namespace, task.key)
+        private_dir(thread_file(tid, "").parent)
+        cancel = threading.Event()
+        with self.lock:
+            if self.stopping.is_set():
+                return None
+            self.cancels.add(cancel)
+        try:
+            with locked(thread_file(tid, ".lock")):  # a leftover agent of a killed run finishes first
+                saved = saved_result(tid)
+                if saved is not None:
+                    return saved
+                if log is not None:
+                    return self.answer(task, tid, log, cancel)
+                with open(thread_file(tid, ".log"), "a", encoding="utf-8") as own:
+                    return self.answer(task, tid, own, cancel)
+        finally:
+            with self.lock:
+                self.cancels.discard(cancel)
+
+    def answer(self, task: Task, tid: str, log: IO[str], cancel: threading.Event) -> dict[str, Any] | None:
+        started = time.monotonic()
+        try:
+            cfg, provider = self.model(task.model)
+            record = answer_task(task, cfg, provider, tid, enter(self.root, task.cwd), log, cancel, started)
+        except KeyboardInterrupt:  # stopped: the thread keeps every complete step
+            return None
+        except (BantamError, OSError) as e:  # bad configuration, a cwd missing or outside: this task fails alone
+            why = f"{e.strerror}: {e.filename}" if isinstance(e, OSError) and e.filename else str(e)
+            record = failed(task, why, time.monotonic() - started, tid)
+        except Exception as e:  # a bug costs this task, not the others; its log has the traceback
+            traceback.print_exc(file=log)
+            record = failed(task, f"{type(e).__name__}: {e}; see {getattr(log, 'name', 'its log')}",
+                            time.monotonic() - started, tid)
+        if cancel.is_set() or self.stopping.is_set():
+            return None  # cut off: whatever it said last is not its result
+        atomic_write(thread_file(tid, ".result.json"), json.dumps(record).encode(), mode=0o600)
+        return record
+
+    def model(self, name: str) -> tuple[Any, Any]:
+        """The configuration and provider for tasks naming `name` ("" for the configured model):
+        loaded once, as from `origin` (where the batch started), and shared."""
+        from .. import session
+        from ..providers import make_provider
+        with self.lock:
+            if name not in self.models:
+                cfg = session.load_config({**self.flags, **({"model": name} if name else {})}, self.origin)
+                provider = make_provider(cfg)
+                self.stopper.watch(provider)
+                self.models[name] = (cfg, provider)
+            return self.models[name]
+
+    def stop(self) -> None:
+        """Every task stops at once: its cancel flag (commands killed at their next poll, the
+        loop stops before its next step) and the sockets of the requests in flight."""
+        with self.lock:
+            self.stopper.event.set()
+            cancels = list(self.cancels)
+        for cancel in cancels:
+            cancel.set()
+        self.stopper.set()
+        release_all()  # a task waiting out a rate limit stops waiting
+
+    def wait(self) -> None:
+        """Nothing outlives the threads: each task's commands die with its cancel flag."""
+
+
 def start_agent() -> subprocess.Popen:
     """A fresh agent process: it loads bantam, then answers one request line after another."""
     return subprocess.Popen([sys.executable, "-m", "bantam.batch"], stdin=subprocess.PIPE,
@@ -75,10 +173,8 @@ def run_isolated(task: Task, flags: dict[str, str], namespace: str,
     record, or None when the agent was interrupted (the task must run again). An agent that ended
     is not used again."""
     tid = thread_id(namespace, task.key)
-    private_dir(thread_file(tid, "").parent)
     started = time.monotonic()
-    request = {"task": task.to_json(), "flags": flags, "thread": tid, "log": str(thread_file(tid, ".log")),
-               "root": root}
+    request = {"task": task.to_json(), "flags": flags, "namespace": namespace, "root": root}
     assert proc.stdin is not None and proc.stdout is not None  # started with both pipes
     try:
         proc.stdin.write(json.dumps(request).encode() + b"\n")
@@ -93,7 +189,7 @@ def run_isolated(task: Task, flags: dict[str, str], namespace: str,
         if code in (130, -signal.SIGINT, -signal.SIGKILL, -signal.SIGTERM):
             return None
         return failed(task, f"the agent process exited with code {code} without a result; "
-                            f"see {request['log']}", time.monotonic() - started, tid)
+                            f"see {thread_file(tid, '.log')}", time.monotonic() - started, tid)
 
 
 def close(proc: subprocess.Popen) -> None:
@@ -106,19 +202,19 @@ def close(proc: subprocess.Popen) -> None:
 
 
 class Children:
-    """The agent processes of a batch or worker, so that one stop reaches all of them. Each
-    thread keeps its agent process for the next task (Python and bantam load once, not per
+    """`--isolate process`: each task in an agent process, so that one stop reaches all of them.
+    Each thread keeps its agent process for the next task (Python and bantam load once, not per
     task), and replaces it after RECYCLE tasks or when it ended. `root` is the real folder every
     task's `cwd` must stay inside."""
 
-    def __init__(self, root: str) -> None:
-        self.root = root
+    def __init__(self, root: str, flags: dict[str, str]) -> None:
+        self.root, self.flags = root, flags
         self.lock = threading.Lock()
         self.procs: set[subprocess.Popen] = set()
         self.stopping = threading.Event()
         self.local = threading.local()
 
-    def run(self, task: Task, flags: dict[str, str], namespace: str) -> dict[str, Any] | None:
+    def run(self, task: Task, namespace: str) -> dict[str, Any] | None:
         """run_isolated, stoppable by `stop`; None when the task was stopped before its end."""
         proc, served = getattr(self.local, "agent", None), getattr(self.local, "served", 0)
         if proc is None or proc.poll() is not None or served >= RECYCLE:
@@ -127,7 +223,7 @@ class Children:
             proc, served = self.start(), 0
         self.local.agent, self.local.served = proc, served + 1
         try:
-            return run_isolated(task, flags, namespace, proc, self.root)
+            return run_isolated(task, self.flags, namespace, proc, self.root)
         finally:
             with self.lock:
                 self.procs = {p for p in self.procs if p.poll() is None}
@@ -159,14 +255,19 @@ class Children:
                 proc.kill()
 
 
+def runner(isolate: str, root: str, flags: dict[str, str], origin: Path) -> Runner:
+    """`--isolate session` (the default) or `--isolate process`."""
+    return Children(root, flags) if isolate == "process" else Sessions(root, flags, origin)
+
+
 def interrupt(signum: int, frame: object) -> None:
     """A SIGTERM handler: stop as cleanly as on Ctrl+C."""
     raise KeyboardInterrupt
 
 
-def run_threads(count: int, work: Callable[[], None], children: Children) -> None:
+def run_threads(count: int, work: Callable[[], None], runner: Runner) -> None:
     """Run `work` in `count` threads until all return. On Ctrl+C (or SIGTERM made one), stop the
-    children, let the threads see it, and raise KeyboardInterrupt."""
+    runner, let the threads see it, and raise KeyboardInterrupt."""
     threads = [threading.Thread(target=work, daemon=True) for _ in range(count)]
     for t in threads:
         t.start()
@@ -174,48 +275,53 @@ def run_threads(count: int, work: Callable[[], None], children: Children) -> Non
         for t in threads:
             while t.is_alive():
                 t.join(0.2)  # short waits, so Ctrl+C is seen at once
-        children.stop()  # the idle agents end
-        children.wait()
+        runner.stop()  # the idle agents end
+        runner.wait()
     except KeyboardInterrupt:
-        children.stop()
+        runner.stop()
         deadline = time.monotonic() + GRACE + 5
         for t in threads:
             t.join(max(0.0, deadline - time.monotonic()))
-        children.wait()
+        runner.wait()
         raise
 
 
-# --- the child -------------------------------------------------------------------------------------
+# --- the agent process (--isolate process) ---------------------------------------------------------
 
 def main() -> int:
     signal.signal(signal.SIGINT, signal.default_int_handler)  # even when started with it ignored
     preload()
-    origin, quiet = os.getcwd(), os.dup(2)
+    origin, quiet = Path(os.getcwd()), os.dup(2)  # the batch's folder: its configuration is the caller's
     # results go out on a descriptor of their own: whatever else writes to stdout (a library, C
     # code) lands in the task's log instead of the middle of a result line
     results = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(quiet, 1)
     requests = read_requests()
+    runners: dict[str, Sessions] = {}
     while True:
-        record = serve(json.loads(requests.get()), origin, quiet)
+        request = json.loads(requests.get())
+        key = json.dumps([request["root"], request["flags"]], sort_keys=True)
+        sessions = runners.setdefault(key, Sessions(request["root"], request["flags"], origin))
+        record = serve(request, sessions, quiet)
+        if record is None:  # stopped: the caller reads the exit code
+            os._exit(130)
         results.write(json.dumps(record, ensure_ascii=False) + "\n")
         results.flush()
 
 
-def serve(request: dict[str, Any], origin: str, quiet: int) -> dict[str, Any]:
-    """One task, configured as from `origin` (where the process started), its traces (and any
-    stray output) in its own log."""
-    log = os.open(request["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+def serve(request: dict[str, Any], sessions: Sessions, quiet: int) -> dict[str, Any] | None:
+    """One task, its traces (and any stray output of the process) in its own log."""
+    task = parse_task(request["task"], "", "task")
+    tid = thread_id(request["namespace"], task.key)
+    private_dir(thread_file(tid, "").parent)
+    log = os.open(thread_file(tid, ".log"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     os.dup2(log, 1)
     os.dup2(log, 2)
     os.close(log)
-    task, tid = parse_task(request["task"], "", "task"), request["thread"]
     try:
-        with locked(thread_file(tid, ".lock")):  # a leftover agent of a killed run finishes first
-            return saved_result(tid) or run_task(task, request["flags"], tid, request["root"], origin)
-    except Exception as e:  # a bug costs this task, not the next ones; the log has the traceback
-        traceback.print_exc()
-        return failed(task, f"{type(e).__name__}: {e}; see {request['log']}", thread=tid)
+        return sessions.run(task, request["namespace"], sys.stderr)
+    except KeyboardInterrupt:  # the caller closed stdin: stopped between steps
+        return None
     finally:
         sys.stdout.flush()
         sys.stderr.flush()
@@ -270,18 +376,6 @@ def saved_result(tid: str) -> dict[str, Any] | None:
     return record if isinstance(record, dict) else None
 
 
-def run_task(task: Task, flags: dict[str, str], tid: str, root: str, origin: str) -> dict[str, Any]:
-    """Answer the task in its thread; the result is saved beside the thread before it is returned."""
-    started = time.monotonic()
-    try:
-        record = answer_task(task, flags, tid, root, origin, started)
-    except (BantamError, OSError) as e:  # bad configuration, a cwd missing or outside: this task fails alone
-        why = f"{e.strerror}: {e.filename}" if isinstance(e, OSError) and e.filename else str(e)
-        record = failed(task, why, time.monotonic() - started, tid)
-    atomic_write(thread_file(tid, ".result.json"), json.dumps(record).encode(), mode=0o600)
-    return record
-
-
 def enter(root: str, cwd: str) -> Path:
     """The task's folder, confined to `root` (ConfigError, before anything runs, when it is
     outside; OSError when it is not a folder). Checked again on the folder as opened: a symlink
@@ -305,16 +399,12 @@ def _opened_path(fd: int, folder: str) -> str:
         return os.path.realpath(folder)
 
 
-def answer_task(task: Task, flags: dict[str, str], tid: str, root: str, origin: str,
-                started: float) -> dict[str, Any]:
-    from .. import session
+def answer_task(task: Task, cfg: Any, provider: Any, tid: str, folder: Path, log: IO[str],
+                cancel: threading.Event, started: float) -> dict[str, Any]:
     from ..sessions import Thread
     from ..tools.spawn import read_report
-    # the configuration is the caller's (from where the agent started), not the task folder's
-    cfg = session.load_config({**flags, **({"model": task.model} if task.model else {})}, origin)
-    folder = enter(root, task.cwd)
     tally = Tally()
-    text = final_text(cfg, task, tid, tally, folder)
+    text = final_text(cfg, provider, task, tid, tally, folder, log, cancel)
     steps = sum(m["role"] == "assistant" for m in Thread(tid).history())
     seconds = round(time.monotonic() - started, 3)
     if tally.errors:
@@ -324,24 +414,23 @@ def answer_task(task: Task, flags: dict[str, str], tid: str, root: str, origin: 
     return Result(task.id, status, output, steps, tally.spent(), seconds, None, unmet, tid).to_json()
 
 
-def final_text(cfg: Any, task: Task, tid: str, tally: "Tally", folder: Path) -> str:
+def final_text(cfg: Any, provider: Any, task: Task, tid: str, tally: "Tally", folder: Path, log: IO[str],
+               cancel: threading.Event) -> str:
     """Run the task in its thread through the one loop (or resume it); the final answer."""
     from ..config import FALLBACK_CONTEXT_WINDOW
     from ..oneshot import answer
-    from ..providers import make_provider
     from ..render import make_renderer
     from ..sessions import Thread
     from ..tools.spawn import instructions
     history = Thread(tid).history()
     if history and history[-1]["role"] == "assistant":  # answered, but killed before the result was saved
         return history[-1].get("content") or ""
-    provider = make_provider(cfg)
     # the window only fills in the log's usage line: not worth a request to the endpoint per task
     window = cfg.context_window or FALLBACK_CONTEXT_WINDOW
-    tally.render = make_renderer(cfg, False, io.StringIO(), sys.stderr, lambda: window)
+    tally.render = make_renderer(cfg, False, io.StringIO(), log, lambda: window)
     resume = bool(history) and history[-1]["role"] in ("user", "tool")
     turn = answer(cfg, provider, None if resume else task.task + instructions(list(task.checks)), tally, tid,
-                  folder=folder)
+                  folder=folder, cancel=cancel)
     return turn.text if turn else ""
 
 

@@ -1,8 +1,11 @@
-"""What a batch shows while it runs: a rich progress bar on a terminal, else one line per finished
-task (on stderr); and the summary table at the end (on stdout)."""
+"""What a batch shows while it runs: a rich progress bar on a terminal (done, failed, running,
+tasks/s, tokens, ETA), else one line per finished task (on stderr), or with `--json` one JSON
+line per finished task on stdout; and the summary at the end (a table, or a JSON line)."""
 from __future__ import annotations
 
+import json
 import sys
+import threading
 import time
 from collections import Counter
 from typing import IO, Any, Sequence
@@ -11,36 +14,74 @@ from .tasks import Malformed, Task
 
 
 class Progress:
-    """Told of each finished task; draws a bar on a terminal, prints a line otherwise."""
+    """Told when a task starts and when it finishes (or is dropped: stopped before its end)."""
 
-    def __init__(self, total: int, done: int, err: IO[str] | None = None):
-        self.total, self.done = total, done
-        self.err = err or sys.stderr
+    def __init__(self, total: int, done: int, err: IO[str] | None = None, as_json: bool = False,
+                 out: IO[str] | None = None):
+        self.total, self.done, self.first = total, done, done
+        self.failed = self.running = self.tokens = 0
+        self.err, self.out, self.as_json = err or sys.stderr, out or sys.stdout, as_json
         self.bar: Any = None
-        self.started = time.monotonic()
+        self.started_at = time.monotonic()
+        self.lock = threading.Lock()
 
     def __enter__(self) -> "Progress":
-        if self.err.isatty():
+        if self.err.isatty() and not self.as_json:
             from rich.console import Console
             from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
             from rich.progress import Progress as Bar
             from rich.progress import TimeRemainingColumn
-            self.bar = Bar(TextColumn("batch"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                           TimeRemainingColumn(), console=Console(file=self.err), transient=False)
+            self.bar = Bar(TextColumn("batch"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
+                           TimeElapsedColumn(), TimeRemainingColumn(), console=Console(file=self.err),
+                           transient=False)
             self.bar.start()
-            self.row = self.bar.add_task("batch", total=self.total, completed=self.done)
+            self.row = self.bar.add_task(self.counts(), total=self.total, completed=self.done)
         return self
 
+    def started(self) -> None:
+        with self.lock:
+            self.running += 1
+        self.redraw()
+
+    def dropped(self) -> None:
+        with self.lock:
+            self.running = max(0, self.running - 1)
+        self.redraw()
+
     def finished(self, record: dict[str, Any]) -> None:
-        self.done += 1
-        line = describe(record)
-        if self.bar is None:
-            self.err.write(f"[{self.done}/{self.total}] {line}\n")
+        with self.lock:
+            self.done += 1
+            self.running = max(0, self.running - 1)
+            self.failed += record.get("status") != "success"
+            usage = record.get("usage") or {}
+            self.tokens += int(usage.get("prompt_tokens", 0)) + int(usage.get("completion_tokens", 0))
+        if self.as_json:
+            self.out.write(json.dumps({"event": "task", **self.state(), "result": record}, ensure_ascii=False) + "\n")
+            self.out.flush()
+        elif self.bar is None:
+            self.err.write(f"[{self.done}/{self.total}] {describe(record)}\n")
             self.err.flush()
-            return
-        if record.get("status") != "success":  # failures scroll above the bar; successes only count
-            self.bar.console.print(line, markup=False, highlight=False)
-        self.bar.update(self.row, completed=self.done)
+        else:
+            if record.get("status") != "success":  # failures scroll above the bar; successes only count
+                self.bar.console.print(describe(record), markup=False, highlight=False)
+            self.redraw()
+
+    def state(self) -> dict[str, Any]:
+        """The numbers as data: what --json prints with each result."""
+        elapsed = time.monotonic() - self.started_at
+        rate = (self.done - self.first) / elapsed if elapsed > 0 else 0.0
+        left = self.total - self.done
+        return {"done": self.done, "failed": self.failed, "running": self.running, "total": self.total,
+                "tasks_per_s": round(rate, 3), "tokens": self.tokens,
+                "eta_s": round(left / rate, 1) if rate > 0 else None}
+
+    def counts(self) -> str:
+        s = self.state()
+        return f"{s['failed']} failed · {s['running']} running · {s['tasks_per_s']:.2f} tasks/s · {s['tokens']} tokens"
+
+    def redraw(self) -> None:
+        if self.bar is not None:
+            self.bar.update(self.row, completed=self.done, description=self.counts())
 
     def __exit__(self, *exc: object) -> None:
         if self.bar is not None:
@@ -53,14 +94,25 @@ def describe(record: dict[str, Any]) -> str:
     return f"{line}: {record['error']}" if record.get("error") else line
 
 
-def summary(tasks: Sequence[Task | Malformed], done: dict[str, dict[str, Any]], wall: float, out: IO[str] | None = None) -> None:
-    """The closing table: tasks by status, tokens, time, and what is still missing."""
-    from rich.console import Console
-    from rich.table import Table
+def summary(tasks: Sequence[Task | Malformed], done: dict[str, dict[str, Any]], wall: float,
+            out: IO[str] | None = None, as_json: bool = False) -> None:
+    """The closing table (or JSON line): tasks by status, tokens, time, and what is still missing."""
     records = [done[t.key] for t in tasks if t.key in done]
     statuses = Counter(r.get("status", "?") for r in records)
     prompt = sum(int((r.get("usage") or {}).get("prompt_tokens", 0)) for r in records)
     completion = sum(int((r.get("usage") or {}).get("completion_tokens", 0)) for r in records)
+    errors = sum(bool(r.get("error")) for r in records)
+    agent_time = sum(float(r.get("seconds", 0)) for r in records)
+    out = out or sys.stdout
+    if as_json:
+        out.write(json.dumps({"event": "summary", "tasks": len(tasks), "statuses": dict(statuses), "errors": errors,
+                              "not_finished": len(tasks) - len(records), "prompt_tokens": prompt,
+                              "completion_tokens": completion, "agent_seconds": round(agent_time, 3),
+                              "wall_seconds": round(wall, 3)}) + "\n")
+        out.flush()
+        return
+    from rich.console import Console
+    from rich.table import Table
     table = Table(title="batch summary", show_header=False)
     table.add_column(justify="left")
     table.add_column(justify="right")
@@ -68,9 +120,10 @@ def summary(tasks: Sequence[Task | Malformed], done: dict[str, dict[str, Any]], 
     table.add_row("done (success)", str(statuses.pop("success", 0)))
     for status, count in sorted(statuses.items()):
         table.add_row(f"failed ({status})", str(count))
-    table.add_row("errors", str(sum(bool(r.get("error")) for r in records)))
+    table.add_row("errors", str(errors))
     table.add_row("not finished", str(len(tasks) - len(records)))
     table.add_row("tokens", f"{prompt} prompt + {completion} completion")
-    table.add_row("agent time", f"{sum(float(r.get('seconds', 0)) for r in records):.1f} s")
+    table.add_row("agent time", f"{agent_time:.1f} s")
     table.add_row("wall time (this run)", f"{wall:.1f} s")
-    Console(file=out or sys.stdout).print(table)
+    table.add_row("tasks/s (this run)", f"{len(records) / wall:.2f}" if wall > 0 else "-")
+    Console(file=out).print(table)

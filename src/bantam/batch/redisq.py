@@ -1,6 +1,6 @@
 """Tasks over Redis: `bantam batch --queue redis://...` enqueues and collects, `bantam worker` runs.
 
-    bantam worker redis://10.0.0.5:6379/0 --workers 4      # on each machine, as many as you like
+    bantam worker redis://10.0.0.5:6379/0 --concurrency 64  # on each machine, as many as you like
     bantam batch tasks.jsonl -o results.jsonl --queue redis://10.0.0.5:6379/0
 
 Redis holds everything (no broker of bantam's own): the stream `bantam:tasks` read through the
@@ -29,12 +29,13 @@ import signal
 import socket
 import sys
 import threading
+from pathlib import Path
 from typing import Any
 
 from ..errors import BantamError, ConfigError
-from .agent import Children, forget, interrupt, run_threads
+from .agent import Runner, forget, interrupt, run_threads, runner
 from .progress import Progress, describe
-from .tasks import Malformed, ResultsFile, Task, fail_malformed, failed, read_task, real_root
+from .tasks import Malformed, ResultsFile, Task, apply_rates, fail_malformed, failed, rate_options, read_task, real_root
 
 TASKS = "bantam:tasks"            # the stream every worker reads
 GROUP = "bantam-workers"          # its consumer group
@@ -98,7 +99,7 @@ def ensure_group(client: Any) -> None:
 
 # --- the batch side --------------------------------------------------------------------------------
 
-def run_queued(url: str, tasks: list[Task | Malformed], results: ResultsFile) -> None:
+def run_queued(url: str, tasks: list[Task | Malformed], results: ResultsFile, as_json: bool = False) -> None:
     """Enqueue the tasks without a result (once, however often this is rerun) and append the
     results the workers send, until every task has one. A malformed line fails here."""
     import redis
@@ -106,7 +107,7 @@ def run_queued(url: str, tasks: list[Task | Malformed], results: ResultsFile) ->
     reply = f"bantam:results:{results.batch}"  # this batch's own stream; a rerun finds it again
     pending = [t for t in tasks if t.key not in results.done]
     try:
-        with Progress(len(tasks), len(tasks) - len(pending)) as progress:
+        with Progress(len(tasks), len(tasks) - len(pending), as_json=as_json) as progress:
             runnable = fail_malformed(pending, results, progress.finished)
             enqueue_all(client, runnable, reply)
             collect(client, reply, {t.key for t in runnable}, results, progress)
@@ -149,7 +150,13 @@ def worker_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="bantam worker", description="Run bantam tasks from a Redis "
                                 f"stream ({TASKS}, group {GROUP}) and send each result to its reply stream.")
     p.add_argument("url", metavar="redis://HOST:PORT/DB")
-    p.add_argument("--workers", type=int, default=1, metavar="N", help="tasks run at the same time (default 1)")
+    p.add_argument("--concurrency", "--workers", dest="workers", type=int, default=1, metavar="N",
+                   help="tasks this worker runs at the same time, each claimed only when it can start "
+                        "(default 1)")
+    p.add_argument("--isolate", choices=("session", "process"), default="session",
+                   help="session (default): every task a session of this process; process: each task "
+                        "in an agent process of its own")
+    rate_options(p)
     p.add_argument("--idle-timeout", type=float, default=IDLE_TIMEOUT, metavar="S",
                    help=f"seconds before a dead worker's task goes to another (default {IDLE_TIMEOUT:g})")
     p.add_argument("--root", metavar="DIR", default=".", help="the folder a task's cwd is relative to "
@@ -162,21 +169,21 @@ def worker_main(argv: list[str]) -> int:
     from ..options import flags, load_config
     args = worker_parser().parse_args(argv)
     if args.workers < 1 or args.idle_timeout <= 0:
-        raise ConfigError("--workers must be at least 1 and --idle-timeout above 0")
+        raise ConfigError("--concurrency must be at least 1 and --idle-timeout above 0")
     load_config(args)
+    apply_rates(args)
     root = real_root(args.root)
     client = connect(args.url)
     name = f"{socket.gethostname()}-{os.getpid()}"
     numbers = iter(range(args.workers))
-    children = Children(root)
+    tasks = runner(args.isolate, root, flags(args), Path(os.getcwd()))
     signal.signal(signal.SIGTERM, interrupt)
     print(f"bantam worker {name}: {args.workers} at a time from {TASKS} on {args.url}", file=sys.stderr)
 
     def work() -> None:
-        Consumer(client, f"{name}-{next(numbers)}", flags(args), int(args.idle_timeout * 1000),
-                 children).serve()
+        Consumer(client, f"{name}-{next(numbers)}", int(args.idle_timeout * 1000), tasks).serve()
     try:
-        run_threads(args.workers, work, children)
+        run_threads(args.workers, work, tasks)
     except KeyboardInterrupt:
         print(f"bantam worker {name}: stopped; its unfinished tasks go to another worker after "
               f"{args.idle_timeout:g} s", file=sys.stderr)
@@ -187,17 +194,17 @@ def worker_main(argv: list[str]) -> int:
 
 
 class Consumer:
-    """One member of the consumer group: takes a task, runs it as an isolated agent, answers."""
+    """One member of the consumer group: claims a task only when it can start it, runs it, answers."""
 
-    def __init__(self, client: Any, name: str, flags: dict[str, str], idle_ms: int, children: Children):
-        self.client, self.name, self.flags, self.idle_ms, self.children = client, name, flags, idle_ms, children
+    def __init__(self, client: Any, name: str, idle_ms: int, runner: Runner):
+        self.client, self.name, self.idle_ms, self.runner = client, name, idle_ms, runner
         self.finish = client.register_script(FINISH)
         self.cursor = "0-0"
 
     def serve(self) -> None:
         import redis
         failures = 0
-        while not self.children.stopping.is_set():
+        while not self.runner.stopping.is_set():
             try:
                 message = self.next_message()
                 if message is not None:
@@ -207,7 +214,7 @@ class Consumer:
                 delay = RECONNECT_DELAYS[min(failures, len(RECONNECT_DELAYS) - 1)]
                 failures += 1
                 print(f"bantam worker {self.name}: Redis: {e}; again in {delay} s", file=sys.stderr)
-                self.children.stopping.wait(delay)
+                self.runner.stopping.wait(delay)
                 try:
                     ensure_group(self.client)  # a Redis restarted without its data has no group
                 except redis.RedisError:
@@ -237,7 +244,7 @@ class Consumer:
                                   "took this task stopped before it finished")
         else:
             with Lease(self.client, message_id, self.name, self.idle_ms / 3000):
-                record = self.children.run(task, self.flags, reply.decode())  # UTF-8: read_message checked
+                record = self.runner.run(task, reply.decode())  # UTF-8: read_message checked
             if record is None:
                 return  # stopped: not acknowledged, so another worker takes it over
         record["worker"] = self.name

@@ -239,3 +239,16 @@ class ResultsFile:
         self.log.sync(self.records)
         self.done[key] = record
         return True
+
+
+def rate_options(p: Any) -> None:
+    """--rpm/--tpm: what the API allows this process, shared by all its tasks (providers/pace.py)."""
+    p.add_argument("--rpm", type=int, default=0, metavar="N", help="at most N model requests a minute, all tasks together")
+    p.add_argument("--tpm", type=int, default=0, metavar="N", help="at most N tokens a minute, all tasks together")
+
+
+def apply_rates(args: Any) -> None:
+    from ..providers.pace import limit_all
+    if args.rpm < 0 or args.tpm < 0:
+        raise ConfigError("--rpm and --tpm take a number of requests or tokens a minute (0: no limit)")
+    limit_all(args.rpm, args.tpm)

@@ -20,11 +20,12 @@ import os
 import threading
 import time
 import traceback
+from dataclasses import replace
 from typing import Any, Callable
 
 from .. import loop, session
 from ..config import Config
-from ..errors import LimitReached, ProviderError
+from ..errors import LimitReached, ProviderError, Unreachable
 from ..events import Error, Event, Notice, Retry, ToolCall, quiet
 from ..providers import ask
 from . import mail, watch
@@ -61,11 +62,13 @@ class Agent:
         self.toolbox = session.build(cfg, agent_dir.home, on_event=self.on_event, provider=self.provider,
                                      system="", with_mcp=False,
                                      toolbox=lambda ctx: make_toolbox(self, ctx)).toolbox
-        self.limits = loop.Limits.from_config(cfg)
+        # seed 003: the daemon doubles its per-request budget, config.json's max_tokens included
+        self.limits = replace(loop.Limits.from_config(cfg), fixed_max_tokens=None)
         self.wait_s = settings.poll_s
         self.busy = False          # a turn is running: triggers wait
         self.current_call = ""     # the tool call being run, for bg's "tc:" note
         self.replied = ""          # what became of the turn's answer, for the terminal
+        self.cut_at: int | None = None  # the answer being sent was cut at this many tokens (loop.AnswerCut)
         self.pending: list[dict] = []   # image messages READ_FILE attached, added after the step
         self.known: list[dict] = []     # the conversation as last read
         self.live: set[int] = set()     # ids of the request's messages as last built
@@ -158,7 +161,7 @@ class Agent:
             self.turn(request)
 
     def turn(self, request: list[dict]) -> None:
-        self.busy = True
+        self.busy, self.cut_at = True, None
         woke = woken_by(self.known)
         self.replied = "no answer"
         try:
@@ -186,7 +189,10 @@ class Agent:
         self.retry_at = time.monotonic() + delay
         self.log("error", f"{e}; the turn is unanswered: retrying it in {delay:g} s "
                           f"(attempt {self.failures} failed)")
-        if not e.retryable:  # a refused key, a bad request: waiting alone will not fix it
+        if isinstance(e, Unreachable):  # the server is down or misnamed: it may come back
+            self.tell_once("unreachable", f"[bantam] I cannot reach the model: {e}. I keep "
+                           f"retrying every {s.retry_turn_max_s:g} s at most.")
+        elif not e.retryable:  # a refused key, a bad request: waiting alone will not fix it
             status = getattr(e, "status", None)
             self.tell_once(f"status {status}", f"[bantam] the model API refuses my requests: {e}. "
                            f"I keep retrying every {s.retry_turn_max_s:g} s at most; this needs you "
@@ -303,7 +309,8 @@ class Agent:
         if last.get("role") == "assistant" and not last.get("tool_calls"):  # the final answer:
             # into the outbox before it is in the file, so a crash between the two sends it
             # again (the turn is answered anew) rather than never
-            self.replied = self.reply(str(last.get("content") or ""), known + new)
+            self.replied = self.reply(marked(str(last.get("content") or ""), self.cut_at), known + new)
+            self.cut_at = None
         pending, self.pending = self.pending, []  # (READ_FILE's workers add to it)
         new += pending
         if new:  # before any line another writer added meanwhile: that is the order it happened
@@ -358,6 +365,8 @@ class Agent:
         elif isinstance(event, Retry):
             self.log("retry", f"{event.attempt} in {event.delay:g}s: {event.message}")
         elif isinstance(event, (Notice, Error)):
+            if isinstance(event, loop.AnswerCut) and not event.agent:  # a sub-agent's is its parent's tool result
+                self.cut_at = event.limit
             self.log("notice", event.message)
 
     def deliver_user(self, text: str) -> None:
@@ -387,6 +396,14 @@ def bug(e: Exception) -> str:
     """An unexpected exception in one line, with where it was raised."""
     where = traceback.extract_tb(e.__traceback__)[-1]
     return f"{type(e).__name__}: {e} (at {where.filename}:{where.lineno})"
+
+
+def marked(text: str, cut_at: int | None) -> str:
+    """The answer as it is sent: one cut at the output limit says so, so that nobody takes the
+    fragment for the whole (the conversation keeps the model's text as it was)."""
+    if cut_at is None or not text:
+        return text
+    return f"{text}\n\n[answer cut at {cut_at} tokens]" if cut_at else f"{text}\n\n[answer cut at the output limit]"
 
 
 def woken_by(conv: list[dict]) -> str:

@@ -159,7 +159,7 @@ def make_config(s: Settings, explicit: set[str], passthrough: dict[str, str], re
     if key:
         flags["api_key"] = key
     flags.update(passthrough)
-    flags.update({k: json.dumps(v) for k, v in request.items()})
+    flags.update({f"{bantam_config.REQUEST}{k}": json.dumps(v) for k, v in request.items()})  # sent as they are
     if "endpoint" in flags and "endpoint" not in explicit:  # the seed's default host (DeepSeek):
         environ = {k: v for k, v in environ.items() if k not in bantam_config.KEY_HOMES}  # not theirs
     try:

@@ -50,7 +50,7 @@ def read_specs(path: Path) -> dict[str, ServerSpec]:
     """The servers a file names; {} when it does not exist. A bad file is a ConfigError."""
     try:
         data = json.loads(path.read_bytes())
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # (a HOME under a file: no such file either)
         return {}
     except (OSError, ValueError) as e:
         raise ConfigError(f"{path}: not valid JSON ({e})") from None

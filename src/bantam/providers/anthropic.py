@@ -39,6 +39,8 @@ def split_endpoint(endpoint: str) -> tuple[str, str]:
 
 
 class AnthropicProvider(HTTPProvider):
+    key_variable = "ANTHROPIC_API_KEY"
+
     def __init__(self, cfg: Config):
         super().__init__(cfg, *split_endpoint(cfg.endpoint))
         self.max_tokens = DEFAULT_MAX_TOKENS

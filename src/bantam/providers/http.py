@@ -7,35 +7,52 @@ from __future__ import annotations
 
 import contextlib
 import email.utils
+import errno
+import ipaddress
 import json
 import os
 import re
+import socket
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
+from urllib.parse import urlsplit
 
 from ..config import Config
-from ..errors import APIError, ProviderError, is_context_overflow
+from ..errors import APIError, ProviderError, Unreachable, is_context_overflow
 from ..events import Notice, OnEvent, RequestStarted, Usage
 from ..sanitize import TooDeep, loads, terminal_safe
 from . import DEFAULT_OPTIONS, Reply, RequestOptions
+from .pace import pace_for
 
 if TYPE_CHECKING:
     import httpx
 
 USER_AGENT = "Mozilla/5.0 (compatible; Bantam/1.0)"  # seed: avoids gateway 403 blocks
 RETRYABLE_STATUS = {408, 429}  # and every 5xx
+RATE_LIMITED = (429, 529)  # "too many requests", Anthropic's "overloaded"
+RATE_LIMIT_PAUSE = 1.0  # seconds every session pauses after one without Retry-After
 DISCOVERY_TIMEOUT = 3.0        # seconds for side requests such as GET /models (they delay the usage line)
 CHARS_PER_TOKEN = 4            # for estimating usage a server does not report
 # Byte caps on what a server may send (a hostile or broken one must not grow bantam's memory):
 BODY_CAP = 16 * 1024 * 1024    # a whole JSON answer or a model listing
 ERROR_CAP = 64 * 1024          # an error body: only its message is wanted
 LINE_CAP = 4 * 1024 * 1024     # one SSE line (a real chunk is a few kB)
+# A refusal by a remote host, a DNS server that did not answer, no route: tried this many more
+# times (1 + 1 + 2 s with the default delays), for a server restarting behind its proxy or a
+# network hiccup passes in seconds, while a wrong port or no network lasts: a minute and a half
+# of retries (all nine delays) only hides the cause. Refused on this machine or the local network,
+# or a name that does not exist: no retry at all (see connect_failure).
+REMOTE_RETRIES = 3
+UNKNOWN_HOST = {getattr(socket, name) for name in ("EAI_NONAME", "EAI_NODATA", "EAI_FAIL") if hasattr(socket, name)}
+NO_ROUTE = {errno.ENETUNREACH, errno.EHOSTUNREACH}
 
 
 class HTTPProvider:
     """One client per provider, so every loop step reuses the same connection."""
+    key_variable = "OPENAI_API_KEY"  # where a missing key is looked for (the error names it)
 
     def __init__(self, cfg: Config, base_url: str, url: str):
         self.cfg = cfg
@@ -45,6 +62,7 @@ class HTTPProvider:
         self._client_lock = threading.Lock()
         self.learned_window: int | None = None  # the context window stated in a refusal
         self.prices: tuple[float, float] | None = None  # dollars per prompt, completion token
+        self.tool_watch = ToolWatch(self.url)  # per session (one provider each): told once
 
     @property
     def client(self) -> "httpx.Client":
@@ -98,19 +116,28 @@ class HTTPProvider:
     def send(self, messages: list[dict], tools: list[dict], on_event: OnEvent,
              options: RequestOptions) -> Reply:
         body = self.request_body(messages, tools, options)
+        pace = pace_for(self.url)
+        pace.wait()  # a rate limit another session of this process met holds this one too
         on_event(RequestStarted(model=self.model))
         with mapped_errors(self.url, self.cfg):
             with self.client.stream("POST", self.url, json=body, headers=self.headers()) as resp:
                 kind = resp.headers.get("content-type", "")
                 if resp.status_code >= 400 or "html" in kind:  # a web page at 200: wrong endpoint
-                    raise error_from_response(resp, read_head(resp, ERROR_CAP), self.cfg.api_key)
+                    error = self.status_error(resp, self.url)
+                    if error.status in RATE_LIMITED:  # one pause for every session, not one each
+                        pace.hold(error.retry_after or RATE_LIMIT_PAUSE)
+                    raise error
                 if "json" in kind or (not body.get("stream") and "event-stream" not in kind):
                     reply = self.read_json(parse_json(read_capped(resp, BODY_CAP, self.url), self.url), on_event)
                 else:
                     reply = self.read_stream(capped_lines(resp, LINE_CAP), on_event)
         if reply.usage is None:  # llama-cpp-python's server streams no usage
             reply.usage = estimate_usage(body, reply.message)
+        pace.spent(reply.usage.prompt_tokens + reply.usage.completion_tokens)
         reply.output_limit = output_limit(body)
+        notice = self.tool_watch.check(messages, tools, reply, options.workspace)
+        if notice:
+            on_event(Notice(message=notice))
         return reply
 
     def get_json(self, url: str, post: dict | None = None) -> Any:
@@ -119,8 +146,27 @@ class HTTPProvider:
             with self.client.stream("POST" if post else "GET", url, json=post, headers=self.headers(),
                                     timeout=min(self.cfg.timeout, DISCOVERY_TIMEOUT)) as resp:
                 if resp.status_code >= 400:
-                    raise error_from_response(resp, read_head(resp, ERROR_CAP), self.cfg.api_key)
+                    raise self.status_error(resp, url)
                 return parse_json(read_capped(resp, BODY_CAP, url), url)
+
+    def status_error(self, resp: "httpx.Response", url: str) -> APIError:
+        """An error status as one line: the server's words and, for a status no retry can fix,
+        the URL and what to do."""
+        error = error_from_response(resp, read_head(resp, ERROR_CAP), self.cfg.api_key)
+        hint = status_hint(error.status or 0, url, self.base_url, str(error), self.key_hint())
+        if not hint:
+            return error
+        return APIError(redact(f"{error} ({hint})", self.cfg.api_key), status=error.status,
+                        retryable=error.retryable, retry_after=error.retry_after)
+
+    def key_hint(self) -> str:
+        """What to do about a refusal when no key was sent; "" when one was."""
+        if self.cfg.api_key:
+            return ""
+        if "is not sent" in self.cfg.warning:  # config.withheld_key kept the user's key back
+            return "your API key was withheld from this endpoint: see the warning above"
+        return (f"no API key was sent: set {self.key_variable}, or api_key= in "
+                f"~/.config/bantam/config or the project's .bantam.cfg")
 
     def models(self) -> list[Any]:
         data = self.get_json(self.base_url + "/models")
@@ -137,6 +183,95 @@ class HTTPProvider:
     def close(self) -> None:
         if self._client is not None:
             self._client.close()
+
+
+class ToolWatch:
+    """Tells once per session that the server seems to ignore `tools`. A server that has no
+    tool-calling chat format (llama.cpp's llama-server without --jinja, llama-cpp-python's without
+    a function-calling chat_format) drops the tools or never parses the model's calls, and the
+    model then answers from thin air. Two signs, both rare when tools work: (1) the answer holds
+    tool-call syntax as plain text; (2) a server on this machine or network has never returned a
+    tool call in this session, and the user's prompt names a file that exists in the workspace,
+    yet the answer calls no tool. Once any call comes back, the server plainly parses them."""
+
+    def __init__(self, url: str):
+        self.url = url
+        self.host = urlsplit(url).hostname or url
+        self.called = False  # a tool call came back: the server handles tools
+        self.told = False
+        self._local: bool | None = None
+
+    def check(self, messages: list[dict], tools: list[dict], reply: Reply,
+              workspace: Path | None) -> str:
+        """The notice to give after this reply, or ""."""
+        if reply.message.get("tool_calls"):
+            self.called = True
+        if self.told or self.called or not tools:
+            return ""
+        text = str(reply.message.get("content") or "")
+        if written_call(text, tools):
+            sign = "the model wrote a tool call as plain text and the server did not turn it into one"
+        elif reply.finish_reason == "stop" and not any(m.get("role") == "tool" for m in messages) \
+                and (named := named_file(last_prompt(messages), workspace)) and self.local():
+            sign = f"the prompt names {named} but the model answered without calling a tool"
+        else:
+            return ""
+        self.told = True
+        return (f"{sign}: the server at {self.url} may ignore `tools` (llama.cpp's llama-server needs "
+                f"--jinja; llama-cpp-python's needs --chat_format chatml-function-calling), so the "
+                f"answer may be made up")
+
+    def local(self) -> bool:
+        """A server on this machine or network (hosted APIs all handle tools); asked once."""
+        if self._local is None:
+            self._local = is_local(self.host)
+        return self._local
+
+
+# Tool-call markup of the common chat templates (Hermes/Qwen, Llama 3, Mistral, Functionary...)
+CALL_MARKUP = re.compile(r"<\|?tool_calls?(?:_begin|_section_begin)?\|?>|\[TOOL_CALLS\]|"
+                         r"<function=[\w.-]+>|<\|python_tag\|>")
+# A word that names a file: has a slash, or a name with an extension ("notes.txt", "src/app.py")
+PATH_WORD = re.compile(r"[\w.~/-]*/[\w.~/-]+|[\w~-][\w.-]*\.[A-Za-z0-9]{1,8}")
+
+
+def written_call(text: str, tools: list[dict]) -> bool:
+    """Whether `text` holds a tool call written out: a template's call markup, or a JSON object
+    naming one of the offered tools with its arguments."""
+    if CALL_MARKUP.search(text):
+        return True
+    names = [str((t.get("function") or {}).get("name") or t.get("name") or "") for t in tools]
+    pattern = "|".join(re.escape(n) for n in names if n)
+    return bool(pattern) and re.search(rf'"name"\s*:\s*"(?:{pattern})"', text) is not None \
+        and re.search(r'"(?:arguments|parameters)"\s*:', text) is not None
+
+
+def last_prompt(messages: list[dict]) -> str:
+    """The text of the last user message."""
+    for message in reversed(messages):
+        if message.get("role") == "user":
+            content = message.get("content")
+            if isinstance(content, list):  # text and image parts
+                return " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+            return str(content or "")
+    return ""
+
+
+def named_file(prompt: str, workspace: Path | None) -> str:
+    """The first word of `prompt` that names an existing file (relative to the workspace), or ""."""
+    for word in PATH_WORD.findall(prompt[:4000]):
+        word = word.rstrip(".")
+        path = Path(word).expanduser()
+        if not path.is_absolute():
+            if workspace is None:
+                continue
+            path = workspace / path
+        try:
+            if path.is_file():
+                return word
+        except (OSError, ValueError):  # a name too long, a NUL: not a file
+            continue
+    return ""
 
 
 def output_limit(body: dict[str, Any]) -> int | None:
@@ -228,8 +363,10 @@ def load_httpx() -> Any:
 def make_client(cfg: Config) -> "httpx.Client":
     """One client per provider, so every loop step reuses the same connection."""
     httpx = load_httpx()
-    return httpx.Client(timeout=httpx.Timeout(cfg.timeout), proxy=socks_proxy(),
-                        headers={"User-Agent": USER_AGENT})
+    # no pool limit: a batch's sessions share this client, each with one request at a time, and
+    # httpx's default (100 connections, 20 kept) would queue them or reconnect for each request
+    return httpx.Client(timeout=httpx.Timeout(cfg.timeout), proxy=socks_proxy(), headers={"User-Agent": USER_AGENT},
+                        limits=httpx.Limits(max_connections=None, max_keepalive_connections=None))
 
 
 def socks_proxy() -> str | None:
@@ -256,9 +393,90 @@ def mapped_errors(url: str, cfg: Config) -> Iterator[None]:
         raise ProviderError(f"no response from {url} within {cfg.timeout:g}s "
                             f"({type(e).__name__})") from e
     except httpx.HTTPError as e:
+        failure = None if through_proxy(url) else connect_failure(url, e)
+        if failure is not None:
+            raise failure from e
         proxy = socks_proxy()  # a dead proxy is named, or the endpoint would be blamed
         via = f" through the SOCKS proxy {proxy}" if proxy else ""
         raise ProviderError(f"connection to {url}{via} failed: {e or type(e).__name__}") from e
+
+
+def connect_failure(url: str, error: BaseException) -> Unreachable | None:
+    """The failure to connect as an Unreachable that names the URL and what to do, when its cause
+    is known from the socket's error: refused, unknown host, no route. None for the rest (a reset,
+    a TLS failure, a dropped stream), retried as every transient failure is."""
+    cause = os_error(error)
+    host = urlsplit(url).hostname or url
+    if isinstance(cause, socket.gaierror):
+        if cause.errno in UNKNOWN_HOST:  # NXDOMAIN: the name does not exist; waiting will not make it
+            return Unreachable(f"cannot connect to {url}: the host {host} is unknown (no DNS record "
+                               f"for it); check the endpoint (api_base)")
+        return Unreachable(f"cannot connect to {url}: looking up {host} failed ({cause.strerror}); "
+                           f"is the network up?", retries=REMOTE_RETRIES)
+    if isinstance(cause, ConnectionRefusedError):
+        if is_local(host):  # nothing listens on that port here: the server is not started
+            return Unreachable(f"cannot connect to {url}: connection refused; is the server running? "
+                               f"start it or set endpoint (api_base)")
+        return Unreachable(f"cannot connect to {url}: connection refused by {host}; is the port "
+                           f"right?", retries=REMOTE_RETRIES)
+    if cause is not None and cause.errno in NO_ROUTE:
+        return Unreachable(f"cannot connect to {url}: {cause.strerror}; is the network up?",
+                           retries=REMOTE_RETRIES)
+    return None
+
+
+def os_error(error: BaseException) -> OSError | None:
+    """The socket's own error under httpx's wrappers (ConnectError from httpcore's, from it)."""
+    seen: BaseException | None = error
+    for _ in range(10):  # a chain is short; a cycle must not hang
+        if seen is None or isinstance(seen, OSError):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def is_local(host: str) -> bool:
+    """Whether `host` is this machine or the local network (loopback, private, link-local)."""
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        addresses = [ipaddress.ip_address(host)]
+    except ValueError:
+        try:  # a name: it resolved a moment ago (the connection was refused, not unresolved)
+            addresses = [ipaddress.ip_address(info[4][0]) for info in socket.getaddrinfo(host, None)]
+        except (OSError, ValueError):
+            return False
+    return bool(addresses) and all(a.is_loopback or a.is_private or a.is_link_local for a in addresses)
+
+
+def through_proxy(url: str) -> bool:
+    """Whether the request went through a proxy: then a refusal or an unknown host may be the
+    proxy's, and the endpoint is not blamed for it."""
+    if socks_proxy():
+        return True
+    import urllib.request
+    proxies = urllib.request.getproxies_environment()
+    parts = urlsplit(url)
+    return bool(proxies.get(parts.scheme) or proxies.get("all")) and \
+        not urllib.request.proxy_bypass(parts.hostname or "")
+
+
+def status_hint(status: int, url: str, base_url: str, message: str, no_key: str) -> str:
+    """What to do about an error status that no retry fixes ("" for the rest): a refused or
+    missing key names the host (never the key), a 404 names the URL."""
+    host = urlsplit(url).netloc or url
+    if status in (401, 403) and no_key:
+        return f"{host}: {no_key}"
+    if status == 401:
+        return f"the API key was refused by {host}; check it"
+    if status == 403:
+        return f"{host} refused this key; it may lack access to this model or endpoint"
+    if status != 404:
+        return ""
+    path = urlsplit(base_url).path
+    if "/v1" not in path and "model" not in message.lower():  # e.g. Ollama at :11434 without /v1
+        return f"{url} does not exist; did you mean {base_url}/v1?"
+    return f"at {url}"
 
 
 def error_from_response(response: "httpx.Response", body: bytes, secret: str) -> APIError:

@@ -12,6 +12,8 @@ class BoxedTable(TableElement):
             if isinstance(part, Table):
                 # every cell padded on both sides: collapsed padding left `│1     │`
                 part.box, part.pad_edge, part.collapse_padding = box.SQUARE, True, False
+                for column in part.columns:  # a long unbreakable cell (a path) wraps, never cut with "…"
+                    column.overflow = "fold"
             yield part
 
 

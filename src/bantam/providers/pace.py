@@ -1,0 +1,98 @@
+"""One pace per endpoint in this process: every session that talks to it waits on the same clock.
+
+    pace = pace_for(url)
+    pace.wait()                  # before a request: after a 429's backoff, within the rate limits
+    pace.hold(seconds)           # a 429 (or 529) said "not before": every session waits, not one
+    pace.spent(tokens)           # after a response: counts toward tokens_per_minute
+
+Many sessions against one API (a batch, a worker, an editor's sessions) would otherwise each meet
+a rate limit alone and retry on their own clocks: N retry storms where the server asked for one
+pause. A hold is shared by everyone waiting for that endpoint; `limit(rpm, tpm)` (a batch's
+--rpm/--tpm) keeps requests and tokens within a minute's budget before the server has to refuse.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from typing import Callable
+
+WINDOW = 60.0  # seconds: what "per minute" counts over
+
+
+class Pace:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self.lock = threading.Lock()
+        self.not_before = 0.0
+        self.rpm = self.tpm = 0  # 0: no limit
+        self.requests: deque[float] = deque()
+        self.tokens: deque[tuple[float, int]] = deque()
+
+    def hold(self, seconds: float) -> None:
+        """No request to this endpoint before `seconds` from now (a later hold wins)."""
+        with self.lock:
+            self.not_before = max(self.not_before, self.clock() + seconds)
+
+    def limit(self, rpm: int = 0, tpm: int = 0) -> None:
+        with self.lock:
+            self.rpm, self.tpm = max(0, rpm), max(0, tpm)
+
+    def spent(self, tokens: int) -> None:
+        if self.tpm and tokens > 0:
+            with self.lock:
+                self.tokens.append((self.clock(), tokens))
+
+    def wait(self) -> None:
+        """Block until a request may start, then count it; returns early when the process stops
+        every wait (`release_all`): the request's own stop check then ends it."""
+        while not _released.is_set():
+            with self.lock:
+                delay = self._delay()
+                if delay <= 0:
+                    if self.rpm:
+                        self.requests.append(self.clock())
+                    return
+            _released.wait(min(delay, 1.0))
+
+    def _delay(self) -> float:
+        now = self.clock()
+        delay = self.not_before - now
+        while self.requests and self.requests[0] <= now - WINDOW:
+            self.requests.popleft()
+        while self.tokens and self.tokens[0][0] <= now - WINDOW:
+            self.tokens.popleft()
+        if self.rpm and len(self.requests) >= self.rpm:
+            delay = max(delay, self.requests[0] + WINDOW - now)
+        if self.tpm and sum(n for _, n in self.tokens) >= self.tpm:
+            delay = max(delay, self.tokens[0][0] + WINDOW - now)
+        return delay
+
+
+_released = threading.Event()  # set: nobody waits any more (a batch stopping)
+_paces: dict[str, Pace] = {}
+_limits = [0, 0]  # requests, tokens per minute for every endpoint (a batch's --rpm/--tpm)
+_lock = threading.Lock()
+
+
+def pace_for(url: str) -> Pace:
+    """The one Pace of an endpoint in this process."""
+    with _lock:
+        if url not in _paces:
+            _paces[url] = Pace()
+            _paces[url].limit(*_limits)
+        return _paces[url]
+
+
+def limit_all(rpm: int = 0, tpm: int = 0) -> None:
+    """Rate limits for every endpoint this process talks to: the known ones and those met later."""
+    with _lock:
+        _limits[:] = [rpm, tpm]
+        paces = list(_paces.values())
+    for pace in paces:
+        pace.limit(rpm, tpm)
+
+
+def release_all() -> None:
+    """Every wait in this process returns now, and none waits again (a batch that stops)."""
+    _released.set()

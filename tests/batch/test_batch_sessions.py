@@ -1,0 +1,153 @@
+"""A batch's tasks as sessions of one process: each sees only its own folder, one task's flood of
+output or failure leaves the others alone, and --json reports progress as data. Real `bantam batch`
+processes against a real local model server, real shells and files."""
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from tests.batch.test_batch import read_results, start_batch, write_tasks
+from tests.conftest import base_cfg, run_bantam, wait_for, write_cfg
+from tests.fakes.openai_server import Response, json_reply, tool_reply
+from tests.fakes.task_server import TaskServer
+
+
+class LoudServer(TaskServer):
+    """As TaskServer, but the task named `loud` runs a command that writes 64 MB to its output."""
+
+    def next_response(self, body: Any = None) -> Response:
+        messages = body["messages"]
+        first = next(str(m["content"]) for m in messages if m["role"] == "user").split()[0]
+        if first == "loud" and messages[-1]["role"] == "user":
+            return tool_reply("shell_exec", {"command": "head -c 64000000 /dev/zero | tr '\\0' y; echo loud >> ran.txt"})
+        return super().next_response(body)
+
+
+def test_tasks_in_two_folders_in_one_process_each_see_only_their_own(home):
+    with TaskServer() as server:
+        write_cfg(home, **base_cfg(server))
+        for name in ("a", "b"):
+            (home / name).mkdir()
+            (home / name / f"only-in-{name}.txt").write_text(name)
+        write_tasks(home / "tasks.jsonl", [{"id": i, "task": f"t{name}{i} go", "cwd": name}
+                                           for i, name in enumerate("abababab")])
+        r = run_bantam("batch", "tasks.jsonl", "-o", "results.jsonl", "--workers", "8", cwd=home)
+    assert r.returncode == 0, r.stderr
+    results = read_results(home / "results.jsonl")
+    assert sorted(x["id"] for x in results) == list(range(8)) and all(x["status"] == "success" for x in results)
+    # each task's command ran in its own folder, whatever the other sessions of the process did
+    assert sorted((home / "a/ran.txt").read_text().split()) == [f"ta{i}" for i in (0, 2, 4, 6)]
+    assert sorted((home / "b/ran.txt").read_text().split()) == [f"tb{i}" for i in (1, 3, 5, 7)]
+    assert not (home / "ran.txt").exists()
+
+
+def test_one_tasks_flood_of_output_and_another_failing_leave_the_rest_alone(home):
+    with LoudServer() as server:
+        write_cfg(home, **base_cfg(server))
+        write_tasks(home / "tasks.jsonl", [{"id": "loud", "task": "loud go"}, {"id": "bad", "task": "fail now"},
+                                           *({"id": i, "task": f"t{i} go"} for i in range(6))])
+        r = run_bantam("batch", "tasks.jsonl", "-o", "results.jsonl", "--workers", "8", "--json", cwd=home)
+    assert r.returncode == 1, r.stderr  # one task failed
+    results = {x["id"]: x for x in read_results(home / "results.jsonl")}
+    assert all(results[i]["status"] == "success" for i in range(6))
+    assert results["loud"]["status"] == "success"  # its output was cut, not kept whole
+    assert results["bad"]["status"] == "failure" and "always fails" in results["bad"]["error"]
+    assert "loud" in (home / "ran.txt").read_text().split()
+    # --json: one line per finished task with the counts, then the summary; nothing else on stdout
+    lines = [json.loads(line) for line in r.stdout.splitlines()]
+    tasks, summary = lines[:-1], lines[-1]
+    assert [x["event"] for x in tasks] == ["task"] * 8 and summary["event"] == "summary"
+    assert [x["done"] for x in tasks] == list(range(1, 9)) and tasks[-1]["failed"] == 1
+    assert {x["result"]["id"] for x in tasks} == set(results)
+    assert all(x["total"] == 8 and x["running"] >= 0 for x in tasks)
+    tokens = [x["tokens"] for x in tasks]
+    assert tokens == sorted(tokens) and tokens[-1] > 0  # a running total
+    assert summary["statuses"] == {"success": 7, "failure": 1} and summary["not_finished"] == 0
+
+
+def test_isolate_process_runs_the_same_tasks_in_agent_processes(home):
+    with TaskServer() as server:
+        write_cfg(home, **base_cfg(server))
+        (home / "sub").mkdir()
+        write_tasks(home / "tasks.jsonl", [{"id": 1, "task": "t1 go"}, {"id": 2, "task": "t2 go", "cwd": "sub"}])
+        r = run_bantam("batch", "tasks.jsonl", "-o", "results.jsonl", "--isolate", "process", cwd=home)
+    assert r.returncode == 0, r.stderr
+    assert {x["id"]: x["output"] for x in read_results(home / "results.jsonl")} == {1: "done t1", 2: "done t2"}
+    assert (home / "ran.txt").read_text().split() == ["t1"] and (home / "sub/ran.txt").read_text().split() == ["t2"]
+    logs = sorted(Path(home.parent / "home" / ".bantam").rglob("batch-*.log"))
+    assert len(logs) == 2  # each task's traces in its thread's log
+
+
+class RateLimited(TaskServer):
+    """As TaskServer, but the first request of task t0 is refused with 429 and Retry-After; every
+    other task's first reply is held until `release`. Records when each request arrived."""
+
+    PAUSE = 4
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refused_at: float | None = None
+        self.others = threading.Event()
+        self.arrivals: list[tuple[float, str]] = []
+
+    def next_response(self, body: Any = None) -> Response:
+        messages = body["messages"]
+        name = next(str(m["content"]) for m in messages if m["role"] == "user").split()[0]
+        with self.lock:
+            self.arrivals.append((time.monotonic(), name))
+            first_refusal = name == "t0" and self.refused_at is None
+            if first_refusal:
+                self.refused_at = time.monotonic()
+        if first_refusal:
+            return json_reply({"error": {"message": "slow down"}}, status=429,
+                              headers={"Retry-After": str(self.PAUSE)})
+        if name != "t0":
+            self.others.wait(120)
+        return super().next_response(body)
+
+
+def test_a_429_pauses_every_task_of_the_batch_not_only_the_one_refused(home):
+    # one shared backoff per endpoint: once t0's 429 is known to the batch, no other task sends a
+    # request before its Retry-After has passed (independent retries would send them at once)
+    with RateLimited() as server:
+        write_cfg(home, **{**base_cfg(server), "retry_delays": "0.1,0.1,0.1"})
+        write_tasks(home / "tasks.jsonl", [{"id": i, "task": f"t{i} go"} for i in range(6)])
+        batch = start_batch(home, "tasks.jsonl", "-o", "results.jsonl", "--workers", "6")
+        try:
+            logs = home.parent / "home" / ".bantam"
+            wait_for(lambda: any("429" in p.read_text() for p in logs.rglob("batch-*.log")),
+                     "the refused task to see its 429")
+            released = time.monotonic()
+            server.others.set()  # the other tasks get their tool calls now, and ask again after them
+            out, err = batch.communicate(timeout=120)
+        finally:
+            if batch.poll() is None:
+                batch.kill()
+    assert batch.returncode == 0, err
+    assert all(r["status"] == "success" for r in read_results(home / "results.jsonl"))
+    later = [(t, name) for t, name in server.arrivals if t > released and name != "t0"]
+    assert len(later) >= 5  # each other task's second request came after the release
+    assert server.refused_at is not None
+    early = [(round(t - server.refused_at, 2), name) for t, name in later if t < server.refused_at + server.PAUSE]
+    assert not early, early
+
+
+def test_pace_counts_requests_and_tokens_per_minute_and_holds(tmp_path):
+    from bantam.providers.pace import Pace
+    now = [100.0]
+    pace = Pace(clock=lambda: now[0])
+    pace.limit(rpm=2, tpm=1000)
+    pace.wait()
+    pace.wait()
+    assert pace._delay() == 60.0  # a third request waits for the first to leave the minute
+    now[0] += 20
+    assert pace._delay() == 40.0
+    pace.spent(1000)  # at 120: the minute's tokens are spent, until 180
+    assert pace._delay() == 60.0
+    now[0] += 45  # 165: both requests have left the minute, the tokens have not
+    assert pace._delay() == 15.0
+    pace.limit()
+    assert pace._delay() <= 0
+    pace.hold(5)
+    assert pace._delay() == 5.0
