@@ -131,8 +131,12 @@ def check_repl(directory: Path, recovers: bool) -> str | None:
     # a head record, then one line per message (the system prompt is rebuilt on load, not saved)
     messages = [json.loads(line) for line in sessions[0].read_text().splitlines()][1:] if sessions else []
     roles = [m["role"] for m in messages]
-    wanted = ["user", "assistant"] if recovers else ["user"]
-    return None if roles == wanted else f"session holds {roles}, wanted {wanted}"
+    if roles != ["user", "assistant"]:
+        return f"session holds {roles}, wanted ['user', 'assistant']"
+    # a failed turn is closed by a marker (sessions.close_turn), never a partial answer
+    answer = str(messages[1].get("content"))
+    closed = answer.startswith("[no answer")
+    return None if closed != recovers else f"the answer kept is {answer[:80]!r}"
 
 
 def check_daemon(directory: Path, url: str, wire: str, recovers: bool, reachable: bool) -> str | None:

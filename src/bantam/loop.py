@@ -62,7 +62,6 @@ def run(provider: Provider, messages: list[dict], toolbox: Toolbox, limits: Limi
     turn = Turn("")
     if toolbox.ctx.run_loop is None:
         toolbox.ctx.run_loop = run  # sub-agents started by these tools run this same loop
-    schemas = toolbox.schemas()
     policy = list(default_guards(limits) if guards is None else guards)
     toolbox.start_run()
     try:
@@ -73,6 +72,7 @@ def run(provider: Provider, messages: list[dict], toolbox: Toolbox, limits: Limi
                 raise KeyboardInterrupt
             for guard in policy:
                 guard.before_request(messages)
+            schemas = toolbox.schemas()  # each request: a tool list may change (an MCP server started)
             reply = request(provider, messages, schemas, limits, on_event, toolbox.ctx.folder)
             if reply.usage:
                 turn.usage.add(reply.usage)

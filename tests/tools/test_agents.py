@@ -212,14 +212,13 @@ def test_killed_thread_resumes_its_durable_sub_agent(home, server):
     proc.wait()
     os.killpg(int(pid_file.read_text()), signal.SIGKILL)  # the orphaned sleep, in its own group
 
-    server.add(tool_reply("spawn_agent", spawn, call_id="call_again"),  # run 2: the turn runs again
-               text_reply("report built\nSTATUS: success"),              # the child carries on
+    server.add(text_reply("report built\nSTATUS: success"),  # run 2: the saved call runs again, the child carries on
                text_reply("The report is built."))
     r = run_bantam("--thread", "job", cwd=home)
     assert r.returncode == 0, r.stderr
     assert r.stdout == "The report is built.\n"
     assert (home / "log.txt").read_text() == "step1\n"  # step 1 was not done again
-    resumed_child = server.chat_requests()[4].body["messages"]
+    resumed_child = server.chat_requests()[3].body["messages"]
     assert [m["role"] for m in resumed_child] == ["system", "user", "assistant", "tool"]
     assert resumed_child[3]["content"] == "\n\nexit: 0"
     history = [json.loads(line) for line in thread_file("job").read_text().splitlines()]

@@ -1,13 +1,17 @@
 """MCP, both ways: tools from Model Context Protocol servers, and bantam served as one.
 
     servers.py  which servers: ~/.config/bantam/mcp.json and a trusted .mcp.json (no SDK import)
+    cache.py    each server's tool list from its last start, keyed by its configuration's hash
+    launch.py   the SDK's import and the servers' start, in a background thread
     hub.py      the client: one event-loop thread holding every server's connection
-    tools.py    each server's tools as bantam tools named server__tool
+    tools.py    each server's tools as bantam tools named server__tool (cached ones at once)
+    results.py  a tool result as text
     serve.py    `bantam mcp`: bantam's tools and a run_task tool over stdio
     cli.py      `bantam mcp [serve|list|trust]`
 
 The SDK (`pip install 'bantam[mcp]'`) is imported only when an MCP file exists, so a run
-without one pays two stat calls.
+without one pays two stat calls; and when every configured server's tools are cached, only in
+a background thread, so the first model request waits for neither the SDK nor the servers.
 """
 from __future__ import annotations
 
@@ -67,11 +71,12 @@ def attach(box: Toolbox) -> None:
 
 
 def has_sdk() -> bool:
+    """Is the SDK installed? Found, not imported: its import is most of a second."""
+    from importlib.util import find_spec
     try:
-        import mcp  # noqa: F401  (the SDK, not this package: imports are absolute)
-    except ModuleNotFoundError:
+        return find_spec("mcp") is not None  # the SDK, not this package: names are absolute
+    except (ImportError, ValueError):
         return False
-    return True
 
 
 def need_sdk() -> None:

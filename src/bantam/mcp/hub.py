@@ -5,6 +5,11 @@ an asyncio loop, and each server lives in one task there that holds the SDK's `C
 scopes must close in the task that opened them). Tools call in with `Hub.call`, which blocks the
 calling thread on a future and gives up on Ctrl+C or the call's timeout.
 
+Each server is started as soon as it is asked for (`ensure`), its `started` future says when
+that first start has ended, and what it listed is written to the cache (cache.py) for the next
+run. The hub is made in launch.py's background thread, so that the SDK's import (this module's
+first lines) stays off the path to the first model request.
+
 A server that fails to start, dies, times out or breaks the protocol is closed and marked with
 the reason; the next call starts it again. An error the server answers with (a JSON-RPC error,
 or a result with isError) leaves it running. Servers end with bantam: closed at exit (stdin
@@ -18,7 +23,6 @@ import atexit
 import concurrent.futures
 import logging
 import threading
-import time
 from collections.abc import Callable
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -31,6 +35,8 @@ from mcp.shared.exceptions import MCPError
 from .. import __version__
 from ..errors import ToolError
 from ..fsutil import bantam_home, private_dir
+from . import cache
+from .launch import wait
 from .servers import ServerSpec
 
 START_TIMEOUT = 30.0   # seconds for a server to start and list its tools
@@ -48,7 +54,9 @@ class Connection:
         self.state = "not started"
         self.tools: list[mcp_types.Tool] = []
         self.client: mcp.Client | None = None
+        self.started: concurrent.futures.Future | None = None  # the first start, once asked for
         self.on_tools_changed: list[Callable[[Connection], None]] = []
+        self.on_started: list[Callable[[Connection], None]] = []  # once each, when a start ends
         self._stop: asyncio.Event | None = None
         self._task: asyncio.Task | None = None
         self._starting = asyncio.Lock()
@@ -74,9 +82,28 @@ class Connection:
         try:
             await asyncio.wait_for(asyncio.shield(ready), START_TIMEOUT)
             self.state = "ready"
+            self._remember()
         except Exception as e:
             await self.stop()
             self.state = f"failed: {self._reason(e, f'no answer within {START_TIMEOUT:g}s')}"
+        # still under the start's lock: a call that waited for this start sees what they did
+        callbacks, self.on_started = self.on_started, []
+        for callback in callbacks:
+            callback(self)
+
+    def infos(self) -> tuple[cache.ToolInfo, ...]:
+        """The tools as listed, in the SDK-free form the toolboxes and the cache use."""
+        return tuple(cache.ToolInfo(t.name, t.description or "", t.title or "", dict(t.input_schema or {}))
+                     for t in self.tools)
+
+    def _remember(self) -> None:
+        """What the server listed at its start, for the next run (a failed write costs only speed)."""
+        info = self.client.server_info if self.client is not None else None
+        server = f"{info.name} {info.version}" if info is not None else ""
+        try:
+            cache.save(self.spec, cache.Cached(server, self.infos()))
+        except OSError:
+            pass
 
     async def _hold(self, ready: asyncio.Future, stop: asyncio.Event) -> None:
         try:
@@ -226,54 +253,64 @@ async def _all_tools(client: mcp.Client, cache_mode: Any = "use") -> list[mcp_ty
     return tools
 
 
-async def _start_all(connections: list[Connection]) -> None:
-    await asyncio.gather(*(c.start() for c in connections))
-
-
 class Hub:
     """The event-loop thread and the connections, one per configured server."""
 
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
         self.connections: dict[str, Connection] = {}
+        self._lock = threading.Lock()
         threading.Thread(target=self.loop.run_forever, name="mcp", daemon=True).start()
         atexit.register(self.close)
 
     def submit(self, coro, timeout: float | None = None, cancel: threading.Event | None = None) -> Any:
         """Run `coro` on the hub's loop and wait for it; Ctrl+C (or `cancel`) abandons it."""
         future = asyncio.run_coroutine_threadsafe(coro, self.loop)
-        deadline = None if timeout is None else time.monotonic() + timeout
         try:
-            while not future.done():
-                concurrent.futures.wait([future], 0.1)  # short waits, so that `cancel` is seen
-                if cancel is not None and cancel.is_set():
-                    raise KeyboardInterrupt
-                if deadline is not None and time.monotonic() > deadline:
-                    raise TimeoutError
+            return wait(future, cancel, timeout)
         except BaseException:
             future.cancel()
             raise
-        return future.result()
 
-    def connect(self, specs: dict[str, ServerSpec]) -> list[Connection]:
-        """Start every server not yet known, all at once: the wait is the slowest start."""
-        new = []
-        for name, spec in specs.items():
-            known = self.connections.get(name)
-            if known is None or known.spec != spec:  # a new server, or its file changed
-                if known is not None:
-                    self.submit(known.stop())
-                self.connections[name] = Connection(spec)
-                new.append(self.connections[name])
-        if new:
-            self.submit(_start_all(new))
-        return [self.connections[name] for name in specs]
+    def ensure(self, specs: dict[str, ServerSpec]) -> list[Connection]:
+        """Start every server not yet known, all at once, without waiting (see `Connection.started`)."""
+        with self._lock:  # toolboxes of several threads may ask at once
+            for name, spec in specs.items():
+                known = self.connections.get(name)
+                if known is None or known.spec != spec:  # a new server, or its file changed
+                    if known is not None:
+                        asyncio.run_coroutine_threadsafe(known.stop(), self.loop)
+                    fresh = self.connections[name] = Connection(spec)
+                    fresh.started = asyncio.run_coroutine_threadsafe(fresh.start(), self.loop)
+            return [self.connections[name] for name in specs]
+
+    def when_started(self, connection: Connection, callback: Callable[[Connection], None]) -> None:
+        """`callback(connection)` once its start under way has ended, or at once (in the hub's
+        thread, where starts end, so that none ends between the look and the wait)."""
+        def register() -> None:
+            if connection.state in ("not started", "starting"):
+                connection.on_started.append(callback)
+            else:
+                callback(connection)
+        self.loop.call_soon_threadsafe(register)
+
+    def connect(self, specs: dict[str, ServerSpec], cancel: threading.Event | None = None) -> list[Connection]:
+        """Start every server not yet known, all at once, and wait: the wait is the slowest start."""
+        connections = self.ensure(specs)
+        for c in connections:
+            if c.started is not None:
+                wait(c.started, cancel)
+        return connections
 
     def close(self) -> None:
+        """Stop every server; a first start still under way is let finish (bounded by its own
+        timeout), so that its tool list reaches the cache."""
         async def stop_all() -> None:
             await asyncio.gather(*(c.stop() for c in self.connections.values()), return_exceptions=True)
         if self.loop.is_running() and self.connections:
             try:
+                starts = [c.started for c in self.connections.values() if c.started is not None]
+                concurrent.futures.wait(starts, START_TIMEOUT + 2)
                 self.submit(stop_all(), CLOSE_TIMEOUT + 2)
             except BaseException:  # exiting anyway; a server's stdin closes with us
                 pass

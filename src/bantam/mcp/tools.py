@@ -1,51 +1,59 @@
 """MCP tools as bantam tools: `server__tool`, called through the same Toolbox as shell_exec.
 
-`add_tools(box, servers)` starts the configured servers (in parallel, once per process) and adds their tools
-to a Toolbox, so sanitising, the budget, the repeat guard, approvals and events apply to them as
-to every other tool. A result becomes text: text blocks as they are, images described by the
-model as `read_image` would (one side request), resources as text under their URI, the whole
-clipped to `tool_output_limit` with the full text kept in a file, as shell_exec does.
+`add_tools(box, servers)` adds each server's tools to a Toolbox, so sanitising, the budget, the
+repeat guard, approvals and events apply to them as to every other tool. Which tools, without
+making the first model request wait:
+- a server already running in this process: its own list;
+- else what its configuration's server listed last time (cache.py), offered at once while the
+  server starts in the background (launch.py); a call waits only for its own server;
+- a server never seen before is waited for, as every run did before the cache.
+When a started server lists other tools than were offered, this toolbox's tools are swapped, so
+the next request carries the new list (the loop reads the list before each request); the model
+also learns of it from a note before the next result of that server's tools, and the user from
+one notice. A server that fails to start is one notice, and its tools' calls are errors naming why.
+No SDK import here: results.py converts a result, once a call has needed the SDK anyway.
 """
 from __future__ import annotations
 
-import json
+import concurrent.futures
+import functools
 import re
 import weakref
 from typing import TYPE_CHECKING, Any
 
-import mcp_types
-
 from ..errors import ToolError
-from ..tools.shell import ClippedOutput
-from . import tell
-from .hub import Connection, hub
+from . import cache, launch, tell
 from .servers import ServerSpec
 
 if TYPE_CHECKING:
     from ..tools import Toolbox, ToolContext
+    from .hub import Connection
 
 SEPARATOR = "__"
-IMAGE_QUESTION = "Describe this image in detail; it is the result of the tool {name}."
+Listing = tuple[cache.ToolInfo, ...]
 
 
 class McpTool:
     parallel = True  # one server answers several requests at once; the SDK matches the replies
 
-    def __init__(self, connection: Connection, tool: mcp_types.Tool):
-        self.connection = connection
-        self.remote = tool.name
-        self.name = tool_name(connection.spec.name, tool.name)
-        text = tool.description or tool.title or tool.name
-        self.description = f"[MCP server {connection.spec.name}] {text}"
-        schema = dict(tool.input_schema or {})
+    def __init__(self, key: str, spec: ServerSpec, tool: cache.ToolInfo, note: list[str] | None = None):
+        self.key, self.spec, self.remote = key, spec, tool.name  # key: the server's name in the hub
+        self.note = note if note is not None else []  # shared by the server's tools: told once
+        self.name = tool_name(spec.name, tool.name)
+        self.description = f"[MCP server {spec.name}] {tool.description or tool.title or tool.name}"
+        schema = dict(tool.input_schema)
         schema.setdefault("type", "object")
         schema.pop("$schema", None)  # some providers refuse keys they do not know
         self.parameters = schema
 
     def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
-        timeout = self.connection.spec.timeout or ctx.cfg.shell_timeout
-        result = hub().submit(self.connection.call(self.remote, args, timeout), cancel=ctx.cancel)
+        hub, connection = launch.connection(self.key, self.spec, ctx.cancel)
+        timeout = self.spec.timeout or ctx.cfg.shell_timeout
+        result = hub.submit(connection.call(self.remote, args, timeout), cancel=ctx.cancel)
+        from .results import clip, result_text
         text = clip(result_text(result, ctx, self.name), ctx.cfg.tool_output_limit)
+        while self.note:  # pop: of parallel calls, one tells it
+            text = f"{self.note.pop()}\n\n{text}"
         if result.is_error:
             raise ToolError(text)
         return text
@@ -56,77 +64,102 @@ def tool_name(server: str, tool: str) -> str:
     return re.sub(r"[^A-Za-z0-9_-]", "_", f"{server}{SEPARATOR}{tool}")[:64]
 
 
-def result_text(result: mcp_types.CallToolResult, ctx: ToolContext, name: str) -> str:
-    parts = [block_text(block, ctx, name) for block in result.content]
-    if not parts and result.structured_content is not None:
-        parts.append(json.dumps(result.structured_content, ensure_ascii=False))
-    return "\n".join(parts) if parts else "(no output)"
-
-
-def block_text(block: Any, ctx: ToolContext, name: str) -> str:
-    if isinstance(block, mcp_types.TextContent):
-        return block.text
-    if isinstance(block, mcp_types.ImageContent):
-        return image_text(block, ctx, name)
-    if isinstance(block, mcp_types.EmbeddedResource):
-        res = block.resource
-        if isinstance(res, mcp_types.TextResourceContents):
-            return f"[resource {res.uri}]\n{res.text}"
-        return f"[resource {res.uri}: {res.mime_type or 'binary'}, {_size(res.blob)} bytes, not shown]"
-    if isinstance(block, mcp_types.ResourceLink):
-        return f"[resource link {block.uri}] {block.description or block.name}"
-    if isinstance(block, mcp_types.AudioContent):
-        return f"[audio: {block.mime_type}, {_size(block.data)} bytes, not shown]"
-    return f"[{getattr(block, 'type', type(block).__name__)} content, not shown]"
-
-
-def image_text(block: mcp_types.ImageContent, ctx: ToolContext, name: str) -> str:
-    """What the model says it sees, as `read_image` gives it (the picture never enters the chat)."""
-    from ..tools.media import IMAGE_LIMIT, ask_model
-    if _size(block.data) > IMAGE_LIMIT:  # the same bound as read_image's
-        return f"[image: {block.mime_type}, {_size(block.data)} bytes: over {IMAGE_LIMIT} bytes, not shown]"
-    url = f"data:{block.mime_type};base64,{block.data}"
-    parts: list[dict[str, Any]] = [{"type": "text", "text": IMAGE_QUESTION.format(name=name)},
-                                   {"type": "image_url", "image_url": {"url": url}}]
-    try:
-        return f"[image: {block.mime_type}] {ask_model(ctx, parts, f'the image from {name}')}"
-    except ToolError as e:  # the other blocks of the result still count
-        return f"[image: {block.mime_type}, {_size(block.data)} bytes; not described: {e}]"
-
-
-def _size(data: str) -> int:
-    return len(data) * 3 // 4  # base64: close enough for a message
-
-
-def clip(text: str, limit: int) -> str:
-    out = ClippedOutput(limit)
-    out.add(text.encode("utf-8"))
-    return out.text()
-
-
 def add_tools(box: Toolbox, servers: dict[str, ServerSpec]) -> None:
     """Start these servers (those not running yet) and add their tools to `box`."""
-    connections = hub().connect(servers)
-    for c in connections:
-        if c.state.startswith("failed"):
-            tell(box.ctx, c.spec.name, f"MCP server {c.spec.name} {c.state[8:]}")
-        _follow(box, c)
-    box.tools.update({t.name: t for c in connections for t in offered(c)})
+    pending = launch.launch(servers)
+    offered = {key: _known(key, spec) for key, spec in servers.items()}
+    unknown = [key for key, listing in offered.items() if listing is None]
+    if unknown:  # never seen: wait for those (the others go on starting meanwhile)
+        offered.update(_wait_for(box, pending, unknown))
+    notes: dict[str, list[str]] = {key: [] for key in servers}  # for the model, shared by a server's tools
+    for key, spec in servers.items():
+        _offer(box, key, spec, offered[key] or (), notes[key])
+    pending.add_done_callback(lambda done: _watch(box, done, offered, notes))
 
 
-def offered(connection: Connection) -> list[McpTool]:
-    return [McpTool(connection, tool) for tool in connection.tools]
+def _known(key: str, spec: ServerSpec) -> Listing | None:
+    """What to offer without waiting: the running server's list, else the cached one."""
+    running = launch.running(key, spec)
+    if running is not None:
+        return running.infos()
+    cached = cache.load(spec)
+    return cached.tools if cached is not None else None
 
 
-def _follow(box: Toolbox, connection: Connection) -> None:
-    """When the server announces a new tool list, swap this toolbox's tools for the new ones."""
+def _wait_for(box: Toolbox, pending: concurrent.futures.Future, keys: list[str]) -> dict[str, Listing]:
+    try:
+        connections = launch.wait(pending, box.ctx.cancel)
+    except Exception as e:  # the SDK is there but would not import
+        tell(box.ctx, "sdk", f"MCP servers were not started: the mcp package failed to import ({e})")
+        return {key: () for key in keys}
+    found = {}
+    for key in keys:
+        c = connections[key]
+        if c.started is not None:
+            launch.wait(c.started, box.ctx.cancel)
+        found[key] = _reported(box, c)
+    return found
+
+
+def _reported(box: Toolbox, c: Connection) -> Listing:
+    """The started server's tools; a failed start is one notice (and no tools)."""
+    if c.state.startswith("failed"):
+        tell(box.ctx, c.spec.name, f"MCP server {c.spec.name} {c.state[8:]}")
+        return ()
+    return c.infos()
+
+
+def _offer(box: Toolbox, key: str, spec: ServerSpec, listing: Listing, note: list[str]) -> None:
+    """Put this server's tools in `box` in place of those it had (one assignment: no torn dict).
+    `note`: what the model is to be told with the next result of any of them, old or new."""
+    kept = {n: t for n, t in box.tools.items() if getattr(t, "key", None) != key}
+    box.tools = {**kept, **{t.name: t for t in (McpTool(key, spec, info, note) for info in listing)}}
+
+
+def _watch(box: Toolbox, pending: concurrent.futures.Future, offered: dict[str, Listing | None],
+           notes: dict[str, list[str]]) -> None:
+    """Once the hub holds the connections: follow each server's list, and compare what its start
+    lists with what was offered (before a call that waited for that start goes on)."""
+    if pending.exception() is not None:
+        tell(box.ctx, "sdk", f"MCP servers were not started: the mcp package failed to import "
+             f"({pending.exception()})")
+        return
     ref = weakref.ref(box)
+    hub = launch.current()
+    for key, c in pending.result().items():
+        _follow(ref, key, c, notes[key])
+        hub.when_started(c, functools.partial(_reconcile, ref, key, was=offered[key], note=notes[key]))
 
+
+def _reconcile(ref: weakref.ref, key: str, c: Connection, *, was: Listing | None, note: list[str]) -> None:
+    box = ref()
+    if box is None:
+        return
+    if c.state.startswith("failed"):  # the cached tools stay; calling them says why they fail
+        tell(box.ctx, c.spec.name, f"MCP server {c.spec.name} {c.state[8:]}")
+        return
+    now = c.infos()
+    if was is not None and now != was:
+        change = f"MCP server {c.spec.name}'s tools changed since the last run ({_difference(was, now)})"
+        note.append(f"[bantam: {change}; the new list is offered from the next request]")
+        _offer(box, key, c.spec, now, note)
+        tell(box.ctx, f"{key} changed", f"{change}; the model is offered the new list from its next request")
+
+
+def _difference(was: Listing, now: Listing) -> str:
+    before, after = {t.name: t for t in was}, {t.name: t for t in now}
+    parts = [f"{word}: {', '.join(names)}" for word, names in (
+        ("added", sorted(after.keys() - before.keys())), ("removed", sorted(before.keys() - after.keys())),
+        ("changed", sorted(n for n in before.keys() & after.keys() if before[n] != after[n]))) if names]
+    return "; ".join(parts)
+
+
+def _follow(ref: weakref.ref, key: str, connection: Connection, note: list[str]) -> None:
+    """When the server announces a new tool list, swap this toolbox's tools for the new ones."""
     def changed(c: Connection) -> None:
         target = ref()
         if target is None:  # that toolbox is gone (a finished sub-agent's): forget it
             c.on_tools_changed.remove(changed)
             return
-        kept = {k: t for k, t in target.tools.items() if getattr(t, "connection", None) is not c}
-        target.tools = {**kept, **{t.name: t for t in offered(c)}}  # one assignment: no torn dict
+        _offer(target, key, c.spec, c.infos(), note)
     connection.on_tools_changed.append(changed)

@@ -5,6 +5,7 @@ back a `Reply` whose message is in that shape too; text and reasoning stream out
 """
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -18,6 +19,9 @@ if TYPE_CHECKING:
 
 
 WINDOW_WAIT = 4.0  # seconds the context-window lookup may hold up the usage line
+# Set once this process's first model request is on its way: work that may wait (starting MCP
+# servers) waits for it, so it does not slow the first request down (the GIL, the two cores).
+REQUEST_SENT = threading.Event()
 
 
 @dataclass(slots=True)

@@ -24,7 +24,7 @@ from ..config import Config
 from ..errors import APIError, ProviderError, Unreachable, is_context_overflow
 from ..events import Notice, OnEvent, RequestStarted, Usage
 from ..sanitize import TooDeep, loads, terminal_safe
-from . import DEFAULT_OPTIONS, Reply, RequestOptions
+from . import DEFAULT_OPTIONS, REQUEST_SENT, Reply, RequestOptions
 from .pace import pace_for
 
 if TYPE_CHECKING:
@@ -120,7 +120,9 @@ class HTTPProvider:
         pace.wait()  # a rate limit another session of this process met holds this one too
         on_event(RequestStarted(model=self.model))
         with mapped_errors(self.url, self.cfg):
-            with self.client.stream("POST", self.url, json=body, headers=self.headers()) as resp:
+            client = self.client
+            REQUEST_SENT.set()
+            with client.stream("POST", self.url, json=body, headers=self.headers()) as resp:
                 kind = resp.headers.get("content-type", "")
                 if resp.status_code >= 400 or "html" in kind:  # a web page at 200: wrong endpoint
                     error = self.status_error(resp, self.url)

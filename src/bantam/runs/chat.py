@@ -61,12 +61,12 @@ def resume(flags: dict[str, str], folder: Path, last: Path | None, arg: str, on_
 
 def status(folder: Path, last: Path | None) -> str:
     from .status import text
-    store, state = _last(folder, last)
+    store, state = _last(folder, last, check_goal=False)
     return text(store, state)
 
 
 def files(folder: Path, last: Path | None) -> str:
-    store, _ = _last(folder, last)
+    store, _ = _last(folder, last, check_goal=False)
     root = store.workspace
     found = sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
     lines = [f"{p.relative_to(root).as_posix()}  ({p.stat().st_size} bytes)" for p in found]
@@ -92,13 +92,14 @@ def _options(line: str, folder: Path):
                            runs_dir=RUNS_DIR, folder=folder), " ".join(args.goal)
 
 
-def _last(folder: Path, last: Path | None):
+def _last(folder: Path, last: Path | None, check_goal: bool = True):
+    """The last run and its state; `check_goal` False only to show it (store.load)."""
     from .store import RunDir
     path = last or newest(folder)
     if path is None:
         raise ConfigError("no run yet: /run GOAL starts one")
     store = RunDir(path)
-    return store, store.load()
+    return store, store.load(check_goal)
 
 
 def newest(folder: Path) -> Path | None:

@@ -18,7 +18,7 @@ import sys
 
 from ..options import common_options, flags
 from ..errors import ConfigError
-from ..events import Done, Error, Notice, OnEvent, Usage
+from ..events import Done, Error, Notice, OnEvent
 
 
 def run_main(argv: list[str]) -> int:
@@ -73,7 +73,7 @@ def status_main(argv: list[str]) -> int:
     from .status import summary, text
     from .store import RunDir
     store = RunDir.find(args.run, Path(args.runs_dir))
-    state = store.load()
+    state = store.load(check_goal=False)  # shown even when its goal.md was edited
     print(json.dumps(summary(store, state), indent=1) if args.json else text(store, state))
     return 0
 
@@ -117,8 +117,7 @@ def report(store, state, render: OnEvent, json_lines: bool = False) -> int:
     from .status import outcome_line
     if state.status == "completed":
         if json_lines:
-            c = state.counters
-            render(Done(text=state.final, usage=Usage(c.prompt_tokens, c.completion_tokens)))
+            render(Done(text=state.final, usage=state.counters.usage()))
         else:
             print(state.final)
         render(Notice(message=outcome_line(store, state)))

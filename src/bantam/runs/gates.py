@@ -101,6 +101,16 @@ class Paths:
             raise Rejected(self.name, f"{path}: not in write_paths ({', '.join(ctx.config.tools.write_paths)})")
 
 
+def check_required_reads(ctx: GateContext) -> None:
+    """Every --require-read must pass the paths gate as the read that will prove it: a missing
+    file, a folder or a link out of the workspace would leave a run that can never complete, so
+    it is refused when the run starts. A file a write step makes need only lie inside."""
+    for path in ctx.state.require_read:
+        writes = normal(path) in ctx.config.tools.write_paths
+        Paths().check(Call(tool="read_file", arguments={"path": path}),
+                      GateContext(ctx.state, ctx.config, ctx.workspace, planning=writes))
+
+
 class Commands:
     name = "commands"
 

@@ -148,6 +148,8 @@ def drive(run: Run, retried_gate: str = "") -> RunState:
     except Paused:
         stop(run, "paused", "pause", PAUSED)
     except KeyboardInterrupt:
+        if run.state.pending_call is not None:  # the user stopped it, so resume runs it again
+            run.state.pending_call.interrupted = True
         stop(run, "paused", "interrupted", "resume continues from here")
         raise
     return run.state
@@ -315,6 +317,7 @@ def record(run: Run, request: Request, reply: Any) -> PendingAnswer:
     c.tokens_used += reply.prompt_tokens + reply.completion_tokens - reserved
     c.prompt_tokens += reply.prompt_tokens
     c.completion_tokens += reply.completion_tokens
+    c.context_tokens = reply.prompt_tokens or c.context_tokens
     st.inference = None
     st.scripted_used = getattr(run.model, "used", st.scripted_used)
     artifact = run.store.artifact(f"answer-{c.model_calls:04d}.txt", reply.text)
@@ -583,6 +586,10 @@ def apply(run: Run, obs: Observation, call: Call) -> None:
     if not complete:  # a plain success is already on screen as the loop's tool result
         run.on_event(Notice(message=line))
     if step is None:
+        if not obs.ok and st.current() is None and unmet(run.ctx()):
+            # Off the plan, with every step done and the run not complete: files are written only
+            # as plan steps, so without a new plan the run could do nothing but spend its budget.
+            repair(run)
         return
     if complete:
         step.status, step.note = "done", evidence_note(obs)
@@ -631,13 +638,14 @@ def recover_call(run: Run, call: Call, rerun: bool) -> None:
         run.emit("observation_reused", f"{shown}: its saved result is taken over (not run again)")
         apply(run, obs, call)
         return run.commit()
-    if TOOLS[call.tool].mutates and not rerun:
+    mutates = TOOLS[call.tool].mutates
+    if mutates and not rerun and not call.interrupted:  # killed: nobody knows how far it got
         raise Blocked("interrupted", f"{shown} was interrupted before its result was saved; it may "
                                      "have run. Check the workspace, then resume with --retry-blocked "
                                      "to run it again")
-    run.emit("call_repeated", f"{shown}: interrupted without a result; run again"
-             + (" (--retry-blocked)" if TOOLS[call.tool].mutates else " (it only reads)"))
-    if TOOLS[call.tool].mutates:
+    why = "it only reads" if not mutates else "stopped by the user" if call.interrupted else "--retry-blocked"
+    run.emit("call_repeated", f"{shown}: interrupted without a result; run again ({why})")
+    if mutates:
         run.state.counters.tool_calls += 1
         run.commit()
     run_call(run, call)

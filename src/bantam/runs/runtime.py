@@ -29,12 +29,12 @@ from ..fsutil import atomic_write
 from ..events import OnEvent
 from ..sandbox import Sandbox
 from . import prompts, settings
-from .gates import AllowedTool, Arguments, Commands, Paths, Repetition
+from .gates import AllowedTool, Arguments, Commands, Paths, Rejected, Repetition, check_required_reads
 from .loop import Run, drive
 from .model import ProviderModel, RunModel, ScriptedModel, read_script
 from .planning import files_plan, plan_md
 from .state import RunState
-from .store import RunDir
+from .store import RunDir, left_out
 from .testing import find_report
 from .tools import Workspace
 
@@ -87,7 +87,7 @@ def start(flags: dict[str, str], goal: str, options: Options, on_event: OnEvent,
     required = [_required(p) for p in options.require_read]
     if options.output:
         config, required = _generate(config, options.output, required)
-    source = _source(options.workspace)
+    source = _source(options.workspace, Path(options.runs_dir))
     if options.output and source is not None and os.path.lexists(source / GOAL_FILE):
         raise ConfigError(f"--output: {source} already has a {GOAL_FILE}; the preset writes the goal there")
     model_info = _model_info(flags, config, options.scripted, options.directory)
@@ -105,6 +105,7 @@ def start(flags: dict[str, str], goal: str, options: Options, on_event: OnEvent,
         store.save(state, plan_md(state))
         try:
             run = _assemble(state, store, flags, on_event, pause, options.directory)
+            _readable(run)
         except ConfigError:  # e.g. provider=local without llama-cpp-python: nothing ran, keep nothing
             shutil.rmtree(store.path, ignore_errors=True)
             raise
@@ -248,6 +249,14 @@ def _generate(config: settings.RunConfig, output: str, required: list[str]) -> t
     return settings.validate(data, "--output"), [GOAL_FILE, *[p for p in required if p != GOAL_FILE]]
 
 
+def _readable(run: Run) -> None:
+    """The required reads, checked once the workspace is in place, by the paths gate itself."""
+    try:
+        check_required_reads(run.ctx())
+    except Rejected as e:
+        raise ConfigError(f"--require-read: {e.reason}") from None
+
+
 def _required(path: str) -> str:
     try:
         return settings.clean_path(path, "--require-read")
@@ -255,19 +264,23 @@ def _required(path: str) -> str:
         raise ConfigError(str(e)) from None
 
 
-def _source(workspace: str | None) -> Path | None:
+def _source(workspace: str | None, runs_dir: Path) -> Path | None:
     if workspace is None:
         return None
     source = Path(workspace)
     if not source.is_dir():
         raise ConfigError(f"--workspace: {workspace} is not a directory")
-    _only_files_and_links(source)  # before the run directory exists: nothing half-made
+    _only_files_and_links(source, runs_dir)  # before the run directory exists: nothing half-made
     return source
 
 
-def _only_files_and_links(source: Path) -> None:
-    """A named pipe, socket or device in the workspace cannot be copied (a pipe would block)."""
+def _only_files_and_links(source: Path, runs_dir: Path) -> None:
+    """A named pipe, socket or device in the workspace cannot be copied (a pipe would block).
+    The runs folder is not looked into: the copy leaves it out (store.left_out)."""
+    skip = left_out((runs_dir,))
     for folder, dirs, files in os.walk(source):
+        left = skip(folder, dirs)
+        dirs[:] = [d for d in dirs if d not in left]
         for name in dirs + files:
             path = Path(folder, name)
             mode = path.lstat().st_mode

@@ -7,8 +7,10 @@ record work in flight, so a killed process can be resumed without doing anything
                     came back, and the request is made again
     pending_answer  the model's answer arrived and was saved; resume parses it, no new request
     pending_call    a tool call was about to run (the intent); resume takes its observation over
-                    from observations.jsonl, repeats it if it only read, and otherwise blocks the
-                    run for an explicit `--retry-blocked` instead of writing or running twice
+                    from observations.jsonl, repeats it if it only read or the user stopped it
+                    (Ctrl+C: `interrupted`), and otherwise (a killed process: how far it got is
+                    unknown) blocks the run for an explicit `--retry-blocked` instead of writing
+                    or running twice
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from ..events import Usage
 from .schema import Step
 from .settings import RunConfig
 
@@ -37,6 +40,7 @@ class Call(BaseModel):
     step: int | None = None        # the plan step it would check off
     started: float = 0.0
     key: str = ""                  # tool, arguments and file hashes: for the repetition gate
+    interrupted: bool = False      # stopped by the user (Ctrl+C): resume runs it again, unasked
 
 
 class Observation(BaseModel):
@@ -58,6 +62,7 @@ class Counters(BaseModel):
     tokens_used: int = 0           # measured use, plus the reservations of lost inferences
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    context_tokens: int = 0        # the prompt size of the latest answered request
     lost_reservations: int = 0     # tokens reserved by inferences that never came back
     replans: int = 0
     consecutive_failures: int = 0
@@ -66,6 +71,12 @@ class Counters(BaseModel):
     parser_recoveries: int = 0     # answers read by a fallback parser (fence, "plan" call)
     gate_rejections: int = 0
     tool_failures: int = 0
+
+    def usage(self) -> Usage:
+        """The run's use in the core's terms, for a front end's usage line and `done` event:
+        every model request it made, and how full the context was at the latest."""
+        return Usage(prompt_tokens=self.prompt_tokens, completion_tokens=self.completion_tokens,
+                     context_tokens=self.context_tokens, requests=self.model_calls)
 
 
 class Inference(BaseModel):

@@ -34,6 +34,7 @@ def summary(store: RunDir, state: RunState) -> dict[str, Any]:
         "reads": sorted(state.reads), "verifications": state.verifications,
         "best": state.best.model_dump() if state.best else None,
         "complete": state.status == "completed", "unmet": missing, "final": state.final,
+        "goal_changed": store.goal_changed(state),
         "in_flight": {"inference": bool(state.inference), "answer": bool(state.pending_answer),
                       "call": describe_call(state.pending_call.tool, state.pending_call.arguments)
                       if state.pending_call else None},
@@ -70,7 +71,13 @@ def text(store: RunDir, state: RunState) -> str:
                      "(no result saved)")
     if state.final:
         lines.append(f"final answer: {state.final}")
+    if store.goal_changed(state):
+        lines.append(GOAL_CHANGED.format(goal=store.path / "goal.md"))
     return "\n".join(lines)
+
+
+GOAL_CHANGED = ("goal changed: {goal} was edited after the run started; the run keeps the goal shown "
+                "above, resume refuses it: start a new run for the new goal")
 
 
 def first_line(text: str, limit: int = 100) -> str:

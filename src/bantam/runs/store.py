@@ -7,7 +7,8 @@
       observations.jsonl  every tool result, appended and fsynced before the state moves on
       events.jsonl        model calls, parsing, gates, tools, plan updates
       artifacts/          model answers (bounded) and tool results as JSON
-      workspace/          the only directory the tools can touch
+      workspace/          the only directory the tools can touch: a copy of --workspace, without
+                          the runs folder or this run when the source holds them (left_out)
       .lock               held (flock) by the one process working on the run
 
 A torn last line of a JSONL file (a crash mid-append) is cut off when the run is opened.
@@ -19,6 +20,7 @@ import json
 import os
 import secrets
 import shutil
+import stat
 import time
 from pathlib import Path
 from typing import IO
@@ -54,12 +56,22 @@ class RunDir:
         run.lock()
         (run.path / "artifacts").mkdir(mode=0o700)
         if source is not None:
-            shutil.copytree(source, run.workspace, symlinks=True,
-                            ignore=shutil.ignore_patterns("__pycache__"))
+            run._copy(source, leave_out=(runs_dir, run.path))
         else:
             run.workspace.mkdir()
         atomic_write(run.path / "goal.md", redact(goal).encode("utf-8"), mode=0o600)
         return run
+
+    def _copy(self, source: Path, leave_out: tuple[Path, ...]) -> None:
+        """The source folder into the workspace, without `leave_out` (the runs folder, this run):
+        a source that holds them would otherwise be copied into itself until paths grow too long.
+        A copy that fails anyway leaves no half-made run and says why in one line."""
+        try:
+            shutil.copytree(source, self.workspace, symlinks=True, ignore=left_out(leave_out))
+        except (OSError, shutil.Error) as e:
+            self.unlock()
+            shutil.rmtree(self.path, ignore_errors=True)
+            raise ConfigError(f"--workspace: cannot copy {source}: {first_error(e)}") from None
 
     @classmethod
     def find(cls, ref: str, runs_dir: Path, folder: Path | None = None) -> "RunDir":
@@ -107,16 +119,24 @@ class RunDir:
 
     # --- state ----------------------------------------------------------------------------
 
-    def load(self) -> RunState:
+    def load(self, check_goal: bool = True) -> RunState:
+        """The saved state. With `check_goal` (working on the run) a goal.md that was edited stops
+        here; without it (showing the run) the state is read all the same: see `goal_changed`."""
         try:
             state = RunState.model_validate_json((self.path / "state.json").read_bytes())
         except (OSError, ValueError, ValidationError) as e:
             raise ConfigError(f"{self.path / 'state.json'}: not a readable run state ({str(e)[:200]})") from None
-        goal = self.path / "goal.md"
-        if not goal.is_file() or goal.read_text(encoding="utf-8") != state.goal:
-            raise ConfigError(f"{goal} differs from the goal in state.json; a run keeps its goal: "
-                              "start a new run for a new goal")
+        if check_goal and self.goal_changed(state):
+            raise ConfigError(f"{self.path / 'goal.md'} differs from the goal in state.json; a run keeps its "
+                              "goal: start a new run for a new goal")
         return state
+
+    def goal_changed(self, state: RunState) -> bool:
+        """Whether goal.md no longer holds the run's goal (edited, removed or unreadable)."""
+        try:
+            return (self.path / "goal.md").read_text(encoding="utf-8") != redact(state.goal)
+        except (OSError, UnicodeDecodeError):
+            return True
 
     def save(self, state: RunState, plan_md: str) -> None:
         state.updated = time.time()
@@ -163,3 +183,33 @@ class RunDir:
             data = data[:ARTIFACT_LIMIT] + b"\n[... clipped ...]\n"
         atomic_write(self.path / "artifacts" / name, data, mode=0o600)
         return f"artifacts/{name}"
+
+
+def left_out(folders: tuple[Path, ...]):
+    """A copytree `ignore`: __pycache__, and any folder that is one of `folders` by identity
+    (device and inode), whatever it is called or however its path is spelled; a folder that does
+    not exist yet is never met."""
+    identities = {identity(folder) for folder in folders} - {None}
+
+    def ignore(directory: str, names: list[str]) -> set[str]:
+        return {name for name in names if name == "__pycache__"
+                or identity(Path(directory, name), follow=False) in identities}
+    return ignore
+
+
+def identity(path: Path, follow: bool = True) -> tuple[int, int] | None:
+    """(device, inode) of a folder; None for anything else. A link is not followed when `follow`
+    is False: copytree copies links as links, so a link never leads the copy anywhere."""
+    try:
+        st = os.stat(path) if follow else os.lstat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino) if stat.S_ISDIR(st.st_mode) else None
+
+
+def first_error(error: BaseException) -> str:
+    """One line for a failed copy: shutil.Error carries every failed file; name the first."""
+    if isinstance(error, shutil.Error) and error.args and isinstance(error.args[0], list) and error.args[0]:
+        source, _, why = error.args[0][0]
+        return f"{source}: {why}"[:300]
+    return str(getattr(error, "strerror", None) or error)[:300]

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ProviderError, ToolError
-from ..events import quiet
-from ..providers import ask
+from ..events import Usage, quiet
+from ..providers.retry import with_retries
 from . import ToolContext
 
 IMAGE_LIMIT = 20 * 1024 * 1024   # bytes: OpenAI's per-image limit (others refuse sooner, as ToolErrors)
@@ -188,8 +188,18 @@ def ask_model(ctx: ToolContext, content: str | list[dict[str, Any]], path: str) 
     if provider is None:
         raise ToolError(f"no model is available to read {path}")
     messages = [{"role": "user", "content": content}]
-    try:  # retries and notices still show; the side answer does not stream as answer text
-        answer = ask(provider, messages, ctx.cfg.retry_delays, quiet(ctx.on_event))
+    on_event = quiet(ctx.on_event)  # retries and notices still show; the answer does not stream as text
+
+    def call() -> str:
+        reply = provider.complete(messages, [], on_event)
+        # A side request counts in the turn's usage as a sub-agent's does: its tokens and one
+        # request, beside the conversation (how full the context is stays as it was).
+        used = reply.usage or Usage()
+        ctx.add_child_usage(Usage(used.prompt_tokens, used.completion_tokens, used.cached_tokens,
+                                  estimated=used.estimated, requests=1))
+        return (reply.message.get("content") or "").strip()
+    try:
+        answer = with_retries(call, on_event, ctx.cfg.retry_delays)
     except ProviderError as e:
         raise ToolError(f"the model could not read {path}: {e}") from e
     if not answer:

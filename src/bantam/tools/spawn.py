@@ -2,7 +2,9 @@
 
 The child runs the same loop with its own tool budget and cannot delegate. It ends its answer
 with `STATUS:` and `UNMET:` lines, which become the JSON result's `status` and `unmet_checks`.
-In a `--thread` run a durable child saves each step and its result, so a killed run resumes it.
+In a `--thread` run a durable child saves each step and its result, so a killed run resumes it:
+the parent's call is saved before the child starts and run again, as saved, on resume (loop.step,
+loop.unanswered), so the child is found by that call, never by the model wording the task again.
 """
 from __future__ import annotations
 
@@ -13,9 +15,9 @@ from typing import Any
 
 from ..errors import LimitReached, ProviderError, ToolError
 from ..events import Event, OnEvent
-from ..limits import Limits, Turn
+from ..limits import Limits
 from . import ToolContext, make_toolbox
-from .subagent import check_can_delegate, child_messages
+from .subagent import check_can_delegate, child_messages, run_child
 
 STATUSES = ("success", "partial", "failure", "blocked")
 REPORT = """
@@ -48,6 +50,16 @@ class SpawnAgent:
             "max_iter": {"type": "integer", "description": "the child's iteration budget"},
         },
     }
+
+    def saved_first(self, arguments: str, ctx: ToolContext) -> bool:
+        """A durable child of a thread: the parent's step that calls it is saved before the child
+        starts (loop.step), so a killed run runs this same saved call again, whose task and checks
+        find the child's saved progress, whatever the model would word the task as when asked anew."""
+        try:
+            args = json.loads(arguments)
+        except ValueError:
+            return False
+        return isinstance(args, dict) and args.get("persistence") == "durable" and ctx.durable is not None
 
     def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
         check_can_delegate(ctx)
@@ -83,16 +95,12 @@ def spawn(ctx: ToolContext, task: str, checks: list[str], persistence: str, max_
     limits = Limits.from_config(ctx.cfg, max_iterations=max_iter)  # the parent's limits, its own step count
     resumed = len(messages) > 2
     try:
-        assert ctx.provider is not None and ctx.run_loop is not None  # check_can_delegate saw both
-        turn = ctx.run_loop(ctx.provider, messages, box, limits, child.on_event, progress.sync if progress else None)
+        turn = run_child(ctx, messages, box, limits, child.on_event, progress.sync if progress else None)
         status, output, unmet = read_report(turn.text, checks)
         steps = turn.steps
-        ctx.add_child_usage(turn.usage)
     except LimitReached as e:
         status, output, unmet = "partial", f"stopped: {e}. Last output: {getattr(e.turn, 'text', '')}", checks
         steps = getattr(e.turn, "steps", 0)
-        if isinstance(e.turn, Turn):
-            ctx.add_child_usage(e.turn.usage)
     except ProviderError as e:
         status, output, unmet, steps = "failure", f"the model failed: {e}", checks, 0
     result = {"status": status, "output": output, "steps_taken": steps, "tool_calls": box.used,

@@ -1,0 +1,111 @@
+"""Servers started off the critical path: the SDK is imported, and the hub made, in a thread.
+
+`import mcp` costs most of a second and each server one to four more; a run whose servers' tools
+are cached (cache.py) offers those at once and lets this module start the servers meanwhile.
+`launch(servers)` returns at once; `connection(key, spec)` is what a tool call waits for: the
+hub, then its own server's start (an already running server costs nothing more). At exit, a start
+still under way is let finish, so that what the server listed reaches the cache for the next run.
+"""
+from __future__ import annotations
+
+import atexit
+import concurrent.futures
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+from ..providers import REQUEST_SENT
+from .servers import ServerSpec
+
+if TYPE_CHECKING:
+    from .hub import Connection, Hub
+
+FIRST_REQUEST_WAIT = 2.0  # seconds the start waits for the first model request to go out
+_hub: concurrent.futures.Future = concurrent.futures.Future()  # the process's Hub, once the SDK is in
+_needed = threading.Event()  # a caller waits for a server: start now
+_thread: threading.Thread | None = None
+_lock = threading.Lock()
+
+
+def launch(servers: dict[str, ServerSpec]) -> concurrent.futures.Future:
+    """Start these servers (those not running yet) without waiting; the future gives their
+    Connections by key once the hub exists. The first call starts the thread that imports the SDK."""
+    _begin()
+    out: concurrent.futures.Future = concurrent.futures.Future()
+
+    def ensure(ready: concurrent.futures.Future) -> None:  # in the import thread, or here if it is done
+        try:
+            out.set_result(dict(zip(servers, ready.result().ensure(servers), strict=True)))
+        except BaseException as e:  # the SDK failed to import: every waiter gets the reason
+            out.set_exception(e)
+    _hub.add_done_callback(ensure)
+    return out
+
+
+def connection(key: str, spec: ServerSpec, cancel: threading.Event | None = None) -> tuple[Hub, Connection]:
+    """The hub and this server's connection (started, or being started, by the hub)."""
+    _needed.set()
+    try:
+        hub = wait(_hub, cancel)
+    except Exception as e:
+        from ..errors import ToolError
+        raise ToolError(f"MCP server {spec.name} was not started: the mcp package failed to import ({e})") from e
+    return hub, hub.ensure({key: spec})[0]
+
+
+def current() -> Hub:
+    """The hub, once `launch`'s future is done."""
+    return _hub.result()
+
+
+def running(key: str, spec: ServerSpec) -> Connection | None:
+    """This server's connection when it is up in this process already (no wait, no SDK import)."""
+    if not _hub.done() or _hub.exception() is not None:
+        return None
+    c = _hub.result().connections.get(key)
+    return c if c is not None and c.spec == spec and c.client is not None else None
+
+
+def _begin() -> None:
+    global _thread
+    with _lock:
+        if _thread is None:
+            _thread = threading.Thread(target=_make_hub, name="mcp-start", daemon=True)
+            _thread.start()
+            atexit.register(_finish)
+
+
+def _make_hub() -> None:
+    # the first model request goes out first: importing the SDK beside it would slow it down
+    # (one GIL, two cores); a tool call that needs a server (`connection`) starts it at once
+    deadline = time.monotonic() + FIRST_REQUEST_WAIT
+    while not (_needed.is_set() or REQUEST_SENT.is_set()) and time.monotonic() < deadline:
+        _needed.wait(0.02)
+    try:
+        from .hub import hub
+        _hub.set_result(hub())
+    except BaseException as e:
+        _hub.set_exception(e)
+
+
+def _finish() -> None:
+    """At exit: let the import finish, then close the hub (which lets first starts finish)."""
+    if _thread is not None:
+        _thread.join()
+    if _hub.done() and _hub.exception() is None:
+        _hub.result().close()
+
+
+def wait(future: concurrent.futures.Future, cancel: threading.Event | None = None,
+         timeout: float | None = None) -> Any:
+    """`future`'s result; Ctrl+C (or `cancel`) abandons the wait, as does `timeout` (TimeoutError).
+    The future itself is left alone: others may wait for it too. Someone waits: start now."""
+    _needed.set()
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while not future.done():
+        concurrent.futures.wait([future], 0.1)  # short waits, so that `cancel` is seen
+        if cancel is not None and cancel.is_set():
+            raise KeyboardInterrupt
+        if deadline is not None and time.monotonic() > deadline:
+            raise TimeoutError
+    return future.result()
