@@ -268,3 +268,25 @@ def test_mcp_servers_from_the_editor_budgets_and_commands(home, server):
     assert (timed.stop_reason, spent.stop_reason, cleared.stop_reason) == ("end_turn", "max_turn_requests", "end_turn")
     assert "conversation cleared" in editor.said(sid)
     assert len(server.chat_requests()) == 4  # /clear asked no model
+
+
+def test_stop_reasons_say_a_cut_answer_a_cut_tool_call_and_a_refusal(home, server):
+    # an answer cut at the user's max_tokens, a tool call cut at it (never run: OutputLimitReached),
+    # and a model that declined: each turn ends with the stop reason the protocol names
+    call = {"index": 0, "id": "c1", "type": "function", "function": {"name": "shell_exec", "arguments": '{"comm'}}
+    server.add(sse([chunk("Half an ans"), chunk(finish="length")]),
+               sse([chunk(tool_calls=[call]), chunk(finish="length")]),
+               sse([chunk("I can't help with that."), chunk(finish="content_filter")]))
+    editor = Editor()
+
+    async def go():
+        async with await session(editor, server, home.parent, "--set", "max_tokens=20") as (conn, proc):
+            await conn.initialize(protocol_version=1)
+            new = await conn.new_session(cwd=str(home), mcp_servers=[])
+            reasons = []
+            for words in ("one", "two", "three"):
+                done = await conn.prompt(session_id=new.session_id, prompt=[text_block(words)])
+                reasons.append(done.stop_reason)
+            return reasons
+    assert run(go()) == ["max_tokens", "max_tokens", "refusal"]
+    assert [r.body["max_tokens"] for r in server.chat_requests()] == [20, 20, 20]  # the user's limit kept
