@@ -11,7 +11,6 @@ unfinished step as it does for Ctrl+C. The conversation is an ordinary saved ses
 """
 from __future__ import annotations
 
-import socket
 import threading
 from dataclasses import replace
 from pathlib import Path
@@ -23,6 +22,7 @@ from ..errors import BantamError, LimitReached, OutputLimitReached, ProviderErro
 from ..events import Error, Event, Notice, Reasoning, RequestStarted, Retry, Text, ToolCall, ToolResult, UsageReport, quiet
 from ..loop import CUT
 from ..providers import context_window_later
+from ..providers.cancel import Stopper
 from . import updates
 from .rpc import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, Connection, RpcError, log
 
@@ -54,8 +54,8 @@ class EditorSession:
         self.flags = dict(flags)
         self.mcp_servers = mcp_servers  # ServerSpecs from session/new: the editor user's choice
         self.busy = threading.Lock()    # one prompt at a time
-        self.cancelled = threading.Event()
-        self.responses: list[Any] = []  # network streams of the model's responses, for cancel
+        self.stopper = Stopper()        # cancel: the flag, and the sockets of responses in flight
+        self.cancelled = self.stopper.event
         self.calls: dict[str, tuple[str, Path | None, str | None]] = {}  # id -> (tool, file, old text)
         self.current_call = ""
         self.usage: Any = None
@@ -80,7 +80,7 @@ class EditorSession:
             self.add_mcp(self.session.toolbox)
         if self.messages:
             self.messages[0] = {"role": "system", "content": self.session.system}
-        hook_responses(self.session.provider, self.responses, self.cancelled)
+        self.stopper.watch(self.session.provider)
 
     def add_mcp(self, box: Any) -> None:
         """The editor's MCP servers, started like the user's own trusted ones; children get them too."""
@@ -130,7 +130,7 @@ class EditorSession:
         if not self.busy.acquire(blocking=False):
             raise RpcError(INVALID_REQUEST, "a prompt is already running in this session")
         try:
-            self.cancelled.clear()
+            self.stopper.clear()
             self.usage = None
             words, left_out = updates.prompt_text(blocks)
             if left_out:
@@ -179,10 +179,8 @@ class EditorSession:
         """session/cancel: stop the running turn now (nothing to do when none runs)."""
         if not self.busy.locked():
             return
-        self.cancelled.set()
         self.session.toolbox.ctx.cancel.set()  # the running command's group is killed at its next poll
-        for stream in list(self.responses):
-            shut(stream)
+        self.stopper.set()
 
     def command(self, name: str, arg: str) -> None:
         if name in ("/undo", "/rewind"):
@@ -326,26 +324,3 @@ class EditorSession:
         return updates.replay(history)
 
 
-def hook_responses(provider: Any, found: list, cancelled: threading.Event) -> None:
-    """Remember the network stream of each response the provider opens, so cancel can shut its
-    socket (a request waiting on the model wakes at once); a response whose headers arrive
-    after the cancel ends the turn there. httpx event hooks are public API; the local provider
-    has no client, and its token stream meets on_event's check instead."""
-    client = provider.http_client() if provider is not None else None
-    if client is None or not hasattr(client, "event_hooks"):
-        return
-
-    def opened(response: Any) -> None:
-        found[:] = [*found[-7:], response.extensions.get("network_stream")]
-        if cancelled.is_set():
-            raise KeyboardInterrupt
-    client.event_hooks = {**client.event_hooks, "response": [*client.event_hooks["response"], opened]}
-
-
-def shut(stream: Any) -> None:
-    sock = stream.get_extra_info("socket") if stream is not None else None
-    try:
-        if sock is not None:
-            sock.shutdown(socket.SHUT_RDWR)  # wakes a read blocked on it; close() would not
-    except OSError:  # already closed: that response is over
-        pass

@@ -51,7 +51,11 @@ class Stopper:
             shut(stream)
 
     def clear(self) -> None:
+        """Ready for the next turn: the flag down, the streams of earlier responses forgotten
+        (their connections may be pooled for reuse: shutting them later would break them)."""
         self.event.clear()
+        with self.lock:
+            self.streams.clear()
 
     def _request(self, request: Any) -> None:
         if self.event.is_set():

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import queue
-import socket
 import sys
 import threading
 import traceback
@@ -35,6 +34,7 @@ from ..conversation import Conversation
 from ..envpolicy import redact
 from ..events import Done, Event, Reasoning, RequestStarted, Retry, Text, ToolCall, UsageReport
 from ..providers import ModelFacts
+from ..providers.cancel import Stopper
 from ..render import usage_line
 from ..runs.chat import PAUSING
 
@@ -113,10 +113,10 @@ class WebSession:
         self.lock = self.hub.lock      # one lock for the log, the streams and the job state
         self.job: threading.Thread | None = None
         self.job_start = 0             # where the running input's events begin in the log
-        self.stopping = threading.Event()
+        self.stopper = Stopper()       # Stop: the flag, and the sockets of the responses in flight
+        self.stopping = self.stopper.event
         self.question: str | None = None
         self.answers: queue.Queue = queue.Queue()
-        self.responses: list[Any] = []  # network streams of the provider's responses this job
         # the input's worker thread drives a run (background_runs=False): Stop reaches it by
         # run_pause; Stop (not SIGINT) ends a `!command`
         self.chat = Conversation(flags, folder, ask=self.ask, show=self.print, renderer=self.renderer,
@@ -188,8 +188,7 @@ class WebSession:
                 return "answered"
             if self.job is not None:
                 return "busy"
-            self.stopping.clear()
-            self.responses.clear()
+            self.stopper.clear()
             while not self.answers.empty():
                 self.answers.get_nowait()
             self.job = threading.Thread(target=self.work, args=(line,), name="bantam-web-turn", daemon=True)
@@ -208,7 +207,7 @@ class WebSession:
             # provider's HTTP client (the lazy property has no lock: two can be made, the last
             # one wins). Once it is done the client stays, and Stop can hook into it.
             chat.window()
-            track_responses(chat.provider, self.responses, self.stopping)
+            self.stopper.watch(chat.provider)
             if line.strip() == "/quit":
                 chat.say("the page has no quit: close the tab, or stop `bantam web` with Ctrl+C")
             else:
@@ -244,12 +243,10 @@ class WebSession:
                 self.chat.run_pause.set()
                 self.emit({"type": "notice", "message": PAUSING})
                 return True
-            self.stopping.set()
             self.chat.toolbox.ctx.cancel.set()
+            self.stopper.set()
             if self.question is not None:
                 self.answers.put(_STOP)
-            for stream in self.responses:
-                shut(stream)
         return True
 
     def close(self) -> None:
@@ -258,36 +255,6 @@ class WebSession:
         if job is not None and self.stop():
             job.join(5)
         self.chat.save_auto()
-
-
-def track_responses(provider: Any, found: list, stopping: threading.Event) -> None:
-    """Remember the network stream of each response the provider's HTTP client opens, so Stop can
-    shut its socket; and a response whose headers arrive after Stop ends the worker there (the
-    hook runs in the worker's thread). httpx event hooks are public API; the local provider has
-    no client, and its token stream meets the renderer's check instead."""
-    client = provider.http_client()
-    if client is None or not hasattr(client, "event_hooks"):
-        return
-
-    hooks = client.event_hooks
-    if any(getattr(hook, "bantam_web", False) for hook in hooks["response"]):
-        return  # this client is tracked already
-
-    def opened(response: Any) -> None:
-        found.append(response.extensions.get("network_stream"))
-        if stopping.is_set():
-            raise KeyboardInterrupt
-    opened.bantam_web = True  # type: ignore[attr-defined]
-    client.event_hooks = {**hooks, "response": [*hooks["response"], opened]}
-
-
-def shut(stream: Any) -> None:
-    sock = stream.get_extra_info("socket") if stream is not None else None
-    try:
-        if sock is not None:
-            sock.shutdown(socket.SHUT_RDWR)  # wakes a read blocked on it; close() would not
-    except OSError:  # already closed: that response is over
-        pass
 
 
 def transcript(messages: list[dict]) -> list[dict]:
