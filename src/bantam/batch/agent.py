@@ -5,10 +5,11 @@
     runner = Children(root, flags)                # --isolate process: the same, one process a task
 
 `Sessions` runs each task as a session of this process, in the calling thread: the configuration
-is loaded once (per model a task names) and each model's provider, with its HTTP connection pool,
-is shared; nothing else is. Each task has its own folder (a value: its `cwd`, confined to the
-batch's or worker's root; never chdir), its thread `batch-<hash>` (every complete step on disk, so a
-task cut off by a kill resumes where it stopped), tool budget, cancel flag and log (`<thread>.log`);
+is loaded once (per model a task names) and shared; each worker thread keeps its provider (its HTTP
+connections) from one task to the next; nothing else is shared. Each task has its own folder (a
+value: its `cwd`, confined to the batch's or worker's root; never chdir), its thread
+`batch-<hash>` (every complete step on disk, so a task cut off by a kill resumes where it
+stopped), tool budget, cancel flag and log (`<thread>.log`);
 its commands run in their own process groups and die with it. The result is saved beside the thread
 before it is reported, so a result lost on the way to RESULTS.jsonl is reported again without
 running the task again. A task that raises costs itself only (a failure result, the traceback in its
@@ -88,7 +89,8 @@ class Sessions:
         self.stopper = Stopper()
         self.stopping = self.stopper.event
         self.lock = threading.Lock()
-        self.models: dict[str, tuple[Any, Any]] = {}
+        self.configs: dict[str, Any] = {}
+        self.models: dict[tuple[str, int], tuple[Any, Any]] = {}
         self.cancels: set[threading.Event] = set()
 
     def run(self, task: Task, namespace: str, log: IO[str] | None = None) -> dict[str, Any] | None:
@@ -135,16 +137,24 @@ class Sessions:
 
     def model(self, name: str) -> tuple[Any, Any]:
         """The configuration and provider for tasks naming `name` ("" for the configured model):
-        loaded once, as from `origin` (where the batch started), and shared."""
+        the configuration loaded once, as from `origin` (where the batch started); the provider
+        (its HTTP client and connections) one per worker thread, kept from task to task. One
+        client shared by 256 threads lost about 1 request in 1,000 to a race in httpcore's
+        connection pool (a connection closed by one thread just after another was given it: the
+        request hung until the timeout, then "Bad file descriptor"), and its pool, grown past the
+        threads' need, was scanned on every request."""
         from .. import session
         from ..providers import make_provider
+        key = (name, threading.get_ident())
         with self.lock:
-            if name not in self.models:
-                cfg = session.load_config({**self.flags, **({"model": name} if name else {})}, self.origin)
-                provider = make_provider(cfg)
+            if key not in self.models:
+                if name not in self.configs:
+                    self.configs[name] = session.load_config({**self.flags, **({"model": name} if name else {})},
+                                                             self.origin)
+                provider = make_provider(self.configs[name])
                 self.stopper.watch(provider)
-                self.models[name] = (cfg, provider)
-            return self.models[name]
+                self.models[key] = (self.configs[name], provider)
+            return self.models[key]
 
     def stop(self) -> None:
         """Every task stops at once: its cancel flag (commands killed at their next poll, the

@@ -365,8 +365,7 @@ def load_httpx() -> Any:
 def make_client(cfg: Config) -> "httpx.Client":
     """One client per provider, so every loop step reuses the same connection."""
     httpx = load_httpx()
-    # no pool limit: a batch's sessions share this client, each with one request at a time, and
-    # httpx's default (100 connections, 20 kept) would queue them or reconnect for each request
+    # no pool limit: parallel sub-agents share this client, each with one request at a time
     return httpx.Client(timeout=httpx.Timeout(cfg.timeout), proxy=socks_proxy(), headers={"User-Agent": USER_AGENT},
                         limits=httpx.Limits(max_connections=None, max_keepalive_connections=None))
 
