@@ -51,6 +51,15 @@ class RequestStarted(Event):
 
 
 @dataclass(slots=True)
+class Preparing(RequestStarted):
+    """The request is under way but its model is not ready to answer yet (a local model loading,
+    its prompt being read): the terminal shows `...{what}...` in place until the next event.
+    A RequestStarted, so every consumer that handles one (JSON drops it, a stop request acts on
+    it) treats this alike."""
+    what: str = ""
+
+
+@dataclass(slots=True)
 class Reasoning(Event):
     type: ClassVar[str] = "reasoning"
     text: str = ""

@@ -111,8 +111,10 @@ def saved_states(home: Path) -> list[Path]:
 
 
 def answer(home: Path, prompt: str) -> tuple[str, dict]:
+    """The answer, however short: a text cut at the small max_tokens these tests set to stay fast
+    ends with exit 1 (it was cut at the user's own limit), and still with its `done` event."""
     r = run_bantam("--json", "-p", prompt, cwd=home, timeout=600)
-    assert r.returncode == 0, r.stderr
+    assert r.returncode in (0, 1) and r.stdout, r.stderr
     events = [json.loads(line) for line in r.stdout.splitlines()]
     done = events[-1]
     assert done["type"] == "done"
@@ -121,7 +123,7 @@ def answer(home: Path, prompt: str) -> tuple[str, dict]:
 
 @local_only
 def test_saved_prompt_state_gives_the_same_answer_as_evaluating_it(home):
-    write_cfg(home, provider="local", temperature="0", max_tokens="24")
+    write_cfg(home, provider="local", temperature="0", max_tokens="24", tools="read_file")
     prompt = "Name three colours of the rainbow."
     first, _ = answer(home, prompt)                      # evaluates the prefix and saves it
     (state,) = saved_states(home)

@@ -12,8 +12,8 @@ import shutil
 import sys
 from typing import IO, Callable
 
-from ..events import (Done, Error, Event, Notice, Reasoning, RequestStarted, Retry, Text, ToolCall,
-                      ToolResult, UsageReport)
+from ..events import (Done, Error, Event, Notice, Preparing, Reasoning, RequestStarted, Retry, Text,
+                      ToolCall, ToolResult, UsageReport)
 from ..sanitize import TerminalStream, terminal_safe
 from . import usage_line
 
@@ -55,7 +55,8 @@ class TextRenderer:
             self.status_shown = False
         if isinstance(event, RequestStarted):
             if self.status:
-                self._write(self.err, "...requesting...", STATUS)
+                label = event.what if isinstance(event, Preparing) and event.what else "requesting"
+                self._write(self.err, f"...{label}...", STATUS)
                 self.status_shown, self.mid_line = True, False
             return
         if isinstance(event, Reasoning):

@@ -1,0 +1,105 @@
+"""The bundled model's first answer byte from a user's seat: `bantam -p "Say hello."` with the saved
+prompt state present, in the repository root (where the README's quick start asks) and in an empty
+folder (issue 34).
+
+    .venv/bin/python bench/bench_local_start.py [--runs N] [--tree NAME=SRC_DIR ...]
+
+Each run is a fresh process, timed from spawn to the first byte of the answer on stdout, in a private
+HOME with nothing configured (so the bundled model answers, as in the quick start). One untimed run
+per folder first evaluates the prompt's fixed prefix and saves its state (and caches llama.cpp's
+probe), as after any first run; the timed runs then load that state. Per folder: the median and range
+of N runs, the prompt's tokens, how many of them were evaluated rather than loaded, and the saved
+state's size on disk.
+
+`--tree NAME=SRC_DIR` (repeatable) compares source trees, e.g. a `git archive HEAD` copy beside the
+working tree: each runs with PYTHONPATH=SRC_DIR and its own HOME, interleaved run by run so the
+machine's drift hits every tree alike. Without it, the working tree's src/ alone.
+Prints a markdown table; no timing here is asserted anywhere.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PROMPT = "Say hello."
+
+
+def _env(home: Path, src: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("BANTAM_", "LLM_", "OPENAI_", "ANTHROPIC_"))}
+    return {**env, "HOME": str(home), "PYTHONPATH": str(src), "NO_COLOR": "1"}
+
+
+def first_byte(home: Path, src: Path, work: Path) -> float:
+    """Seconds from spawning `bantam -p` to the first byte on its stdout."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "bantam", "-p", PROMPT], cwd=work, env=_env(home, src),
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    assert proc.stdout is not None
+    proc.stdout.read(1)
+    seconds = time.perf_counter() - t0
+    proc.stdout.read()
+    if proc.wait():
+        sys.exit(f"bench: bantam -p failed in {work} (PYTHONPATH={src})")
+    return seconds
+
+
+def usage(home: Path, src: Path, work: Path) -> dict:
+    """The run's token counts, from `--json`'s last event."""
+    out = subprocess.run([sys.executable, "-m", "bantam", "--json", "-p", PROMPT], cwd=work, env=_env(home, src),
+                         capture_output=True, text=True, stdin=subprocess.DEVNULL, check=True).stdout
+    return json.loads(out.splitlines()[-1])["usage"]
+
+
+def state_bytes(home: Path) -> int:
+    return sum(p.stat().st_size for p in (home / ".bantam" / "cache" / "kv").glob("*.kv"))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--tree", action="append", default=[], metavar="NAME=SRC_DIR")
+    args = ap.parse_args()
+    trees = dict(t.split("=", 1) for t in args.tree) or {"working tree": str(ROOT / "src")}
+    with tempfile.TemporaryDirectory() as tmp:
+        empty = Path(tmp, "empty")
+        empty.mkdir()
+        folders = {"repository root": ROOT, "empty folder": empty}
+        cases = [(tree, Path(src).resolve(), folder, work) for tree, src in trees.items()
+                 for folder, work in folders.items()]
+        homes = {}
+        facts = {}
+        for tree, src, folder, work in cases:
+            home = homes.setdefault(tree, Path(tmp, f"home-{len(homes)}"))
+            home.mkdir(exist_ok=True)
+            before = state_bytes(home)
+            first_byte(home, src, work)                 # evaluates the prefix and saves its state
+            size = state_bytes(home) - before
+            facts[tree, folder] = (usage(home, src, work), size)
+        times: dict[tuple[str, str], list[float]] = {(t, f): [] for t, _, f, _ in cases}
+        for _ in range(args.runs):
+            for tree, src, folder, work in cases:   # interleaved: drift hits every case alike
+                times[tree, folder].append(first_byte(homes[tree], src, work))
+    load = os.getloadavg()[0]
+    rows = []
+    for (tree, folder), t in times.items():
+        use, size = facts[tree, folder]
+        evaluated = use["prompt_tokens"] - (use.get("cached_tokens") or 0)
+        rows.append(f"| {tree} | {folder} | {statistics.median(t) * 1000:.0f} | {min(t) * 1000:.0f}-"
+                    f"{max(t) * 1000:.0f} | {use['prompt_tokens']} | {evaluated} | {size / 1e6:.1f} |")
+    print("\n".join([f"### `bantam -p \"{PROMPT}\"` on the bundled model: process start to first answer byte, "
+                     f"saved prompt state present ({args.runs} runs each, interleaved; load average {load:.1f} "
+                     "at the end)", "",
+                     "| source | folder | median ms | range ms | prompt tokens | evaluated (not loaded) | "
+                     "saved state MB |", "|---|---|---:|---:|---:|---:|---:|", *rows]))
+
+
+if __name__ == "__main__":
+    main()
