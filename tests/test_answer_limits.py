@@ -8,7 +8,6 @@
 Everything here goes through real `bantam` processes and the real fake OpenAI server."""
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import threading
@@ -96,12 +95,16 @@ def test_an_explicit_max_tokens_cuts_a_tool_call_without_asking_again(server, ho
 
 # --- input that cannot fit -----------------------------------------------------------------------
 
-def feed(proc: subprocess.Popen, total: int, block: bytes) -> None:
-    """Write `total` bytes of `block`s to the process's stdin until it stops reading."""
+def feed(proc: subprocess.Popen, total: int, block: bytes, written: list[int]) -> None:
+    """Write `total` bytes of `block`s to the process's stdin until it stops reading; `written`
+    gets the count that went in (what it read, plus at most a pipe's buffer)."""
     assert proc.stdin is not None
+    written.append(0)
     try:
         for _ in range(total // len(block)):
             proc.stdin.write(block)
+            proc.stdin.flush()
+            written[0] += len(block)
         proc.stdin.close()
     except (BrokenPipeError, OSError):
         pass
@@ -113,17 +116,21 @@ def test_fifty_megabytes_piped_in_are_refused_at_once_in_bounded_memory(server, 
     with open(out, "wb") as o, open(err, "wb") as e:
         proc = subprocess.Popen([sys.executable, "-m", "bantam", "-p", "summarise this"], cwd=home,
                                 stdin=subprocess.PIPE, stdout=o, stderr=e)
-        writer = threading.Thread(target=feed, args=(proc, 50 * 1024 * 1024, b"lorem ipsum dolor\n" * 4096))
+        written: list[int] = []
+        writer = threading.Thread(target=feed, args=(proc, 50 * 1024 * 1024, b"lorem ipsum dolor\n" * 4096,
+                                                     written))
         writer.start()
-        _, status, rusage = os.wait4(proc.pid, 0)  # this child's own peak memory, not the others'
-        proc.returncode = os.waitstatus_to_exitcode(status)
+        proc.wait(120)
         writer.join(60)
     message = err.read_text()
     assert proc.returncode == 2, message
     assert "cannot fit the model's context window (200,000 tokens" in message
     assert "name the file in the prompt" in message
     assert out.read_bytes() == b"" and server.chat_requests() == []
-    assert rusage.ru_maxrss < 150 * 1024  # kilobytes: the 50 MB were never held (it read 1.2 MB)
+    # it stopped reading after what could fit (1.2 MB): the 50 MB were never read, let alone held.
+    # (Not the child's ru_maxrss: a forked child's peak counts its parent's pages before exec, and a
+    # pytest worker that ran the local model holds 570 MB, as CI showed.)
+    assert written[0] < 4 * 1024 * 1024, written
 
 
 def test_a_configured_window_bounds_the_input_and_input_within_it_is_sent(server, home):
