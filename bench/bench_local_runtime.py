@@ -46,18 +46,18 @@ print(json.dumps({"tok_s": n / (time.perf_counter() - t0), "n": n}))
 """
 
 
-def first_token(home: Path, work: Path) -> float:
-    """Seconds from spawning `bantam -p` to the first byte on its stdout."""
-    env = {**os.environ, "HOME": str(home), "BANTAM_HOME": str(home / ".bantam")}
+def first_token(home: Path, work: Path, prompt: str = PROMPT, env: dict[str, str] | None = None) -> float:
+    """Seconds from spawning `bantam -p PROMPT` in `work` to the first byte on its stdout."""
+    env = env or {**os.environ, "HOME": str(home), "BANTAM_HOME": str(home / ".bantam")}
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "bantam", "-p", PROMPT], cwd=work, env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "bantam", "-p", prompt], cwd=work, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
     assert proc.stdout is not None
     proc.stdout.read(1)
     seconds = time.perf_counter() - t0
     proc.stdout.read()
     if proc.wait():
-        raise SystemExit(f"bantam -p failed in {work}")
+        raise SystemExit(f"bantam -p failed in {work} (PYTHONPATH={env.get('PYTHONPATH', '')})")
     return seconds
 
 

@@ -25,10 +25,12 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from bench.bench_local_runtime import first_token  # noqa: E402
+
 PROMPT = "Say hello."
 
 
@@ -38,17 +40,8 @@ def _env(home: Path, src: Path) -> dict[str, str]:
 
 
 def first_byte(home: Path, src: Path, work: Path) -> float:
-    """Seconds from spawning `bantam -p` to the first byte on its stdout."""
-    t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "bantam", "-p", PROMPT], cwd=work, env=_env(home, src),
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
-    assert proc.stdout is not None
-    proc.stdout.read(1)
-    seconds = time.perf_counter() - t0
-    proc.stdout.read()
-    if proc.wait():
-        sys.exit(f"bench: bantam -p failed in {work} (PYTHONPATH={src})")
-    return seconds
+    """Seconds from spawning `bantam -p` (the sources in `src`) to the first byte on its stdout."""
+    return first_token(home, work, PROMPT, _env(home, src))
 
 
 def usage(home: Path, src: Path, work: Path) -> dict:
