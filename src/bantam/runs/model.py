@@ -141,7 +141,9 @@ def from_call(message: dict) -> str:
 def grammar_tools(request: Request, ws: Workspace) -> list[dict]:
     """Tool schemas whose grammar admits exactly the proposals this request expects."""
     planning = "plan" in request.kinds
-    calls = {name: call_schema(name, ws, planning) for name in request.tools}
+    walked = {"read_file", "list_files"} & set(request.tools)
+    names = workspace_names(ws.root) if walked else ([], [])  # one walk serves both tools
+    calls = {name: call_schema(name, ws, names, planning) for name in request.tools}
     if planning:
         step = {"anyOf": [{"type": "object", "required": ["description", "tool", "arguments"], "properties": {
             "description": plain_text(DESCRIPTION_CHARS),
@@ -155,15 +157,17 @@ def grammar_tools(request: Request, ws: Workspace) -> list[dict]:
     return tools
 
 
-def call_schema(name: str, ws: Workspace, planning: bool = False) -> dict[str, Any]:
+def call_schema(name: str, ws: Workspace, names: tuple[list[str], list[str]],
+                planning: bool = False) -> dict[str, Any]:
     """Each path or command argument is an enum of what the gates would accept: a free string let
     a small model propose `/example.txt` or `examples/example.txt` until the run blocked. A plan
-    may read a file an earlier step writes; an action reads only what exists."""
+    may read a file an earlier step writes; an action reads only what exists. `names`: the
+    workspace's files and folders (workspace_names)."""
     if name == "shell":
         return _object({"command": {"enum": sorted(ws.commands)}})
     if name == "write_file":
         return _object({"path": {"enum": list(ws.write_paths)}})
-    files, folders = workspace_names(ws.root)
+    files, folders = names
     if name == "read_file":
         choices = sorted(set(files) | set(ws.write_paths if planning else ()))
         return _object({"path": {"enum": choices} if choices else plain_text(100)})
