@@ -176,14 +176,14 @@ def worker_main(argv: list[str]) -> int:
     client = connect(args.url)
     name = f"{socket.gethostname()}-{os.getpid()}"
     numbers = iter(range(args.workers))
-    tasks = runner(args.isolate, root, flags(args), Path(os.getcwd()))
+    running = runner(args.isolate, root, flags(args), Path(os.getcwd()))
     signal.signal(signal.SIGTERM, interrupt)
     print(f"bantam worker {name}: {args.workers} at a time from {TASKS} on {args.url}", file=sys.stderr)
 
     def work() -> None:
-        Consumer(client, f"{name}-{next(numbers)}", int(args.idle_timeout * 1000), tasks).serve()
+        Consumer(client, f"{name}-{next(numbers)}", int(args.idle_timeout * 1000), running).serve()
     try:
-        run_threads(args.workers, work, tasks)
+        run_threads(args.workers, work, running)
     except KeyboardInterrupt:
         print(f"bantam worker {name}: stopped; its unfinished tasks go to another worker after "
               f"{args.idle_timeout:g} s", file=sys.stderr)
