@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -290,3 +291,132 @@ def test_stop_reasons_say_a_cut_answer_a_cut_tool_call_and_a_refusal(home, serve
             return reasons
     assert run(go()) == ["max_tokens", "max_tokens", "refusal"]
     assert [r.body["max_tokens"] for r in server.chat_requests()] == [20, 20, 20]  # the user's limit kept
+
+
+class BufferedEditor(Editor):
+    """An editor that serves fs/read_text_file and fs/write_text_file from its buffers (the text
+    it shows, unsaved changes included), never touching the disk itself."""
+
+    def __init__(self, buffers, answers=()):
+        super().__init__(answers)
+        self.buffers = buffers
+        self.fs: list[tuple[str, str]] = []
+
+    async def read_text_file(self, path, session_id, limit=None, line=None, **kwargs):
+        from acp.schema import ReadTextFileResponse
+        self.fs.append(("read", path))
+        if path not in self.buffers:
+            raise RequestError.resource_not_found(path)
+        return ReadTextFileResponse(content=self.buffers[path])
+
+    async def write_text_file(self, content, path, session_id, **kwargs):
+        from acp.schema import WriteTextFileResponse
+        self.fs.append(("write", path))
+        self.buffers[path] = content
+        return WriteTextFileResponse()
+
+
+def test_file_tools_read_and_write_the_editors_buffers_after_bantams_own_checks(home, server):
+    """With the client's fs capabilities, read_file sees the unsaved buffer, edit_file and
+    write_file change the buffer (not the disk), a protected path is refused before the editor
+    is asked, and a file in a folder that does not exist yet is written on the disk."""
+    notes = home / "notes.txt"
+    notes.write_text("on disk\n")
+    (home / ".git").mkdir()
+    editor = BufferedEditor({str(notes): "unsaved\n"}, answers=["reject_once"])
+    server.add(tool_reply("read_file", {"path": "notes.txt"}),
+               tool_reply("edit_file", {"path": "notes.txt", "old_string": "unsaved", "new_string": "edited"},
+                          call_id="call_2"),
+               tool_reply("write_file", {"path": ".git/config", "content": "[core]\n"}, call_id="call_3"),
+               tool_reply("write_file", {"path": "new/deep.txt", "content": "fresh\n"}, call_id="call_4"),
+               text_reply("done"))
+    from acp.schema import ClientCapabilities, FileSystemCapabilities
+
+    async def go():
+        async with await session(editor, server, home.parent, "--set", "tools=shell_exec,write_file,read_file,edit_file"
+                                 ) as (conn, proc):
+            await conn.initialize(protocol_version=1, client_capabilities=ClientCapabilities(
+                fs=FileSystemCapabilities(read_text_file=True, write_text_file=True)))
+            sid = (await conn.new_session(cwd=str(home), mcp_servers=[])).session_id
+            return sid, await conn.prompt(session_id=sid, prompt=[text_block("tidy the notes")])
+    sid, done = run(go())
+    assert done.stop_reason == "end_turn"
+    results = [m["content"] for m in server.chat_requests()[-1].body["messages"] if m["role"] == "tool"]
+    assert "unsaved" in results[0] and "on disk" not in results[0]  # the buffer, not the disk
+    assert editor.buffers[str(notes)] == "edited\n" and notes.read_text() == "on disk\n"
+    assert "rejected" in results[2] and not (home / ".git" / "config").exists()
+    assert "protected: .git" in editor.asked[0][0].title
+    assert (home / "new" / "deep.txt").read_text() == "fresh\n"  # a new folder: made on the disk
+    assert all(".git" not in path and "deep" not in path for _, path in editor.fs)
+    edit = [u for u in editor.of(sid, "tool_call_update") if u.tool_call_id == "call_2"][0]
+    assert (edit.content[0].old_text, edit.content[0].new_text) == ("unsaved\n", "edited\n")
+
+
+def test_without_the_clients_fs_capabilities_files_stay_on_the_disk(home, server):
+    notes = home / "notes.txt"
+    notes.write_text("on disk\n")
+    editor = BufferedEditor({str(notes): "unsaved\n"})
+    server.add(tool_reply("write_file", {"path": "notes.txt", "content": "written\n"}), text_reply("done"))
+
+    async def go():
+        async with await session(editor, server, home.parent) as (conn, proc):
+            await conn.initialize(protocol_version=1)  # no clientCapabilities: the disk
+            sid = (await conn.new_session(cwd=str(home), mcp_servers=[])).session_id
+            return await conn.prompt(session_id=sid, prompt=[text_block("write")])
+    assert run(go()).stop_reason == "end_turn"
+    assert notes.read_text() == "written\n" and editor.fs == []
+
+
+def test_sub_agents_show_as_the_editors_plan(home, server):
+    server.add(tool_reply("run_subagent", {"prompt": "count the files"}), text_reply("3 files"),
+               text_reply("there are 3"))
+    editor = Editor()
+
+    async def go():
+        async with await session(editor, server, home.parent) as (conn, proc):
+            await conn.initialize(protocol_version=1)
+            sid = (await conn.new_session(cwd=str(home), mcp_servers=[])).session_id
+            return sid, await conn.prompt(session_id=sid, prompt=[text_block("how many files?")])
+    sid, done = run(go())
+    assert done.stop_reason == "end_turn"
+    plans = [[(e.content, e.status) for e in u.entries] for u in editor.of(sid, "plan")]
+    assert plans == [[("count the files", "in_progress")], [("count the files", "completed")]]
+
+
+def test_the_terminals_continue_picks_up_the_editors_session_in_that_folder(home, server):
+    server.add(text_reply("hi from the editor"), text_reply("hi from the terminal"))
+    editor = Editor()
+
+    async def go():
+        async with await session(editor, server, home.parent) as (conn, proc):
+            await conn.initialize(protocol_version=1)
+            sid = (await conn.new_session(cwd=str(home), mcp_servers=[])).session_id
+            await conn.prompt(session_id=sid, prompt=[text_block("hello")])
+            return sid
+    sid = run(go())
+    from tests.conftest import run_bantam
+    done = run_bantam("-c", "-p", "and now?", "--endpoint", server.url, "--model", "test-model", cwd=home)
+    assert done.returncode == 0, done.stderr
+    assert "hi from the terminal" in done.stdout
+    sent = [(m["role"], m["content"]) for m in server.chat_requests()[-1].body["messages"][1:]]
+    assert sent == [("user", "hello"), ("assistant", "hi from the editor"), ("user", "and now?")]
+    saved = (Path(os.environ["HOME"]) / ".bantam" / "sessions" / f"{sid}.jsonl").read_text()
+    assert "hi from the terminal" in saved  # the editor's session, continued and saved again
+
+
+def test_a_line_over_the_message_limit_is_dropped_unread_and_the_connection_goes_on():
+    # the transport itself, in process: a client's line is never held whole past the limit
+    from bantam.acp.rpc import Connection
+    to_agent, from_client = os.pipe()
+    to_client, from_agent = os.pipe()
+    conn = Connection(to_agent, from_agent, max_message=1000)
+    served = threading.Thread(target=conn.serve, args=({"ping": lambda params: "pong"}, {}), daemon=True)
+    served.start()
+    with os.fdopen(from_client, "wb") as client, os.fdopen(to_client, "rb") as answers:
+        client.write(b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":"' + b"y" * 5000 + b'"}}\n')
+        client.write(b'{"jsonrpc":"2.0","id":2,"method":"ping","params":{}}\n')
+        client.flush()
+        dropped, answered = json.loads(answers.readline()), json.loads(answers.readline())
+    served.join(timeout=60)
+    assert dropped["id"] is None and "over 1000 bytes" in dropped["error"]["message"]
+    assert answered == {"jsonrpc": "2.0", "id": 2, "result": "pong"}

@@ -20,7 +20,7 @@ bantam "WORDS"                 the words are the prompt, when they name no file
 bantam -p TEXT                 one-shot prompt
 CMD | bantam [-p TEXT]         prompt from standard input (added after TEXT when both are given)
 bantam --thread ID [-p TEXT]   continue a persistent thread (without a prompt: resume its last request)
-bantam -c [-p TEXT]            continue this project's saved session (one-shot with a prompt)
+bantam -c [-p TEXT]            continue this folder's latest session, yours or an editor's (one-shot with a prompt)
 bantam models                  list the endpoint's models, the current one marked with *
 bantam handler                 queue handler: task on stdin, "$ACTOR_RESULT_TOPIC\nRESULT" on stdout
 bantam run GOAL ...            a controlled run (bantam run --help); bantam status RUN, bantam resume RUN

@@ -77,12 +77,13 @@ MakeRenderer = Callable[[config.Config, ModelFacts], Renderer]
 class Conversation:
     def __init__(self, flags: dict[str, str], folder: Path, *, ask: Callable[[str], str],
                  show: Callable[[str], None], renderer: MakeRenderer, background_runs: bool = True,
-                 shell_cancel: threading.Event | None = None, continue_hint: str = "/continue resumes it"):
+                 shell_cancel: threading.Event | None = None, continue_hint: str = "/continue resumes it",
+                 session_id: str | None = None):
         self.flags = dict(flags)
         self.folder = session.workspace(folder)
         self.ask, self.show, self.make_renderer = ask, show, renderer
         self.background_runs, self.shell_cancel, self.continue_hint = background_runs, shell_cancel, continue_hint
-        self.autosave = sessions.Autosave(self.folder)
+        self.autosave = sessions.Autosave(self.folder, session_id)  # default: the project's session
         self.changed = False  # only a conversation this process touched is autosaved
         self.last_run: Path | None = None  # the controlled run this conversation started or resumed
         self.run_pause = threading.Event()   # set: the working run pauses at its next safe point

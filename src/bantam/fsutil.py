@@ -127,6 +127,21 @@ class Boundary:
             raise ToolError(f"{path} is a directory")
         return root, parts
 
+    def target(self, path: str | os.PathLike) -> Path:
+        """The file a write of `path` would replace, checked as `write` checks it, for a write that
+        someone else makes (an editor, through ACP): Refused for a path outside the roots, a
+        protected name, or a link on the way; ToolError for a folder."""
+        root, parts = self.locate(path)
+        current = root
+        for name in parts:
+            current = current / name
+            if current.is_symlink():
+                raise Refused(f"{path}: {name} is a symbolic link; file writes do not follow links "
+                              "here: write the link's target by its own path")
+        if current.is_dir():
+            raise ToolError(f"{path} is a directory")
+        return current
+
     def write(self, path: str | os.PathLike, change: Change, mode: int | None = None) -> bytes:
         """Replace the file at `path` atomically by `change` (bytes, or a function of the old bytes)
         and return what was written. Missing folders are made once the new content is known (a

@@ -54,8 +54,9 @@ def finished(turn: loop.Turn) -> int:
 
 
 def run_continue(cfg: Config, prompt: str, json_lines: bool = False) -> int:
-    """`bantam -c -p TEXT`: one more turn of this project's saved session, which is saved again."""
-    autosave = sessions.Autosave(here())
+    """`bantam -c -p TEXT`: one more turn of this folder's latest saved session (the project's, or
+    one an editor made here), which is saved again."""
+    autosave = sessions.Autosave(here(), sessions.continued(here()))
     provider = make_provider(cfg)
     render = make_renderer(cfg, json_lines, sys.stdout, sys.stderr, context_window_later(provider, cfg))
     try:

@@ -71,7 +71,7 @@ def global_options(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="JSON Lines events on stdout")
     p.add_argument("--thread", metavar="ID", help="keep the conversation in thread ID across runs")
     p.add_argument("-c", "--continue", dest="resume", action="store_true",
-                   help="continue this project's saved session")
+                   help="continue this folder's latest saved session (the project's or an editor's)")
     common_options(p)
     from . import __version__
     p.add_argument("--version", action="version", version=f"bantam {__version__}")

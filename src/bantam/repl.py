@@ -24,13 +24,15 @@ from .render import Renderer, make_renderer
 
 class Repl:
     def __init__(self, flags: dict[str, str], read: Reader | None = None,
-                 out: IO[str] = sys.stdout, err: IO[str] = sys.stderr, folder: Path | None = None):
+                 out: IO[str] = sys.stdout, err: IO[str] = sys.stderr, folder: Path | None = None,
+                 session_id: str | None = None):
         self.read = read or make_reader()
         # plain input() (TERM=dumb) needs the cooked mode, echo and all, for its own questions
         self.waiting = typing_ahead if read is None and on_terminal() else nullcontext
         self.out, self.err = out, err
         where = session.workspace(folder or Path.cwd())  # default: where the user started bantam
-        self.chat = Conversation(flags, where, ask=lambda q: self.read(q), show=self.print, renderer=self.renderer)
+        self.chat = Conversation(flags, where, ask=lambda q: self.read(q), show=self.print, renderer=self.renderer,
+                                 session_id=session_id)
 
     def renderer(self, cfg: Config, window: ModelFacts) -> Renderer:
         return make_renderer(cfg, False, self.out, self.err, window)
@@ -72,6 +74,8 @@ class Repl:
 
 
 def run_repl(flags: dict[str, str], resume: bool = False) -> int:
-    if resume and not sessions.exists(sessions.project_id(Path.cwd())):  # as `bantam -c -p` says it
+    """The terminal; `resume` (`bantam -c`): this folder's latest session, the project's or an editor's."""
+    session_id = sessions.continued(Path.cwd()) if resume else None
+    if session_id and not sessions.exists(session_id):  # as `bantam -c -p` says it
         raise ConfigError(sessions.CONTINUE_NONE)
-    return Repl(flags).run(resume)
+    return Repl(flags, session_id=session_id).run(resume)

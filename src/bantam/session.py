@@ -31,6 +31,7 @@ from .prompt import system_prompt
 from .providers import Provider, make_provider
 from .sandbox import Sandbox
 from .tools import ToolContext, Toolbox, make_toolbox
+from .tools.files import Buffers
 
 
 @dataclass
@@ -94,19 +95,20 @@ def build(cfg: Config, folder: str | os.PathLike, *, on_event: OnEvent = ignore,
           provider: Provider | None = None, with_model: bool = True, approvals: Approvals | None = None,
           tools: Iterable[str] | None = None, system: str | None = None, with_mcp: bool = True,
           toolbox: Callable[[ToolContext], Toolbox] | None = None, durable: Any = None,
-          cancel: threading.Event | None = None, undo: str | None = None) -> Session:
+          cancel: threading.Event | None = None, undo: str | None = None, buffers: Buffers | None = None) -> Session:
     """A session in `folder`. `provider`: the model (None: made from `cfg`; with_model=False: none,
     a tools-only session). `tools`: the core tools offered (default `cfg.tools`); `toolbox`: a front end's own
     toolbox from the context instead (the daemon's). `system`: the prompt (default: built from
     `cfg` and the folder's AGENTS.md). `with_mcp`: the MCP servers' tools are added to this
     toolbox and every child's (when `cfg.mcp` and a server is configured). `undo`: the key its
-    turns' file changes are recorded under, for `bantam undo` (bantam.undo; None: not recorded)."""
+    turns' file changes are recorded under, for `bantam undo` (bantam.undo; None: not recorded).
+    `buffers`: an editor's, which the file tools read and write through (tools/files.Buffers)."""
     where = workspace(folder)
     model = provider if provider is not None or not with_model else make_provider(cfg)
     approvals = approvals if approvals is not None else Approvals()
     prompt = system if system is not None else system_prompt(cfg, where, can_ask=approvals.ask is not None)
     ctx = ToolContext(cfg, model, prompt, on_event, approvals=approvals, folder=where, durable=durable,
-                      extend=mcp.offer if with_mcp else None, run_loop=loop.run)
+                      extend=mcp.offer if with_mcp else None, run_loop=loop.run, buffers=buffers)
     if cancel is not None:
         ctx.cancel = cancel
     box = toolbox(ctx) if toolbox is not None else make_toolbox(tuple(cfg.tools if tools is None else tools), ctx)

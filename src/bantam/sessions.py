@@ -59,6 +59,33 @@ def project_id(directory: str | os.PathLike = ".") -> str:
     return hashlib.md5(str(Path(directory).resolve()).encode()).hexdigest()
 
 
+EDITOR_PREFIX = "acp-"  # the ids of sessions an editor made (bantam acp)
+
+
+def continued(directory: str | os.PathLike) -> str:
+    """The session `bantam -c` continues in `directory`: of the project's own (its autosave) and
+    those an editor made in that folder, the one saved last; the project's own when none is."""
+    chosen = project_id(directory)
+    newest = _mtime(path_of(chosen))
+    folder = str(Path(directory).resolve())
+    for session_id in session_ids():
+        if session_id.startswith(EDITOR_PREFIX):
+            updated = _mtime(path_of(session_id))
+            if updated > newest and _project_of(path_of(session_id)) == folder:
+                chosen, newest = session_id, updated
+    return chosen
+
+
+def _project_of(path: Path) -> str:
+    """The folder a session file's head record names ("" when it names none)."""
+    try:
+        with open(path, "rb") as f:
+            head = json.loads(f.readline(1 << 16))
+    except (OSError, ValueError):
+        return ""
+    return str(head.get("project", "")) if isinstance(head, dict) and "role" not in head else ""
+
+
 def count(messages: list[dict]) -> int:
     """How many messages a conversation holds, as every listing and notice says it: the system
     prompt is not one (it is not saved, and is rebuilt on load)."""
@@ -237,8 +264,8 @@ class Autosave:
     or another process is saving it (see the module's note). After the first save each one
     appends only the messages that are new."""
 
-    def __init__(self, directory: str | os.PathLike = "."):
-        self.id = project_id(directory)
+    def __init__(self, directory: str | os.PathLike = ".", session_id: str | None = None):
+        self.id = session_id or project_id(directory)  # another: an editor's session, continued
         self.file = SessionLog(self.id, directory)
         self.checked = False
         self.blocked = ""  # why autosave refuses to write

@@ -61,7 +61,8 @@ def protocol_fds() -> tuple[int, int]:
 
 def new_id() -> str:
     """A saved session's id (sessions.VALID_ID): sortable by time, unique."""
-    return f"acp-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(4)}"
+    from ..sessions import EDITOR_PREFIX
+    return f"{EDITOR_PREFIX}{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(4)}"
 
 
 class Agent:
@@ -69,6 +70,7 @@ class Agent:
         self.conn, self.flags = conn, flags
         self.sessions: dict[str, Any] = {}
         self.lock = threading.Lock()
+        self.client_fs: dict = {}  # initialize's clientCapabilities.fs: which file requests the editor serves
 
     def handlers(self) -> dict:
         return {"initialize": self.initialize, "session/new": self.new, "session/load": self.load,
@@ -76,6 +78,9 @@ class Agent:
                 "session/list": self.list, "authenticate": lambda params: {}}
 
     def initialize(self, params: dict) -> dict:
+        capabilities = params.get("clientCapabilities")
+        fs = capabilities.get("fs") if isinstance(capabilities, dict) else None
+        self.client_fs = fs if isinstance(fs, dict) else {}
         return {"protocolVersion": PROTOCOL_VERSION,
                 "agentCapabilities": {
                     "loadSession": True,
@@ -110,7 +115,7 @@ class Agent:
         from .conversation import EditorSession
         servers = mcp_specs(params.get("mcpServers") or [], folder)
         try:
-            chat = EditorSession(self.conn, session_id, folder, self.flags, servers)
+            chat = EditorSession(self.conn, session_id, folder, self.flags, servers, self.client_fs)
         except BantamError as e:  # a bad configuration: the editor shows why
             raise RpcError(INTERNAL_ERROR, f"bantam: {e}") from None
         with self.lock:
@@ -143,7 +148,7 @@ class Agent:
         """The saved sessions made through ACP (those of a folder, when `cwd` is given)."""
         from .. import sessions
         cwd = params.get("cwd")
-        found = [s for s in sessions.listing() if s.id.startswith("acp-") and not s.problem
+        found = [s for s in sessions.listing() if s.id.startswith(sessions.EDITOR_PREFIX) and not s.problem
                  and (not cwd or s.project == cwd)]
         return {"sessions": [{"sessionId": s.id, "cwd": s.project, "title": s.summary[:80] or None,
                               "updatedAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(s.updated))}

@@ -8,9 +8,18 @@ command's process group is killed at its next poll, sub-agents stop), shuts the 
 model's responses in flight, and the next event raises KeyboardInterrupt, so the loop drops the
 unfinished step as it does for Ctrl+C. The conversation is an ordinary saved session
 (`~/.bantam/sessions/<id>.jsonl`), appended after every step.
+
+Where the editor offers `fs/read_text_file` and `fs/write_text_file`, the model's read_file,
+write_file and edit_file go through it (tools/files.Buffers), after bantam's own checks: the
+model reads the buffer the person sees, unsaved changes included, and a write shows in the
+editor. Shell commands do not go to the editor's terminals: bantam runs them in its sandbox,
+with its scrubbed environment, its process-group kill and its bounded, redacted output, none of
+which a command the editor starts would have (the sandbox's seccomp filter is a descriptor
+handed to bubblewrap; an editor terminal inherits the editor's environment, keys included).
 """
 from __future__ import annotations
 
+import os
 import threading
 from dataclasses import replace
 from pathlib import Path
@@ -18,11 +27,13 @@ from typing import Any
 
 from .. import compact, config, session, sessions, undo
 from ..approval import Approvals, Request, Verdict
-from ..errors import BantamError, LimitReached, OutputLimitReached, ProviderError
+from ..errors import BantamError, LimitReached, OutputLimitReached, ProviderError, ToolError
 from ..events import Error, Event, Notice, Reasoning, RequestStarted, Retry, Text, ToolCall, ToolResult, UsageReport, quiet
 from ..loop import CUT
 from ..providers import context_window_later
 from ..providers.cancel import Stopper
+from ..toolnames import DELEGATING
+from ..tools.files import Buffers
 from . import updates
 from .rpc import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, Connection, RpcError, log
 
@@ -49,8 +60,13 @@ COMMANDS = [
 
 class EditorSession:
     def __init__(self, conn: Connection, session_id: str, folder: Path, flags: dict[str, str],
-                 mcp_servers: dict[str, Any]):
+                 mcp_servers: dict[str, Any], client_fs: dict | None = None):
         self.conn, self.id, self.folder = conn, session_id, folder
+        fs = client_fs or {}
+        self.buffers = Buffers(read=self.read_text if fs.get("readTextFile") else None,
+                               write=self.write_text if fs.get("writeTextFile") else None)
+        self.written: dict[str, tuple[str | None, str]] = {}  # real path -> (old, new) text of a write through the editor
+        self.plan: list[dict] = []  # this turn's sub-agents, as the editor's plan
         self.flags = dict(flags)
         self.mcp_servers = mcp_servers  # ServerSpecs from session/new: the editor user's choice
         self.busy = threading.Lock()    # one prompt at a time
@@ -74,7 +90,7 @@ class EditorSession:
         """(Re)build the bantam session from the flags: at the start, and for /model."""
         cfg = session.load_config(self.flags, self.folder)
         self.session = session.build(cfg, self.folder, on_event=self.on_event, approvals=self.approvals,
-                                     undo=undo.session_key(self.id))
+                                     undo=undo.session_key(self.id), buffers=self.buffers)
         self.window = context_window_later(self.session.provider, cfg) if self.session.provider else None
         if self.mcp_servers:
             self.add_mcp(self.session.toolbox)
@@ -132,6 +148,7 @@ class EditorSession:
         try:
             self.stopper.clear()
             self.usage = None
+            self.plan = []
             words, left_out = updates.prompt_text(blocks)
             if left_out:
                 self.say(f"not taken from the prompt: {', '.join(left_out)}")
@@ -275,12 +292,63 @@ class EditorSession:
         if not event.agent:
             self.current_call = call_id
         self.update(updates.started(call_id, event.name, args, where))
+        if event.name in DELEGATING and not event.agent:  # a sub-agent's task: a step of the plan
+            self.plan.append({"content": str(args.get("task") or args.get("prompt") or "")[:500], "priority": "medium",
+                              "status": "in_progress", "call": call_id})
+            self.show_plan()
 
     def tool_finished(self, event: ToolResult) -> None:
         call_id = f"{event.agent}/{event.id}" if event.agent else event.id
         name, where, old = self.calls.pop(call_id, (event.name, None, None))
-        diff = updates.diff(where, old) if where is not None and name in updates.EDITS else None
+        diff = None
+        if where is not None and name in updates.EDITS:
+            new: str | None
+            through_editor = self.written.pop(os.path.realpath(where), None)
+            if through_editor is not None:  # the editor's text before (when it serves reads) and after
+                old, new = through_editor[0] if through_editor[0] is not None else old, through_editor[1]
+            else:
+                new = updates.read_text(where)
+            diff = updates.diff(where, old, new)
         self.update(updates.finished(call_id, event.content, event.is_error, diff))
+        for entry in self.plan:
+            if entry["call"] == call_id:
+                entry["status"] = "completed"
+                self.show_plan()
+
+    def show_plan(self) -> None:
+        """The turn's sub-agents as the editor's plan (each update carries the whole plan)."""
+        self.update({"sessionUpdate": "plan", "entries": [{k: v for k, v in entry.items() if k != "call"}
+                                                          for entry in self.plan]})
+
+    # --- the editor's files ---------------------------------------------------------------------
+
+    def read_text(self, path: Path) -> str:
+        """fs/read_text_file: the file as the editor has it, unsaved changes included."""
+        try:
+            answer = self.conn.request("fs/read_text_file", {"sessionId": self.id, "path": str(path)},
+                                       cancel=self.cancelled)
+        except RpcError as e:
+            raise ToolError(f"the editor could not read {path}: {e}") from None
+        content = (answer or {}).get("content")
+        if not isinstance(content, str):
+            raise ToolError(f"the editor sent no text for {path}")
+        return content
+
+    def write_text(self, path: Path, text: str) -> None:
+        """fs/write_text_file: the editor writes the file and shows the change (its text before,
+        for the diff, is the editor's too)."""
+        old = None
+        if self.buffers.read is not None and path.is_file():
+            try:
+                old = self.read_text(path)
+            except ToolError:
+                old = updates.read_text(path)
+        try:
+            self.conn.request("fs/write_text_file", {"sessionId": self.id, "path": str(path), "content": text},
+                              cancel=self.cancelled)
+        except RpcError as e:
+            raise ToolError(f"the editor could not write {path}: {e}") from None
+        self.written[os.path.realpath(path)] = (old, text)
 
     def usage_report(self, event: UsageReport) -> None:
         self.usage = event.usage

@@ -20,6 +20,7 @@ from ..errors import BantamError
 
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS, INTERNAL_ERROR = -32700, -32600, -32601, -32602, -32603
 RESOURCE_NOT_FOUND = -32002  # ACP: a session id this agent does not know
+MAX_MESSAGE = 64 << 20  # bytes in one line; a longer one is dropped unread (a file's text fits)
 
 Handler = Callable[[dict], Any]
 
@@ -41,8 +42,9 @@ class Later:
 
 
 class Connection:
-    def __init__(self, read_fd: int, write_fd: int):
-        self.reader = os.fdopen(read_fd, "rb", buffering=0)
+    def __init__(self, read_fd: int, write_fd: int, max_message: int = MAX_MESSAGE):
+        self.reader = os.fdopen(read_fd, "rb")
+        self.max_message = max_message
         self.write_fd = write_fd
         self.write_lock = threading.Lock()
         self.pending: dict[int, tuple[threading.Event, list]] = {}
@@ -100,8 +102,14 @@ class Connection:
 
     def serve(self, handlers: dict[str, Handler], notifications: dict[str, Handler]) -> None:
         """Read until the client closes its end."""
-        for line in self.reader:
-            if line.strip():
+        limit = self.max_message
+        while line := self.reader.readline(limit):
+            if len(line) == limit and not line.endswith(b"\n"):
+                while (rest := self.reader.readline(limit)) and not rest.endswith(b"\n"):
+                    pass  # the rest of the line is read and dropped, never held
+                log(f"a message over {limit} bytes, dropped")
+                self.answer(None, error=RpcError(INVALID_REQUEST, f"a message over {limit} bytes was dropped"))
+            elif line.strip():
                 self.take(line, handlers, notifications)
         self.closed.set()
 

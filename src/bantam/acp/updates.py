@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 KINDS = {"shell_exec": "execute", "write_file": "edit", "edit_file": "edit", "read_file": "read",
-         "list_files": "search", "spawn_agent": "think"}
+         "list_files": "search", "spawn_agent": "think", "run_subagent": "think"}
 EDITS = ("write_file", "edit_file")
 DIFF_LIMIT = 1 << 20  # a file larger than this is not sent whole as the diff's old and new text
 
@@ -65,9 +65,8 @@ def read_text(path: Path) -> str | None:
         return None
 
 
-def diff(path: Path, old: str | None) -> dict | None:
-    new = read_text(path)
-    if new is None:
+def diff(path: Path, old: str | None, new: str | None) -> dict | None:
+    if new is None or len(new) > DIFF_LIMIT or (old is not None and len(old) > DIFF_LIMIT):
         return None
     return {"type": "diff", "path": str(path), "oldText": old, "newText": new}
 

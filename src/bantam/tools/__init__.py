@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from ..config import Config
     from ..limits import Turn
     from ..providers import Provider
+    from .files import Buffers
     from .workspace import Workspace
 
 _usage_lock = threading.Lock()
@@ -67,6 +68,9 @@ class ToolContext:
     # Paths no model write or edit may land in, whatever the sandbox mode or a person allowed
     # (the daemon: its own config.json, tools/, providers/); added to every write's Boundary.
     guarded: tuple[Path, ...] = ()
+    # An editor's buffers (bantam acp, when the client offers fs/*): the model's file tools read
+    # and write through it once the path is checked (tools/files.py). None: the disk.
+    buffers: "Buffers | None" = None
 
     def child(self, on_event: OnEvent, label: str = "sub-agent") -> "ToolContext":
         """A sub-agent's context: its events are labelled and quiet (its answer is the result)."""

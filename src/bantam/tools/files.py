@@ -9,16 +9,21 @@ workspace's write_paths, whole files, atomically.
 
 Every change to a file goes through fsutil's `Boundary.write`, with the boundary approval's
 `check_write` returns (the sandbox's writable roots, less the protected names at any depth), so
-write_file and edit_file, here and in the daemon, obey the same rules and cannot be raced."""
+write_file and edit_file, here and in the daemon, obey the same rules and cannot be raced.
+
+In an editor (`bantam acp`) whose client offers it, the context's `buffers` carry the model's
+reads and writes to the editor instead (`Buffers`): the same checks are made first, then the
+editor reads its buffer (unsaved changes included) or writes the file and shows the change."""
 from __future__ import annotations
 
 import os
-from dataclasses import replace
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from ..errors import Refused, ToolError
-from ..fsutil import ANYWHERE, Boundary, open_confined
+from ..fsutil import ANYWHERE, Boundary, Change, open_confined
 from ..sanitize import bidi_note
 from . import Outcome
 from .workspace import Workspace, sha256
@@ -47,7 +52,52 @@ class WriteFile:
             return write_in(ctx.workspace, args["path"], args.get("content", ""))
         target = str(_path(args, ctx))
         return write_file(args["path"], args["content"], args.get("offset"), args.get("del_bytes"),
-                          boundary=allowed(ctx, args["path"]), target=target)
+                          boundary=allowed(ctx, args["path"]), target=target, buffers=_buffers(ctx))
+
+
+@dataclass(frozen=True)
+class Buffers:
+    """An editor's view of the files (ACP's fs/read_text_file and fs/write_text_file), given the
+    absolute path: read_file reads what the editor shows, unsaved changes included; write_file
+    and edit_file write through it, so the editor shows the change in its buffer. A side that is
+    None stays on the disk. Each raises ToolError when the editor cannot. Bantam checks every path
+    first, exactly as for a read or write of its own."""
+    read: Callable[[Path], str] | None = None
+    write: Callable[[Path, str], None] | None = None
+
+
+def _buffers(ctx: Any) -> Buffers | None:
+    return ctx.buffers if ctx is not None and ctx.workspace is None else None
+
+
+def change_file(boundary: Boundary, target: str | os.PathLike, change: Change, shown: str,
+                buffers: Buffers | None = None) -> bytes:
+    """`boundary.write(target, change)`, or through the editor when it takes writes: the path is
+    checked the same way first, and the old text is the editor's. A new folder, or content that
+    is not text, is written on the disk (the protocol writes text into existing folders)."""
+    if buffers is None or buffers.write is None:
+        return boundary.write(target, change)
+    real = boundary.target(target)
+    if not real.parent.is_dir():
+        return boundary.write(target, change)
+    if callable(change):
+        change = change(_current(real, shown, buffers) if real.exists() else None)
+    try:
+        text = change.decode("utf-8")
+    except UnicodeDecodeError:
+        return boundary.write(target, change)
+    buffers.write(real, text)
+    return change
+
+
+def _current(path: Path, shown: str, buffers: Buffers) -> bytes:
+    """A file's content as the editor has it (unsaved changes included), else as on the disk."""
+    if buffers.read is not None:
+        try:
+            return buffers.read(path).encode("utf-8")
+        except ToolError:  # not text to the editor (a binary file): the file as it is on the disk
+            pass
+    return read_bytes(path, shown)
 
 
 def allowed(ctx: Any, path: str) -> Boundary:
@@ -66,9 +116,10 @@ def allowed(ctx: Any, path: str) -> Boundary:
 
 
 def write_file(path: str, content: str, offset: int | None = None, del_bytes: int | None = None, *,
-               boundary: Boundary = ANYWHERE, target: str | None = None) -> str:
+               boundary: Boundary = ANYWHERE, target: str | None = None, buffers: Buffers | None = None) -> str:
     """The whole file, or a splice of it (offset, del_bytes), written within `boundary` at
-    `target` (the path placed in the session's folder; default `path`, which the result names)."""
+    `target` (the path placed in the session's folder; default `path`, which the result names),
+    through the editor's `buffers` when given."""
     if not path.strip():
         raise ToolError("path is empty")
     data = content.encode("utf-8")
@@ -79,7 +130,7 @@ def write_file(path: str, content: str, offset: int | None = None, del_bytes: in
         new, deleted[0] = splice(old or b"", offset or 0, del_bytes or 0, data, path)
         return new
     try:
-        new = boundary.write(target or path, data if whole else spliced)
+        new = change_file(boundary, target or path, data if whole else spliced, path, buffers)
     except OSError as e:
         raise ToolError(f"cannot write {path}: {e.strerror or e}") from e
     if whole:
@@ -148,8 +199,14 @@ class ReadFile:
     def run(self, args: dict[str, Any], ctx: Any = None) -> str | Outcome:
         if ctx is not None and ctx.workspace is not None:
             return read_in(ctx.workspace, args["path"])
-        return numbered_lines(read_bytes(_path(args, ctx), args["path"]), args["path"], args.get("offset"),
-                              args.get("limit"))
+        path, buffers = _path(args, ctx), _buffers(ctx)
+        if buffers is not None and buffers.read is not None:
+            from ..sandbox import refuse_read
+            refuse_read(path, args["path"])  # checked before the editor is asked
+            data = buffers.read(path).encode("utf-8")[:READ_LIMIT]
+        else:
+            data = read_bytes(path, args["path"])
+        return numbered_lines(data, args["path"], args.get("offset"), args.get("limit"))
 
 
 def read_in(ws: Workspace, path: str) -> Outcome:
@@ -208,11 +265,11 @@ class EditFile:
             raise Refused("edit_file is not offered in a controlled run's workspace; use write_file")
         path = _path(args, ctx)
         return edit_file(path, args["path"], args["old_string"], args["new_string"],
-                         bool(args.get("replace_all")), boundary=allowed(ctx, args["path"]))
+                         bool(args.get("replace_all")), boundary=allowed(ctx, args["path"]), buffers=_buffers(ctx))
 
 
 def edit_file(path: Path, shown_as: str, old: str, new: str, replace_all: bool = False, *,
-              boundary: Boundary = ANYWHERE) -> str:
+              boundary: Boundary = ANYWHERE, buffers: Buffers | None = None) -> str:
     """Replace `old` by `new` in the file, written within `boundary` (like write_file)."""
     count = [0]
 
@@ -231,7 +288,7 @@ def edit_file(path: Path, shown_as: str, old: str, new: str, replace_all: bool =
                             "unique, or set replace_all")
         return text.replace(old, new).encode("utf-8")
     try:
-        boundary.write(path, edited)
+        change_file(boundary, path, edited, shown_as, buffers)
     except OSError as e:
         raise ToolError(f"cannot edit {shown_as}: {e.strerror or e}") from e
     return f"replaced {count[0] if replace_all else 1} occurrence(s) in {shown_as}"
