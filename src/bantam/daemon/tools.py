@@ -5,8 +5,8 @@ under the daemon's names and descriptions, run in the agent's home and the daemo
 (boundary.py: its own files read-only, config.json unreadable), as a controlled run's tools are the
 core tools in its workspace (runs/tools.py). The rest are declared as the seed does, and so are the
 operator's plugins: TOOLS = [(NAME, fn, description, parameters)], where `fn(args, agent)` returns
-text (or a Popen-like object, which is waited for). BASH is one of those: the core's shell runner
-with the daemon's sandbox (boundary.sandbox) and the pid noted for bg_run.
+text (or a Popen-like object, which is waited for). BASH is the core shell_exec the same way, in
+the daemon's sandbox (boundary.sandbox, as the context's fence) with its pid noted for bg_run.
 
 Every tool's `run` goes through the agent's bg_run, so every call is inline within tool_timeout and
 backgrounded past it; bantam's Toolbox still checks arguments, sanitises and turns failures into
@@ -25,12 +25,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from .. import mcp
-from ..approval import check_command, check_write
+from ..approval import check_write
 from ..errors import ToolError
 from ..tools import Outcome, Tool, ToolContext, Toolbox, core_tool
 from ..tools.files import READ_LINES, read_bytes
 from ..tools.media import IMAGE_LIMIT, sniff_image
-from ..tools.shell import run_shell
 from . import boundary, web
 from .bg import note_pid
 from .bus import Conversation
@@ -67,13 +66,6 @@ def _image(name: str, mime: str, data: bytes, agent: "Agent") -> str:
     agent.attach([{"type": "text", "text": f"<system-message>[image {name}]</system-message>"},
                   {"type": "image_url", "image_url": {"url": url}}])
     return f"[image {name}: {mime}, {len(data)} bytes; it follows as the next message]"
-
-
-def bash(args: dict, agent: "Agent") -> str:
-    command, box = check_command(agent.cfg, agent.toolbox.ctx.approvals, args["command"], cwd=agent.dir.home)
-    return run_shell(command, agent.settings.shell_timeout, SHELL_CAPTURE, cancel=agent.stop,
-                     on_start=lambda proc: note_pid(proc.pid), sandbox=boundary.sandbox(agent, box),
-                     cwd=agent.dir.home).for_model()  # the agent's home: its commands' folder
 
 
 def search(args: dict, agent: "Agent") -> str:
@@ -154,13 +146,13 @@ CORE_TOOLS: list[CoreTool] = [
              _obj(["path", "old_string", "new_string"], path=PATH, old_string=("string", "exact text to find"),
                   new_string=("string", "replacement"), replace_all=("boolean", "replace every occurrence")),
              ("old_string", "new_string"), True),
+    CoreTool("BASH", "shell_exec", "Run a bash command in your home directory; returns its output and "
+             "exit code. stdin is closed.", _obj(["command"], command=("string", "the command line"))),
 ]
 TOOLS: list[tuple[str, ToolFn, str, dict]] = [
     ("SEND_ATTACHMENT", send_attachment, "Send a file to the operator's chat (photo, voice, video, "
      "audio or document by extension), with an optional caption.",
      _obj(["path"], path=PATH, caption=("string", "text shown with the file"))),
-    ("BASH", bash, "Run a bash command in your home directory; returns its output and exit code. "
-     "stdin is closed.", _obj(["command"], command=("string", "the command line"))),
     ("SEARCH", search, "Search the web; returns titles, links and snippets.",
      _obj(["query"], query=("string", "what to search for"))),
     ("WEB_FETCH", fetch, "Fetch a web page as Markdown (or a text file as it is).",
@@ -217,11 +209,12 @@ class Wrapped(DaemonTool):
         return self.spec.raw_arguments
 
     def run(self, args: dict, ctx: ToolContext) -> str:
-        path = resolve(self.agent, args["path"])
-        if self.spec.writes:  # by name and through links, before anything runs
-            boundary.refuse_own(self.agent, path, args["path"])
-        else:
-            boundary.refuse_read(self.agent, path, args["path"])
+        if "path" in self.parameters["properties"]:
+            path = resolve(self.agent, args["path"])
+            if self.spec.writes:  # by name and through links, before anything runs
+                boundary.refuse_own(self.agent, path, args["path"])
+            else:
+                boundary.refuse_read(self.agent, path, args["path"])
         return super().run(args, ctx)
 
     def work(self, args: dict, ctx: ToolContext) -> str:
@@ -234,12 +227,16 @@ class Wrapped(DaemonTool):
 
 
 def in_home(agent: "Agent", ctx: ToolContext) -> ToolContext:
-    """The core tools' context for the daemon: paths from the agent's home, and every write kept
-    out of the daemon's own files (Boundary.write checks them on what it writes, whatever the
-    sandbox mode or a person allowed; refuse_own named them first)."""
+    """The core tools' context for the daemon: paths and commands from the agent's home, every
+    write kept out of the daemon's own files (Boundary.write checks them on what it writes,
+    whatever the sandbox mode or a person allowed; refuse_own named them first), every command in
+    the daemon's sandbox with its pid noted for bg_run, stopped with the agent, its output kept
+    up to SHELL_CAPTURE (the agent clips and stashes the rest) within the agent's shell_timeout."""
     own = boundary.own_files(agent.dir, agent.settings.primary_dir)
-    return replace(ctx, folder=agent.dir.home,
-                   guarded=(*ctx.guarded, *(Path(os.path.realpath(p)) for p in own)))
+    cfg = replace(ctx.cfg, shell_timeout=agent.settings.shell_timeout, tool_output_limit=SHELL_CAPTURE)
+    return replace(ctx, cfg=cfg, folder=agent.dir.home, cancel=agent.stop,
+                   guarded=(*ctx.guarded, *(Path(os.path.realpath(p)) for p in own)),
+                   on_process=lambda proc: note_pid(proc.pid), fence=lambda box: boundary.sandbox(agent, box))
 
 
 def _shown_image(args: dict, agent: "Agent") -> str | None:

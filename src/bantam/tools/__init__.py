@@ -24,9 +24,12 @@ from ..sanitize import loads, sanitize
 from ..toolnames import ALIASES, DELEGATING, REGISTRY  # the names live below the config
 
 if TYPE_CHECKING:
+    import subprocess
+
     from ..config import Config
     from ..limits import Turn
     from ..providers import Provider
+    from ..sandbox import Sandbox
     from .files import Buffers
     from .workspace import Workspace
 
@@ -71,6 +74,10 @@ class ToolContext:
     # An editor's buffers (bantam acp, when the client offers fs/*): the model's file tools read
     # and write through it once the path is checked (tools/files.py). None: the disk.
     buffers: "Buffers | None" = None
+    # Told each process a tool starts, as soon as it exists (the daemon notes its pid for bg_run).
+    on_process: "Callable[[subprocess.Popen], Any] | None" = None
+    # Narrows the sandbox of every command the model runs (the daemon: its own files read-only).
+    fence: "Callable[[Sandbox], Sandbox] | None" = None
 
     def child(self, on_event: OnEvent, label: str = "sub-agent") -> "ToolContext":
         """A sub-agent's context: its events are labelled and quiet (its answer is the result)."""

@@ -82,8 +82,10 @@ class ShellExec:
         from ..approval import check_command
         command, box = check_command(ctx.cfg, ctx.approvals, args["command"], args.get("escalate") or "",
                                      cwd=ctx.folder)
+        if ctx.fence is not None:
+            box = ctx.fence(box)
         return run_shell(command, ctx.cfg.shell_timeout, ctx.cfg.tool_output_limit,
-                         ctx.cancel, sandbox=box, cwd=ctx.folder).for_model()
+                         ctx.cancel, on_start=ctx.on_process, sandbox=box, cwd=ctx.folder).for_model()
 
 
 def run_named(ws: "Workspace", name: str) -> Outcome:
