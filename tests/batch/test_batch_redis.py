@@ -172,6 +172,27 @@ def test_a_worker_serves_single_requests_and_records_a_task_once(home, redis_url
     assert len(replies) == 3
 
 
+def test_a_worker_above_the_clients_default_pool_answers_every_task_at_once(home, redis_url):
+    # redis-py's pool holds 100 connections by default; 120 consumers blocked in XREADGROUP,
+    # and their leases, need more: short of them, a finished task's answer failed and the task
+    # waited out the idle timeout (600 s here, so a lost answer fails this test by its deadline)
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    with TaskServer() as server:
+        write_cfg(home, **base_cfg(server))
+        worker = start_worker(home, redis_url, "--concurrency", "120", "--idle-timeout", "600")
+        try:
+            # every consumer on a connection of its own, blocked in XREADGROUP (and this client)
+            wait_for(lambda: client.info("clients")["connected_clients"] >= 121, timeout=120,
+                     what="all 120 consumers reading")
+            for i in range(150):
+                client.xadd(TASKS, {"task": json.dumps({"id": f"t{i}", "task": f"t{i} go"}), "reply_to": "svc:many"})
+            wait_for(lambda: client.xlen("svc:many") == 150, timeout=300, what="every task answered")
+        finally:
+            [err] = stop([worker])
+    assert "Too many connections" not in err and "again in" not in err
+    assert client.xlen(TASKS) == 0
+
+
 def test_bad_queue_url_and_unreachable_redis_are_one_line(home):
     r = run_bantam("worker", "http://127.0.0.1:1/0", cwd=home)
     assert r.returncode == 2 and r.stderr.startswith("bantam: queue URL") and "Traceback" not in r.stderr

@@ -66,8 +66,11 @@ class QueueError(BantamError):
     """Redis could not be reached or refused a command."""
 
 
-def connect(url: str) -> Any:
-    """A client for `url` that answers PING, with the consumer group in place."""
+def connect(url: str, threads: int = 1) -> Any:
+    """A client for `url` that answers PING, with the consumer group in place, whose connection
+    pool serves `threads` threads at once: each consumer blocks one connection in XREADGROUP and
+    its lease renews on another (redis-py's default pool of 100 made a worker at --concurrency
+    128 fail commands with "Too many connections", one of them a finished task's answer)."""
     try:
         import redis
     except ModuleNotFoundError:
@@ -76,7 +79,7 @@ def connect(url: str) -> Any:
     try:
         # bytes, decoded by read_message: a field that is not UTF-8 is that message's failure
         client = redis.Redis.from_url(url, decode_responses=False, socket_connect_timeout=10,
-                                      health_check_interval=30)
+                                      health_check_interval=30, max_connections=2 * threads + 8)
     except ValueError as e:
         raise ConfigError(f"queue URL {url!r}: {e}") from None
     try:
@@ -173,7 +176,7 @@ def worker_main(argv: list[str]) -> int:
     load_config(args)
     apply_rates(args)
     root = real_root(args.root)
-    client = connect(args.url)
+    client = connect(args.url, args.workers)
     name = f"{socket.gethostname()}-{os.getpid()}"
     numbers = iter(range(args.workers))
     running = runner(args.isolate, root, flags(args), Path(os.getcwd()))
@@ -248,9 +251,23 @@ class Consumer:
             if record is None:
                 return  # stopped: not acknowledged, so another worker takes it over
         record["worker"] = self.name
-        self.answer(message_id, reply, record)
+        self.answer_surely(message_id, reply, record)
         forget(record)
         print(f"bantam worker {self.name}: {describe(record)}", file=sys.stderr)
+
+    def answer_surely(self, message_id: bytes, reply: bytes, record: dict[str, Any]) -> None:
+        """Answer a task that ran, trying again while Redis is away: given up, the task would wait
+        for the idle timeout and another worker (which finds the result saved beside its thread)."""
+        import redis
+        for delay in (*RECONNECT_DELAYS, None):
+            try:
+                return self.answer(message_id, reply, record)
+            except redis.RedisError as e:
+                if delay is None or self.runner.stopping.is_set():
+                    raise
+                print(f"bantam worker {self.name}: Redis: {e}; answering again in {delay} s", file=sys.stderr)
+                self.runner.stopping.wait(delay)
+        return None
 
     def answer(self, message_id: bytes, reply: bytes, record: dict[str, Any]) -> None:
         self.finish(keys=[reply + b":done", reply, TASKS],
