@@ -28,6 +28,8 @@ from . import DEFAULT_OPTIONS, REQUEST_SENT, Reply, RequestOptions
 from .pace import pace_for
 
 if TYPE_CHECKING:
+    import ssl
+
     import httpx
 
 USER_AGENT = "Mozilla/5.0 (compatible; Bantam/1.0)"  # seed: avoids gateway 403 blocks
@@ -367,7 +369,23 @@ def make_client(cfg: Config) -> "httpx.Client":
     httpx = load_httpx()
     # no pool limit: parallel sub-agents share this client, each with one request at a time
     return httpx.Client(timeout=httpx.Timeout(cfg.timeout), proxy=socks_proxy(), headers={"User-Agent": USER_AGENT},
-                        limits=httpx.Limits(max_connections=None, max_keepalive_connections=None))
+                        limits=httpx.Limits(max_connections=None, max_keepalive_connections=None),
+                        verify=tls_context())
+
+
+_tls_lock = threading.Lock()
+_tls: list["ssl.SSLContext"] = []
+
+
+def tls_context() -> "ssl.SSLContext":
+    """The process's one TLS context, as httpx makes it (certifi's CAs, SSL_CERT_FILE/DIR): made
+    once, not per client, since loading the CAs costs about 30 ms of CPU, which a batch's
+    provider per worker thread paid over and over (7 ms a task at 256 at once). A context is
+    safe to share between threads."""
+    with _tls_lock:
+        if not _tls:
+            _tls.append(load_httpx().create_ssl_context())
+        return _tls[0]
 
 
 def socks_proxy() -> str | None:
