@@ -49,3 +49,25 @@ def test_every_provider_in_a_process_shares_one_tls_context():
     from bantam.providers.http import tls_context
     assert tls_context() is tls_context()
     assert tls_context().verify_mode == ssl.CERT_REQUIRED and tls_context().check_hostname
+
+
+def test_a_client_for_a_plain_http_endpoint_trusts_no_ca_so_tls_through_it_fails_closed(certificate):
+    # a local server at http://... spares loading the CAs; should anything ever speak TLS through
+    # that client, no certificate passes, even one SSL_CERT_FILE would trust
+    import httpx
+
+    from bantam.config import Config
+    from bantam.providers.http import make_client
+    key, cert = certificate
+    with TlsServer(key, cert) as server:
+        plain = make_client(Config(), plain="http://127.0.0.1:9/v1/chat/completions")
+        with pytest.raises(httpx.ConnectError, match="(?i)certificate"):
+            plain.get(server.url + "/models")
+
+
+def test_an_https_proxy_keeps_the_trusted_cas_for_a_plain_http_endpoint(monkeypatch):
+    from bantam.config import Config
+    from bantam.providers.http import make_client, tls_context
+    monkeypatch.setenv("HTTP_PROXY", "https://proxy.example:3128")
+    client = make_client(Config(), plain="http://127.0.0.1:9/v1/chat/completions")
+    assert client._transport._pool._ssl_context is tls_context()  # noqa: SLF001 (the context httpx was given)

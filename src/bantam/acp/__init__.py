@@ -77,10 +77,13 @@ class Agent:
                 "session/prompt": self.prompt, "session/set_mode": self.set_mode,
                 "session/list": self.list, "authenticate": lambda params: {}}
 
-    def initialize(self, params: dict) -> dict:
+    def initialize(self, params: dict) -> Later:
         capabilities = params.get("clientCapabilities")
         fs = capabilities.get("fs") if isinstance(capabilities, dict) else None
         self.client_fs = fs if isinstance(fs, dict) else {}
+        return Later(self.capabilities(), warm_up)
+
+    def capabilities(self) -> dict:
         return {"protocolVersion": PROTOCOL_VERSION,
                 "agentCapabilities": {
                     "loadSession": True,
@@ -153,6 +156,16 @@ class Agent:
         return {"sessions": [{"sessionId": s.id, "cwd": s.project, "title": s.summary[:80] or None,
                               "updatedAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(s.updated))}
                              for s in found]}
+
+
+def warm_up() -> None:
+    """Once the editor has the answer to `initialize`: import what the first `session/new` needs
+    (the session core, httpx) in the background, while the editor is still opening its thread."""
+    def load() -> None:
+        from . import conversation  # noqa: F401 (imported for its import cost, paid now)
+        from ..providers.http import load_httpx
+        load_httpx()
+    threading.Thread(target=load, daemon=True, name="acp warm-up").start()
 
 
 def folder_of(params: dict) -> Path:

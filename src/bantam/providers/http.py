@@ -70,7 +70,7 @@ class HTTPProvider:
     def client(self) -> "httpx.Client":
         with self._client_lock:  # the context-window lookup runs in a thread beside the first request
             if self._client is None:
-                self._client = make_client(self.cfg)
+                self._client = make_client(self.cfg, plain=self.url)
         return self._client
 
     def http_client(self) -> "httpx.Client":
@@ -364,13 +364,30 @@ def load_httpx() -> Any:
     return httpx
 
 
-def make_client(cfg: Config) -> "httpx.Client":
-    """One client per provider, so every loop step reuses the same connection."""
+def make_client(cfg: Config, plain: str = "") -> "httpx.Client":
+    """One client per provider, so every loop step reuses the same connection. `plain`: the one
+    URL the client is for (a provider's), when it may speak no TLS at all (see no_tls)."""
     httpx = load_httpx()
+    proxy = socks_proxy()
+    context = no_tls() if plain.startswith("http://") and not proxy and not tls_proxy() else tls_context()
     # no pool limit: parallel sub-agents share this client, each with one request at a time
-    return httpx.Client(timeout=httpx.Timeout(cfg.timeout), proxy=socks_proxy(), headers={"User-Agent": USER_AGENT},
+    return httpx.Client(timeout=httpx.Timeout(cfg.timeout), proxy=proxy, headers={"User-Agent": USER_AGENT},
                         limits=httpx.Limits(max_connections=None, max_keepalive_connections=None),
-                        verify=tls_context())
+                        verify=context)
+
+
+def no_tls() -> "ssl.SSLContext":
+    """The context of a client that only speaks plain HTTP (a local server at http://...): it
+    trusts no CA, so a TLS connection through it, which nothing here makes, would fail closed.
+    It spares loading the CAs (20-30 ms at start) for every llama.cpp or Ollama session."""
+    import ssl
+    return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # verify_mode CERT_REQUIRED, check_hostname on
+
+
+def tls_proxy() -> bool:
+    """An HTTP(S)/ALL proxy of the environment reached over TLS (httpx uses it for plain URLs too)."""
+    return any(os.environ.get(name, "").lower().startswith("https://")
+               for name in ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"))
 
 
 _tls_lock = threading.Lock()

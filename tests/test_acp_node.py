@@ -1,0 +1,126 @@
+"""`bantam acp` driven by a second client nobody here wrote: the npm `@agentclientprotocol/sdk`
+(the TypeScript SDK that Zed's side of the protocol comes from), through tests/acp_node/client.mjs,
+against the fake model server. The SDK checks the notifications and requests it receives against
+its own copy of the protocol's schema and drops what fails (the client prints each complaint as a
+line, and every test here requires none); the answers to its requests it passes on unchecked, so
+the tests check their fields themselves.
+
+Needs node and `npm install --prefix tests/node @agentclientprotocol/sdk@2.4.0` (the README's
+set-up command); skipped, saying which is missing, without them.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+from tests.fakes.openai_server import FakeServer, chunk, sse, text_reply, tool_reply, usage
+
+CLIENT = ROOT / "tests" / "acp_node" / "client.mjs"
+SDK = ROOT / "tests" / "node" / "node_modules" / "@agentclientprotocol" / "sdk"
+NODE = shutil.which("node")
+
+pytestmark = [
+    pytest.mark.skipif(NODE is None, reason="node is not installed (apt-get install nodejs npm)"),
+    pytest.mark.skipif(not SDK.is_dir(), reason=f"{SDK.relative_to(ROOT)} is missing: npm install --prefix "
+                                                "tests/node @agentclientprotocol/sdk@2.4.0"),
+]
+
+
+def drive(server: FakeServer, cwd: Path, *prompts: str, permission: str = "reject_once",
+          extra: tuple[str, ...] = ()) -> list[dict]:
+    """Run the node client's scenario (initialize, session/new in `cwd`, each prompt in turn) on
+    a fresh `bantam acp`; the lines it printed, in order. The agent's own arguments are written
+    here rather than taken from test_acp.py, which skips itself without the Python SDK."""
+    agent = [sys.executable, "-m", "bantam", "acp", "--endpoint", server.url, "--model", "test-model",
+             "--set", "retry_delays=0,0,0", *extra]
+    command = [str(NODE), str(CLIENT), "--cwd", str(cwd), "--permission", permission,
+               *[a for p in prompts for a in ("--prompt", p)], "--", *agent]
+    # its own session, so that a hung run is ended with the agent the client started
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ), start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        raise AssertionError(f"the node client did not finish:\n{out[-3000:]}\n{err[-3000:]}") from None
+    assert proc.returncode == 0, f"client.mjs failed ({proc.returncode}):\n{err[-3000:]}"
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert lines and lines[-1] == {"type": "exit", "code": 0, "signal": None}, err[-3000:]
+    assert not [line for line in lines if line["type"] == "sdk_complaint"], lines
+    return lines
+
+
+def responses(lines: list[dict], method: str) -> list[dict]:
+    """The results of the client's requests of one method; an error answer fails the test."""
+    errors = [line for line in lines if line["type"] == "error"]
+    assert not errors, errors
+    return [line["result"] for line in lines if line["type"] == "response" and line["method"] == method]
+
+
+def updates(lines: list[dict], kind: str) -> list[dict]:
+    return [line["params"]["update"] for line in lines if line["type"] == "notification"
+            and line["params"]["update"]["sessionUpdate"] == kind]
+
+
+def test_initialize_a_session_and_a_streamed_answer(home, server):
+    server.add(sse([chunk("Hel"), chunk("lo"), chunk(finish="stop"), chunk(usage=usage(), no_choices=True)]))
+    lines = drive(server, home, "hi")
+    [init] = responses(lines, "initialize")
+    assert init["protocolVersion"] == 1
+    assert init["agentInfo"]["name"] == "bantam"
+    [new] = responses(lines, "session/new")
+    assert new["sessionId"] and new["modes"]["currentModeId"] == "workspace"
+    [done] = responses(lines, "session/prompt")
+    assert done["stopReason"] == "end_turn"
+    # the answer arrives as it streams, piece by piece, each piece for this session
+    assert [u["content"]["text"] for u in updates(lines, "agent_message_chunk")] == ["Hel", "lo"]
+    assert {line["params"]["sessionId"] for line in lines if line["type"] == "notification"} == {new["sessionId"]}
+    # every update of the turn comes before the prompt's answer
+    assert (lines[-2]["type"], lines[-2]["method"]) == ("response", "session/prompt")
+    assert server.chat_requests()[0].body["messages"][-1]["content"] == "hi"
+
+
+def test_a_shell_command_is_reported_as_a_tool_call_and_its_result(home, server):
+    server.add(tool_reply("shell_exec", {"command": "echo made > made.txt && echo ran"}), text_reply("done"))
+    lines = drive(server, home, "make the file")
+    assert (home / "made.txt").read_text() == "made\n"
+    [call] = updates(lines, "tool_call")
+    assert (call["kind"], call["status"], call["title"]) == ("execute", "in_progress", "echo made > made.txt && echo ran")
+    assert call["rawInput"] == {"command": "echo made > made.txt && echo ran"}
+    [result] = updates(lines, "tool_call_update")
+    assert result["toolCallId"] == call["toolCallId"] and result["status"] == "completed"
+    assert "ran" in result["content"][0]["content"]["text"]
+    assert not [line for line in lines if line["type"] == "request"]  # nothing to approve in the project folder
+    assert [r["stopReason"] for r in responses(lines, "session/prompt")] == ["end_turn"]
+
+
+@pytest.mark.parametrize("answer", ["reject_once", "allow_once"])
+def test_the_editor_is_asked_and_its_answer_decides(home, server, answer):
+    server.add(tool_reply("shell_exec", {"command": "echo made > made.txt"}), text_reply("over"))
+    lines = drive(server, home, "make the file", permission=answer, extra=("--set", "approval=always"))
+    [asked] = [line for line in lines if line["type"] == "request"]
+    assert asked["method"] == "session/request_permission"
+    assert "allow_once" in [o["optionId"] for o in asked["params"]["options"]]
+    assert "reject_once" in [o["optionId"] for o in asked["params"]["options"]]
+    [call] = updates(lines, "tool_call")
+    assert asked["params"]["toolCall"]["toolCallId"] == call["toolCallId"]
+    result = updates(lines, "tool_call_update")[-1]
+    assert result["toolCallId"] == call["toolCallId"]
+    if answer == "reject_once":
+        assert not (home / "made.txt").exists()  # rejected: the command never ran
+        assert result["status"] == "failed" and "rejected" in result["content"][-1]["content"]["text"]
+    else:
+        assert (home / "made.txt").read_text() == "made\n"
+        assert result["status"] == "completed"
+    assert [r["stopReason"] for r in responses(lines, "session/prompt")] == ["end_turn"]
+    # the model is told what happened and answers once more
+    assert server.chat_requests()[-1].body["messages"][-1]["role"] == "tool"
