@@ -76,6 +76,19 @@ def wait_for(check, what: str = "the condition", timeout: float = 60.0):
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def children_of(pid: int) -> list[int]:
+    """The processes whose parent is `pid` (from /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        if entry.name.isdigit() and int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+            found.append(int(entry.name))
+    return found
+
+
 def process_gone(pid: int, within: float = 30.0) -> bool:
     """Wait until process `pid` no longer runs (gone, or a zombie nobody has reaped yet)."""
     import time

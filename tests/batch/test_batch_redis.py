@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import base_cfg, run_bantam, write_cfg
+from tests.conftest import base_cfg, children_of, run_bantam, write_cfg
 from tests.fakes.task_server import TaskServer
 from tests.batch.test_batch import read_results, start_batch, wait_for, write_tasks
 
@@ -71,18 +71,6 @@ def redis_server(tmp_path):
 @pytest.fixture
 def redis_url(redis_server):
     return redis_server.url
-
-
-def children_of(pid: int) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        if entry.name.isdigit() and int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-            found.append(int(entry.name))
-    return found
 
 
 def start_worker(home: Path, url: str, *options: str) -> subprocess.Popen:

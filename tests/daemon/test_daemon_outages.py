@@ -14,6 +14,7 @@ import time
 import pytest
 
 from bantam.daemon.bus import Conversation
+from tests.conftest import children_of, process_gone
 from tests.fakes.openai_server import Response, chunk, json_reply, sse, text_reply, usage
 from tests.fakes.telegram_server import FakeTelegram
 from tests.daemon.test_daemon import (FAST, ModelServer, answered, configure, contents, daemons, life,  # noqa: F401
@@ -106,8 +107,10 @@ def test_replies_reach_telegram_exactly_once_in_order_across_an_outage_and_a_sig
             wait_for(answered(agent, f"answer {n}"), f"answer {n}")
         wait_for(lambda: len(list((agent / "outbox").glob("*.json"))) == 3, "three replies waiting")
         wait_for(lambda: "send failed" in life(agent), "the outage noticed")
+        agents = children_of(first.proc.pid)  # the supervisor's agent processes die with it, a moment later
         first.proc.send_signal(signal.SIGKILL)
         first.proc.wait(15)
+        assert all(process_gone(pid) for pid in agents)  # before the outage ends: none sends again
         tg.drop_sends = False
         second = daemons()
         wait_for(lambda: not list((agent / "outbox").glob("*.json")), "the outbox emptied", 30)
