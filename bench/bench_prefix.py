@@ -450,10 +450,9 @@ def replay_on_llama(sessions: dict[str, list[Recorded]], n_ctx: int = 16384) -> 
     request, "Llama.generate: N prefix-match hit, remaining M prompt tokens to eval"."""
     import httpx
     from tests.fakes import real_servers
-    real_servers.N_CTX = n_ctx  # the 50-step sessions outgrow the tests' 4096
     rows = []
     with tempfile.TemporaryDirectory() as logs:
-        server = real_servers.start_llama_server(Path(logs))
+        server = real_servers.start_llama_server(Path(logs), n_ctx=n_ctx)  # 50-step sessions outgrow 4096
         try:
             for name, requests in sessions.items():
                 prompt = cached = 0

