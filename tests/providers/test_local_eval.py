@@ -29,6 +29,22 @@ def test_a_plain_question_gets_no_forced_tool_call(home):
     assert result["calls"] == 0 and result["answer"].strip()
 
 
+@pytest.mark.slow
+def test_general_questions_are_answered_never_turned_into_commands(home):
+    # The class of the question above: each asked from its own new, empty folder, whose name is in
+    # the system prompt. Offered tools, the model ran `printf` or `cat` for most of these (18 of 24
+    # over three folders) and for "Say hello in French." in 2 folders of 12; with none offered
+    # (aids.Aids.answers), nothing it writes is a tool call, in the grammar or as text.
+    from bench.local_eval import evaluate
+    questions = ["Say hello in French.", "What is the capital of France?", "What is 2 + 2?",
+                 "Translate good morning into Spanish.", "Write a haiku about autumn."]  # short answers
+    results = evaluate(selected=[{"id": f"chat-{i}", "kind": "chat", "files": {}, "prompt": q, "expect": []}
+                                 for i, q in enumerate(questions)])
+    for question, result in zip(questions, results, strict=True):
+        assert result["calls"] == 0 and not result["error"], (question, result["trace"], result["error"])
+        assert result["answer"].strip() and "<tool_call>" not in result["answer"], (question, result["answer"])
+
+
 def test_the_grammars_for_every_request_parse_in_llama_cpp(tmp_path):
     # llama.cpp kills the process on a grammar it cannot parse; bantam checks each one first, and
     # must never build one that fails: quoted commands with regex and GBNF specials included.

@@ -144,18 +144,20 @@ def test_saved_prompt_state_gives_the_same_answer_as_evaluating_it(home):
 
 @local_only
 def test_a_changed_prefix_gets_its_own_state_and_the_cache_stays_bounded(home, monkeypatch):
+    # Questions about this machine: they are offered the tools (a greeting is not: aids.answers),
+    # so each tool list is a prefix of its own.
     write_cfg(home, provider="local", temperature="0", max_tokens="4")
-    answer(home, "hi")
+    answer(home, "What time is it?")
     write_cfg(home, provider="local", temperature="0", max_tokens="4", tools="write_file")  # another tool list
-    answer(home, "hi")
+    answer(home, "What time is it?")
     assert len(saved_states(home)) == 2
     folder = saved_states(home)[0].parent
     for i in range(kv_cache.MAX_FILES + 5):
         (folder / f"old{i:02}.kv").write_bytes(b"x")
         os.utime(folder / f"old{i:02}.kv", (1000 + i, 1000 + i))
-    answer(home, "hello")  # the same prefix: loaded, nothing written, nothing evicted
+    answer(home, "What is the date today?")  # the same prefix: loaded, nothing written, nothing evicted
     write_cfg(home, provider="local", temperature="0", max_tokens="4", tools="shell_exec")
-    answer(home, "hello")  # a new prefix: saved, then the oldest go
+    answer(home, "What is the date today?")  # a new prefix: saved, then the oldest go
     assert len(saved_states(home)) == kv_cache.MAX_FILES
     assert not (folder / "old00.kv").exists()
 

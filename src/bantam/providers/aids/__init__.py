@@ -10,7 +10,9 @@ The runtime (local.py) asks four things of an `Aids`:
 - `examples(tools, messages)`: worked exchanges to show after the system prompt;
 - `call_first(messages)`: must this reply be a tool call (the request plainly needs the machine)?
 - `tools(tools, messages, workspace, shown)`: the tool schemas, their arguments held to what this
-  request and the session's workspace name (`shown`: the shorter form the prompt prints);
+  request and the session's workspace name (`shown`: the shorter form the prompt prints); none
+  for a question the model answers from what it knows (`answers`): no tool list, no worked
+  example and no grammar, so nothing leads it to a command;
 - `answer(messages)`: the grammar rule an answer must follow.
 `local_aids=auto` gives the bundled model its profile and a `model_path=` GGUF none; `off` none;
 a profile's name that profile, for any model.
@@ -40,12 +42,14 @@ class Profile:
     models: tuple[str, ...] = ()         # file names (without .gguf) that `auto` gives this profile
     example: bool = False                # show the worked exchange nearest the request
     call_first: bool = False             # a request that needs the machine gets a tool call first
+    answer_first: bool = False           # a general question gets no tools: it is answered
     commands: bool = False               # commands and paths held to known programs and given words
     grounded: bool = False               # an answer after a tool result uses its words
     cite: bool = False                   # ... and cites one word only the result has
     exchanges: tuple[dict, ...] = ()     # {request, tool, arguments, result, answer}
     machine_words: str = "$^"            # a request that matches needs the machine (regex)
     run_words: str = "$^"                # a request that matches asks to run what it quotes (regex)
+    local_words: str = "$^"              # a request that matches may be about this machine (regex)
     programs: tuple[str, ...] = ()       # what a command may start with
     makers: tuple[str, ...] = ()         # of them, the programs that make the files they are given
     glue: tuple[str, ...] = ()           # words an answer may use besides the evidence's
@@ -103,6 +107,7 @@ class Aids:
         p = profile or Profile(name=OFF)
         self._machine = re.compile(p.machine_words, re.I)
         self._run = re.compile(p.run_words, re.I)
+        self._local = re.compile(p.local_words, re.I)
 
     def examples(self, tools: list[dict], messages: list[dict]) -> list[dict]:
         """The worked exchange whose request shares the most words with the conversation's first
@@ -128,13 +133,40 @@ class Aids:
 
     def call_first(self, messages: list[dict]) -> bool:
         """Is this the start of a turn (the last message is the user's) whose request names a file,
-        a path or a command, or asks to run, list or count something? Then the first reply is a
-        tool call (grammar-forced), not a guess."""
+        a path or a command, asks to run something, or starts by asking to list or count? Then the
+        first reply is a tool call (grammar-forced), not a guess. (`list` or `count` elsewhere is
+        most often a noun, as in "Explain what a linked list is.": matched there, it forced the
+        135M model to run `printf` for it.)"""
         if not (self.profile and self.profile.call_first):
             return False
         last = messages[-1] if messages else {}
         content = last.get("content")
         return last.get("role") == "user" and isinstance(content, str) and bool(self._machine.search(content))
+
+    def answers(self, messages: list[dict]) -> bool:
+        """Is this a general question the model answers from what it knows: the start of a
+        conversation that has not used a tool, whose request names no file, path or command, asks
+        to run, list or count nothing (machine_words), and speaks of nothing on this machine
+        (local_words: the time, a version, the project, ...)? Then it is offered no tools.
+
+        Offered them, the 135M model answered 6 of 24 such questions (8 questions, 3 folders,
+        greedy): it copied the worked tool call instead (`printf` for "What is the capital of
+        France?", `cat autumn` for a haiku), and "Say hello in French." went either way by the
+        folder's name in the system prompt (2 of 12 folders: a call), the choice between `<` and
+        `Hello` being within 0.5 of a logit. With no tools, all 24 were answers (Paris, Bonjour,
+        Shakespeare), from a prompt of 184 tokens instead of 1,200. A question in the middle
+        (speaking of this machine, or later in a conversation that used tools, whose calls would
+        otherwise be copied as text) is the model's to decide, as before."""
+        p = self.profile
+        if not (p and p.answer_first) or not messages:
+            return False
+        last = messages[-1]
+        content = last.get("content")
+        if last.get("role") != "user" or not isinstance(content, str):
+            return False
+        if any(m.get("role") == "tool" or m.get("tool_calls") for m in messages):
+            return False
+        return not (self._machine.search(content) or self._local.search(content))
 
     def tools(self, tools: list[dict], messages: list[dict], workspace: Path | None,
               shown: bool = False) -> list[dict]:
@@ -142,8 +174,11 @@ class Aids:
         request and `workspace` name (shaping.known_commands); None: no workspace, no names. With
         `shown`, the copy the prompt prints: the same pattern, with fewer of the workspace's names
         (the grammar allows them all; the model reads the pattern's shape, and a big folder's
-        names repeated in it took half the bundled model's window)."""
+        names repeated in it took half the bundled model's window). None for a general question
+        (`answers`)."""
         p = self.profile
+        if self.answers(messages):
+            return []
         if not (p and p.commands):
             return tools
         request = _request(messages)
