@@ -11,6 +11,7 @@ shown and held to (worked examples, known commands, grounded answers) is the aid
 from __future__ import annotations
 
 import atexit
+import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,16 @@ CACHE_TYPES: tuple[tuple[str, dict[str, Any]], ...] = (
     ("q8_0k", {"type_k": GGML_TYPE_Q8_0}),
     ("f16", {}),
 )
+
+# llama.cpp evaluates a batch of tokens on n_threads_batch threads (every core, by default) and
+# each new token on n_threads (half of them). The threads meet at a spinning barrier after each
+# step of the graph, so when other processes hold the cores every barrier waits for a preempted
+# thread's next time slice: a request's 12 new tokens after the saved prefix took 2.8 s on two
+# threads against 0.15 s on one, with a 2-core machine's load average at 5.8 (the same logits
+# either way). On a quiet machine two threads are faster (65 ms against 100). So a batch this
+# short runs on the generation's threads when the load average says the cores are taken; a
+# longer one (a prefix read cold, a long tool result) always on every core.
+SMALL_BATCH = 64
 
 _models: dict[tuple[str, int, int], Any] = {}  # one loaded model per file and settings, per process
 _cache_types: dict[tuple[str, int, int], str] = {}  # the KV cache type each of them got
@@ -125,7 +136,11 @@ class LocalProvider:
             on_event(RequestStarted(model=self.model))
             self._warm_prefix(llama, chat, messages, tokens, on_event)
             cached = _common_prefix(list(llama._input_ids[: llama.n_tokens]), tokens)
-            text = self._generate(llama, tokens, tools, limit, on_event, required, self.aids.answer(messages))
+            _batch_threads(llama, len(tokens) - cached)
+            try:
+                text = self._generate(llama, tokens, tools, limit, on_event, required, self.aids.answer(messages))
+            finally:
+                _batch_threads(llama, SMALL_BATCH)  # the next cold prefix (kv_cache.save): every core
         completion = len(llama.tokenize(text.encode("utf-8"), add_bos=False, special=True))
         usage = Usage(len(tokens), completion, cached, len(tokens))
         cut = completion >= min(limit, self.n_ctx - len(tokens))  # stopped by the output limit
@@ -245,6 +260,22 @@ def check_gguf(path: Path) -> None:
         raise ConfigError(f"model_path: cannot read {path}: {e.strerror}") from None
     if magic != b"GGUF":
         raise ConfigError(f"model_path: {path} is not a GGUF model file")
+
+
+def _batch_threads(llama: Any, new_tokens: int) -> None:
+    """The threads llama.cpp evaluates the next batch on: the generation's for fewer than
+    SMALL_BATCH new tokens while the machine is busy, else n_threads_batch (see SMALL_BATCH)."""
+    import llama_cpp
+    few = new_tokens < SMALL_BATCH and _busy(llama.n_threads_batch)
+    llama_cpp.llama_set_n_threads(llama.ctx, llama.n_threads, llama.n_threads if few else llama.n_threads_batch)
+
+
+def _busy(cores: int) -> bool:
+    """Has the last minute's load average been at least `cores` (other work on all of them)?"""
+    try:
+        return os.getloadavg()[0] >= cores
+    except (AttributeError, OSError):  # no load average on this system: llama.cpp's default
+        return False
 
 
 def _common_prefix(a: list[int], b: list[int]) -> int:
