@@ -151,3 +151,35 @@ def test_pace_counts_requests_and_tokens_per_minute_and_holds(tmp_path):
     assert pace._delay() <= 0
     pace.hold(5)
     assert pace._delay() == 5.0
+
+
+def test_results_that_finish_together_are_written_once_each_in_one_group_commit(tmp_path, monkeypatch):
+    # 64 sessions whose requests end together all append a result at once. Each used to be
+    # fsynced in turn under one lock; now what arrives during one fsync is written by the next
+    # in one append. The first fsync is held until every result is in memory: two fsyncs in all.
+    import os as os_module
+
+    from bantam import fsutil
+    from bantam.batch.tasks import ResultsFile
+    monkeypatch.setenv("BANTAM_HOME", str(tmp_path / "bantam-home"))
+    results = ResultsFile(tmp_path / "results.jsonl")
+    synced, real_fsync = [], os_module.fsync
+
+    def fsync(fd: int) -> None:
+        if not synced:
+            assert wait_for(lambda: len(results.records) == 64, timeout=60), len(results.records)
+        synced.append(fd)
+        real_fsync(fd)
+    monkeypatch.setattr(fsutil.os, "fsync", fsync)
+    written: list[bool] = []
+    threads = [threading.Thread(target=lambda i=i: written.append(results.add({"id": str(i), "answer": "a"})))
+               for i in range(64)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert written == [True] * 64 and len(synced) == 2, (written.count(True), len(synced))
+    lines = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
+    assert sorted(int(r["id"]) for r in lines) == list(range(64))
+    assert not results.add({"id": "7", "answer": "again"})  # a task's second result is not written
+    assert sorted(ResultsFile(tmp_path / "results.jsonl").done) == sorted(str(i) for i in range(64))

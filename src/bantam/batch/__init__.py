@@ -21,7 +21,6 @@ import queue
 import shlex
 import signal
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -99,7 +98,6 @@ def run_local(tasks: list[Task | Malformed], results: ResultsFile, runner: Runne
     a malformed line gets its failure result first."""
     todo: queue.SimpleQueue[Task] = queue.SimpleQueue()
     unfinished = [t for t in tasks if t.key not in results.done]
-    lock = threading.Lock()
     with Progress(len(tasks), len(tasks) - len(unfinished), as_json=as_json) as progress:
         pending = fail_malformed(unfinished, results, progress.finished)
         for task in pending:
@@ -113,11 +111,10 @@ def run_local(tasks: list[Task | Malformed], results: ResultsFile, runner: Runne
                     return
                 progress.started()
                 record = runner.run(task, results.batch)
-                with lock:
-                    if record is not None and results.add(record):
-                        progress.finished(record)
-                    else:
-                        progress.dropped()
+                if record is not None and results.add(record):  # thread-safe, group-committed
+                    progress.finished(record)
+                else:
+                    progress.dropped()
                 if record is not None:
                     forget(record)
         run_threads(min(workers, len(pending)) or 1, work, runner)
