@@ -48,9 +48,12 @@ CACHE_TYPES: tuple[tuple[str, dict[str, Any]], ...] = (
 # step of the graph, so when other processes hold the cores every barrier waits for a preempted
 # thread's next time slice: a request's 12 new tokens after the saved prefix took 2.8 s on two
 # threads against 0.15 s on one, with a 2-core machine's load average at 5.8 (the same logits
-# either way). On a quiet machine two threads are faster (65 ms against 100). So a batch this
-# short runs on the generation's threads when the load average says the cores are taken; a
-# longer one (a prefix read cold, a long tool result) always on every core.
+# either way). On a quiet machine more threads are faster: 65 ms against 100 for those 12
+# tokens, and 72 tokens/s against 44.5 generating on two threads instead of llama.cpp's one on
+# a 2-core machine. So the threads follow the load average (_threads): a short batch runs on the
+# generation's threads while every core is busy (a longer one, a prefix read cold or a long tool
+# result, always on every core), and where llama.cpp would generate on one thread of a 2- or
+# 3-core machine, generation takes every core while they are free (unless n_threads is set).
 SMALL_BATCH = 64
 
 _models: dict[tuple[str, int, int], Any] = {}  # one loaded model per file and settings, per process
@@ -136,11 +139,11 @@ class LocalProvider:
             on_event(RequestStarted(model=self.model))
             self._warm_prefix(llama, chat, messages, tokens, on_event)
             cached = _common_prefix(list(llama._input_ids[: llama.n_tokens]), tokens)
-            _batch_threads(llama, len(tokens) - cached)
+            _threads(llama, len(tokens) - cached, self.n_threads is None)
             try:
                 text = self._generate(llama, tokens, tools, limit, on_event, required, self.aids.answer(messages))
             finally:
-                _batch_threads(llama, SMALL_BATCH)  # the next cold prefix (kv_cache.save): every core
+                _threads(llama, SMALL_BATCH, False)  # the next cold prefix (kv_cache.save): every core
         completion = len(llama.tokenize(text.encode("utf-8"), add_bos=False, special=True))
         usage = Usage(len(tokens), completion, cached, len(tokens))
         cut = completion >= min(limit, self.n_ctx - len(tokens))  # stopped by the output limit
@@ -262,12 +265,15 @@ def check_gguf(path: Path) -> None:
         raise ConfigError(f"model_path: {path} is not a GGUF model file")
 
 
-def _batch_threads(llama: Any, new_tokens: int) -> None:
-    """The threads llama.cpp evaluates the next batch on: the generation's for fewer than
-    SMALL_BATCH new tokens while the machine is busy, else n_threads_batch (see SMALL_BATCH)."""
+def _threads(llama: Any, new_tokens: int, generation_free: bool) -> None:
+    """The threads llama.cpp uses for the next batch of `new_tokens` and the tokens generated
+    after it, by the machine's load (see SMALL_BATCH). `generation_free`: n_threads was left to
+    llama.cpp, so a lone generation thread may become every core while they are idle."""
     import llama_cpp
-    few = new_tokens < SMALL_BATCH and _busy(llama.n_threads_batch)
-    llama_cpp.llama_set_n_threads(llama.ctx, llama.n_threads, llama.n_threads if few else llama.n_threads_batch)
+    busy = _busy(llama.n_threads_batch)
+    generate = llama.n_threads_batch if generation_free and llama.n_threads == 1 and not busy else llama.n_threads
+    batch = llama.n_threads if new_tokens < SMALL_BATCH and busy else llama.n_threads_batch
+    llama_cpp.llama_set_n_threads(llama.ctx, generate, batch)
 
 
 def _busy(cores: int) -> bool:
