@@ -41,6 +41,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from bench.bench_core import as_installed  # noqa: E402
 from bench.bench_peers import responses_events  # noqa: E402
 from tests.fakes import anthropic_server  # noqa: E402
 from tests.fakes.openai_server import FakeServer, Response, text_reply  # noqa: E402
@@ -232,7 +233,7 @@ class Agent:
 def one_run(program: Program, server: FakeServer, home: Path, turns: int, record: bool) -> None:
     work = home / "work"
     argv, extra = program.command(server, home)
-    env = {k: v for k, v in os.environ.items()
+    env = {k: v for k, v in as_installed(dict(os.environ)).items()
            if not k.startswith(("LLM_", "BANTAM_", "AGENT_", "OPENAI_", "ANTHROPIC_", "CODEX_", "CLAUDE_"))}
     env.update({"HOME": str(home), "NO_COLOR": "1", **extra})
     with open(home / "stderr.log", "wb") as stderr:

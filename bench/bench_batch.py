@@ -33,7 +33,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from bench.bench_core import machine, write_results  # noqa: E402
+from bench.bench_core import as_installed, machine, write_results  # noqa: E402
 from bench.bench_peers import MINI_DONE, PEERS, clean_env, ensure_peers  # noqa: E402
 from tests.fakes.openai_server import (FakeServer, _handler, _QuietServer, completion, json_reply,  # noqa: E402
                                        text_reply)
@@ -106,8 +106,7 @@ class Run:
 def environment(home: str) -> dict[str, str]:
     """No user configuration; bytecode cached as in an installed package (compiling bantam's
     sources at every agent start would be most of the cost measured)."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("LLM_", "BANTAM_", "AGENT_")) and k != "PYTHONDONTWRITEBYTECODE"}
+    env = {k: v for k, v in as_installed(dict(os.environ)).items() if not k.startswith(("LLM_", "BANTAM_", "AGENT_"))}
     return {**env, "HOME": home, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")])}
 
 

@@ -33,6 +33,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from bench.bench_core import as_installed  # noqa: E402
 from bench.bench_local_runtime import first_token  # noqa: E402
 
 PROMPT = "Say hello."
@@ -41,7 +42,8 @@ terminal = False  # --terminal
 
 
 def _env(home: Path, src: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("BANTAM_", "LLM_", "OPENAI_", "ANTHROPIC_"))}
+    env = {k: v for k, v in as_installed(dict(os.environ)).items()
+           if not k.startswith(("BANTAM_", "LLM_", "OPENAI_", "ANTHROPIC_"))}
     return {**env, "HOME": str(home), "PYTHONPATH": str(src), "NO_COLOR": "1"}
 
 

@@ -29,6 +29,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from bench.bench_core import as_installed  # noqa: E402
 from tests.fakes.openai_server import FakeServer, Response, text_reply  # noqa: E402
 
 PY = sys.executable
@@ -72,7 +73,7 @@ def setup(tmp: Path, case: str, url: str, src: Path) -> tuple[Path, dict[str, st
     if case != "none":
         (home / ".config" / "bantam" / "mcp.json").write_text(json.dumps(servers(3)))
     (work / ".bantam.cfg").write_text(f"endpoint={url}\nmodel=m\nretry_delays=0,0,0\n")
-    env = {**os.environ, "HOME": str(home), "PYTHONPATH": str(src)}
+    env = {**as_installed(dict(os.environ)), "HOME": str(home), "PYTHONPATH": str(src)}
     for var in ("BANTAM_HOME", "XDG_CONFIG_HOME", "LLM_URL", "LLM_MODEL"):
         env.pop(var, None)
     return work, env
