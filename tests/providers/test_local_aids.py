@@ -118,9 +118,9 @@ def test_the_prompt_prints_a_few_of_a_big_folders_names_the_grammar_allows_them_
     allowed = shell_pattern(messages, tmp_path)
     shown = pattern_of(bundled().tools(schemas(), messages, tmp_path, shown=True))
     assert allowed.match("cat f20.txt") and allowed.match("cat sub/deep.txt")
-    assert shown.match("cat f00.txt") and shown.match("cat f31.txt")  # the name the request gives stays
+    assert allowed.match("cat f31.txt") and shown.match("cat f00.txt")
     assert not shown.match("cat f20.txt") and not shown.match("cat sub/deep.txt")
-    assert not shown.match("echo x > f31.txt") or allowed.match("echo x > f31.txt")  # the same rules
+    assert not shown.match("echo x > f00.txt") or allowed.match("echo x > f00.txt")  # the same rules
     assert shaping.shown(["a", "d/x", "b"], 2) == ["a", "b"]  # the folder's own names first
     assert shaping.shown(["a", "d/x"], 5) == ["a", "d/x"]     # all, in order, when they fit
 
@@ -206,3 +206,19 @@ def test_an_answer_after_a_result_cites_it_within_its_first_words():
     assert "fact" not in uncited and '"42"' in uncited
     assert Aids(profile.but(grounded=False)).answer(after) == ANY_ANSWER
 
+
+
+def test_the_printed_tools_are_the_same_for_every_request_in_a_folder(tmp_path):
+    # They are part of the prompt's fixed prefix, whose saved state serves every request in the
+    # folder: with the request's words printed in them, each new question paid a cold read of the
+    # whole prefix (1,789 tokens in the repository root) and left a 31.6 MB state of its own.
+    for i in range(40):
+        (tmp_path / f"f{i:02}.txt").write_text("")
+    requests = ["What is in f31.txt?", "Run `wc -l f05.txt` and tell me the count.", "List the files here.",
+                "Write hello to new.txt.", "Which files mention bantam?"]
+    printed = [bundled().tools(schemas(), ask(r), tmp_path, shown=True) for r in requests]
+    assert all(p == printed[0] for p in printed[1:])
+    # the grammar still takes each request's own words and quoted command
+    assert shell_pattern(ask(requests[0]), tmp_path).match("cat f31.txt")
+    assert shell_pattern(ask(requests[1]), tmp_path).match("wc -l f05.txt")
+    assert not pattern_of(printed[0]).match("cat new.txt")

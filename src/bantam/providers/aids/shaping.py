@@ -11,7 +11,6 @@ import json
 import os
 import re
 from pathlib import Path
-from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ..local_format import ANY_ANSWER
@@ -116,14 +115,12 @@ def names(folder: Path, limit: int) -> list[str]:
     return found[:limit]
 
 
-def shown(found: list[str], limit: int, mentioned: Sequence[str] = ()) -> list[str]:
+def shown(found: list[str], limit: int) -> list[str]:
     """At most `limit` of `found`, the folder's own names before its subfolders' (all of them, in
-    their order, when they fit), and those the request `mentioned` besides: to the prompt they
-    are names that exist, as they are to the grammar."""
+    their order, when they fit): the same for every request in the folder."""
     if len(found) <= limit:
         return found
-    first = sorted(found, key=lambda name: "/" in name)[:limit]  # a stable sort keeps the order
-    return first + [name for name in found if name in mentioned and name not in first]
+    return sorted(found, key=lambda name: "/" in name)[:limit]  # a stable sort keeps the order
 
 
 def words(text: str) -> list[str]:
