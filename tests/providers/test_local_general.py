@@ -109,3 +109,15 @@ def test_the_switch_and_no_aids_leave_the_tools_as_they_are():
 def test_the_profiles_words_are_valid_patterns():
     for profile in profiles().values():
         re.compile(profile.local_words), re.compile(profile.machine_words)
+
+
+@pytest.mark.parametrize("question", ["What is in Makefile?", "Summarize LICENSE.", "What does Dockerfile do?"])
+def test_a_question_naming_something_in_the_folder_keeps_its_tools(question, tmp_path):
+    # An extensionless file name slips past the patterns: the folder's names catch it, so the
+    # model can read the file instead of answering from what it knows.
+    for name in ("Makefile", "LICENSE", "Dockerfile"):
+        (tmp_path / name).write_text("x\n")
+    aids, messages = bundled(), ask(question)
+    assert aids.answers(messages) and not aids.answers(messages, tmp_path)  # the folder decides
+    assert len(aids.tools(schemas(), messages, tmp_path)) == len(schemas())
+    assert aids.tools(schemas(), messages, tmp_path / "elsewhere") == []  # not there: a general question

@@ -143,11 +143,12 @@ class Aids:
         content = last.get("content")
         return last.get("role") == "user" and isinstance(content, str) and bool(self._machine.search(content))
 
-    def answers(self, messages: list[dict]) -> bool:
+    def answers(self, messages: list[dict], workspace: Path | None = None) -> bool:
         """Is this a general question the model answers from what it knows: the start of a
         conversation that has not used a tool, whose request names no file, path or command, asks
         to run, list or count nothing (machine_words), and speaks of nothing on this machine
-        (local_words: the time, a version, the project, ...)? Then it is offered no tools.
+        (local_words: the time, a version, the project, ...) nor names anything in `workspace`
+        (an extensionless file: Makefile, LICENSE)? Then it is offered no tools.
 
         Offered them, the 135M model answered 6 of 24 such questions (8 questions, 3 folders,
         greedy): it copied the worked tool call instead (`printf` for "What is the capital of
@@ -166,7 +167,10 @@ class Aids:
             return False
         if any(m.get("role") == "tool" or m.get("tool_calls") for m in messages):
             return False
-        return not (self._machine.search(content) or self._local.search(content))
+        if self._machine.search(content) or self._local.search(content):
+            return False
+        # a name in the session's folder, though the patterns miss it ("What is in Makefile?")
+        return workspace is None or not set(shaping.words(content)) & set(shaping.names(workspace, p.names_allowed))
 
     def tools(self, tools: list[dict], messages: list[dict], workspace: Path | None,
               shown: bool = False) -> list[dict]:
@@ -178,7 +182,7 @@ class Aids:
         model's window). None for a general question
         (`answers`)."""
         p = self.profile
-        if self.answers(messages):
+        if self.answers(messages, workspace):
             return []
         if not (p and p.commands):
             return tools
