@@ -343,24 +343,29 @@ class JsonlLog:
         self.stamp = (inode, good if heal or not self.torn else -1)  # -1: a torn tail is still there
         return records
 
-    def replaced(self, records: list[dict]) -> bool:
-        """True when `records` is not the file's records plus new ones (a compaction, a /clear)."""
-        return bool(self.saved) and (len(records) < self.saved or records[self.saved - 1] is not self.last)
+    def replaced(self, records: list[dict], count: int | None = None) -> bool:
+        """True when `records` (its first `count`) is not the file's records plus new ones (a
+        compaction, a /clear)."""
+        count = len(records) if count is None else count
+        return bool(self.saved) and (count < self.saved or records[self.saved - 1] is not self.last)
 
     def sync(self, records: list[dict]) -> None:
-        replaced = self.replaced(records)
-        if not replaced and len(records) == self.saved:
+        """Write `records` as they are when called: another thread may append to the list
+        meanwhile (a batch's results), and what it appends is left for the next sync."""
+        count = len(records)
+        replaced = self.replaced(records, count)
+        if not replaced and count == self.saved:
             return
         if replaced or (self.owned and self._stamp_now() != self.stamp):
-            atomic_write(self.path, b"".join(_line(r) for r in records), mode=0o600)
+            atomic_write(self.path, b"".join(_line(r) for r in records[:count]), mode=0o600)
             self.stamp = self._stamp_now()
         else:
             private_dir(self.path.parent)
-            data = b"".join(_line(r) for r in records[self.saved:])
+            data = b"".join(_line(r) for r in records[self.saved:count])
             inode, size = append(self.path, data)
             expected = (self.stamp[1] if self.stamp else 0) + len(data)
             self.stamp = (inode, size if size == expected else -1)  # -1: someone else appended too
-        self.saved, self.last = len(records), records[-1] if records else None
+        self.saved, self.last = count, records[count - 1] if count else None
 
     def _stamp_now(self) -> tuple[int, int] | None:
         try:

@@ -209,7 +209,7 @@ class ResultsFile:
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
         self.log = JsonlLog(self.path)
-        self._lock = threading.Lock()   # records and done
+        self._lock = threading.Lock()   # a task's check and its record, together
         self._flush = threading.Lock()  # the log's writer
         try:
             self.records = self.log.read()
@@ -246,9 +246,7 @@ class ResultsFile:
             self.records.append(record)
             self.done[key] = record
         with self._flush:  # one writer at a time; what it finds unsaved, it writes
-            with self._lock:
-                records = list(self.records)
-            self.log.sync(records)
+            self.log.sync(self.records)  # it takes the list as it is (JsonlLog.sync): no copy
         return True
 
 

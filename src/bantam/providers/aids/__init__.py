@@ -179,8 +179,7 @@ class Aids:
         `shown`, the copy the prompt prints: the pattern for no request in particular, with fewer
         of the workspace's names (the grammar allows them all and the request's words; the model
         reads the pattern's shape, and a big folder's names repeated in it took half the bundled
-        model's window). None for a general question
-        (`answers`)."""
+        model's window). None for a general question (`answers`)."""
         p = self.profile
         if self.answers(messages, workspace):
             return []
