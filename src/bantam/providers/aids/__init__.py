@@ -57,7 +57,7 @@ class Profile:
     evidence_words: int = 400            # at most this many distinct words from the results
     cite_within: int = 5                 # the answer's first fact comes within this many words
     names_allowed: int = 200             # names of the workspace a command or path may use
-    names_shown: int = 16                # of them, how many the prompt's copy of the pattern prints
+    names_shown: int = 10                # of them, how many the prompt's copy of the pattern prints
 
     def but(self, **changes: Any) -> "Profile":
         """This profile with some aids switched (bench/bench_local.py measures each one's gain)."""
