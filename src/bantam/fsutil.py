@@ -13,8 +13,9 @@ import stat
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, BinaryIO
 
 from .errors import Refused, ToolError
 
@@ -257,7 +258,14 @@ def private_dir(path: str | os.PathLike) -> Path:
 
 def bantam_home() -> Path:
     """`$BANTAM_HOME`, else `~/.bantam`. Nothing is created here."""
-    return Path(os.environ.get("BANTAM_HOME") or Path.home() / ".bantam")
+    return _home(os.environ.get("BANTAM_HOME"), os.environ.get("HOME"))
+
+
+@lru_cache(maxsize=16)
+def _home(bantam_home: str | None, home: str | None) -> Path:
+    # by the variables' values, so a changed HOME is seen at once; cached, because a batch task
+    # asks about a dozen times and each Path.home() / ".bantam" parsed its path again
+    return Path(bantam_home or Path.home() / ".bantam")
 
 
 def append(path: str | os.PathLike, data: bytes, *, sync: bool = True, lock: bool = False,
@@ -284,6 +292,31 @@ def write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view):]
 
 
+def read_up_to(f: BinaryIO, n: int) -> bytes:
+    """What `f.read(n)` returns (at most `n` bytes, fewer at the end), without taking `n` bytes
+    of memory first: a buffered read(n) allocates all of `n` up front, so a bound of 1 GiB made
+    every read of a small log map and unmap 1 GiB, and unmapping stalls every thread of the
+    process (a batch's 256 sessions). A regular file is read at its current size in one go (a
+    short read is its end); one that grew meanwhile, or a pipe, in chunks to the end or `n`."""
+    try:
+        st = os.fstat(f.fileno())
+        regular, size = stat.S_ISREG(st.st_mode), st.st_size
+    except (OSError, ValueError, AttributeError):  # no file descriptor: read in chunks
+        regular, size = False, 0
+    parts, left, chunk = [], n, (size + 1 if regular else 1 << 16)
+    while left > 0:
+        want = min(left, chunk)
+        data = f.read(want)
+        if not data:
+            break
+        parts.append(data)
+        left -= len(data)
+        if regular and len(data) < want:
+            break
+        chunk = 1 << 20
+    return b"".join(parts)
+
+
 MAX_LOG_BYTES = 1 << 30  # a log larger than this is refused, never read into memory
 
 
@@ -308,8 +341,8 @@ class JsonlLog:
 
     def read(self, heal: bool = True) -> list[dict]:
         try:
-            with open(self.path, "rb") as f:
-                data = f.read(self.limit + 1)  # bounded, even when the file grows meanwhile
+            with open(self.path, "rb", buffering=0) as f:  # unbuffered: no isatty probe, no seek
+                data = read_up_to(f, self.limit + 1)  # bounded, even when the file grows meanwhile
                 inode = os.fstat(f.fileno()).st_ino
         except FileNotFoundError:
             self.saved, self.last, self.stamp, self.torn = 0, None, None, 0

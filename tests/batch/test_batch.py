@@ -216,14 +216,19 @@ def test_a_deleted_results_file_starts_the_batch_afresh(home, tasks_server):
     assert (home / "ran.txt").read_text() == "solo\nsolo\n" and tasks_server.answered["solo"] == 2
 
 
-def test_a_torn_last_result_line_is_healed_and_its_task_finished(home, tasks_server):
+def two_tasks_done(home, tasks_server) -> tuple[list[str], Path, dict]:
+    """A batch of two finished tasks: its result lines, the threads' folder, the second result."""
     write_cfg(home, **base_cfg(tasks_server))
     write_tasks(home / "tasks.jsonl", ["one go", "two go"])
     assert run_bantam("batch", "tasks.jsonl", "-o", "results.jsonl", cwd=home).returncode == 0
     lines = (home / "results.jsonl").read_text().splitlines(keepends=True)
     threads = home.parent / "home/.bantam/threads"
-    cut = json.loads(lines[1])
     assert not list(threads.glob("*.result.json"))  # dropped once each result was on record
+    return lines, threads, json.loads(lines[1])
+
+
+def test_a_torn_last_result_line_is_healed_and_its_task_finished(home, tasks_server):
+    lines, threads, cut = two_tasks_done(home, tasks_server)
     # the state a kill in the middle of the second append leaves: half a line, the agent's copy kept
     (threads / f"{cut['thread']}.result.json").write_text(lines[1])
     (home / "results.jsonl").write_text(lines[0] + lines[1][:25])
@@ -232,6 +237,22 @@ def test_a_torn_last_result_line_is_healed_and_its_task_finished(home, tasks_ser
     assert sorted(x["id"] for x in read_results(home / "results.jsonl")) == [1, 2]
     # the cut-off task's saved result was reported again; nothing ran a second time
     assert sorted(tasks_server.answered.items()) == [("one", 1), ("two", 1)]
+
+
+def test_a_torn_saved_result_counts_as_none_and_the_thread_gives_the_answer(home, tasks_server):
+    # the saved copy is a plain write (no fsync, no rename): a kill mid-write leaves half of it
+    lines, threads, cut = two_tasks_done(home, tasks_server)
+    (threads / f"{cut['thread']}.result.json").write_text(lines[1][:40])  # torn
+    (home / "results.jsonl").write_text(lines[0])
+    r = run_bantam("batch", "tasks.jsonl", "-o", "results.jsonl", cwd=home)
+    assert r.returncode == 0, r.stderr
+    again = {x["id"]: x for x in read_results(home / "results.jsonl")}
+    redone = again[cut["id"]]
+    assert sorted(again) == [1, 2] and redone["status"] == cut["status"]
+    assert redone["output"] == cut["output"] and redone["steps"] == cut["steps"]
+    # the answer came from the thread's last message: no model request, no command ran again
+    assert sorted(tasks_server.answered.items()) == [("one", 1), ("two", 1)]
+    assert not list(threads.glob("*.result.json"))
 
 
 def test_one_agent_process_after_another_task_keeps_nothing_of_it(home, tasks_server):

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import IO, Any, Callable, Iterator, Protocol
 
 from ..errors import BantamError, ConfigError
-from ..fsutil import atomic_write, private_dir
+from ..fsutil import private_dir, write_all
 from ..providers.cancel import Stopper
 from ..providers.pace import release_all
 from .tasks import Result, Task, failed, parse_task, task_folder
@@ -99,22 +99,26 @@ class Sessions:
         tid = thread_id(namespace, task.key)
         private_dir(thread_file(tid, "").parent)
         cancel = threading.Event()
-        with self.lock:
+        # No lock on this path, taken by every task of every thread: 256 threads queued on one
+        # (a holder preempted inside it stalls them all). A set's add and discard are atomic,
+        # and the order makes the stop race-free: this task is added before it looks at the
+        # flag, and stop() sets the flag before it copies the set, so either stop() sees the
+        # task or the task sees the flag.
+        self.cancels.add(cancel)
+        try:
             if self.stopping.is_set():
                 return None
-            self.cancels.add(cancel)
-        try:
             with locked(thread_file(tid, ".lock")):  # a leftover agent of a killed run finishes first
                 saved = saved_result(tid)
                 if saved is not None:
                     return saved
                 if log is not None:
                     return self.answer(task, tid, log, cancel)
-                with open(thread_file(tid, ".log"), "a", encoding="utf-8") as own:
+                # buffering=1 (lines): no isatty probe of the file, and a line is one write
+                with open(thread_file(tid, ".log"), "a", buffering=1, encoding="utf-8") as own:
                     return self.answer(task, tid, own, cancel)
         finally:
-            with self.lock:
-                self.cancels.discard(cancel)
+            self.cancels.discard(cancel)
 
     def answer(self, task: Task, tid: str, log: IO[str], cancel: threading.Event) -> dict[str, Any] | None:
         started = time.monotonic()
@@ -132,7 +136,7 @@ class Sessions:
                             time.monotonic() - started, tid)
         if cancel.is_set() or self.stopping.is_set():
             return None  # cut off: whatever it said last is not its result
-        atomic_write(thread_file(tid, ".result.json"), json.dumps(record).encode(), mode=0o600)
+        save_result(tid, record)
         return record
 
     def model(self, name: str) -> tuple[Any, Any]:
@@ -146,6 +150,9 @@ class Sessions:
         from .. import session
         from ..providers import make_provider
         key = (name, threading.get_ident())
+        found = self.models.get(key)  # each thread's own entry, once made: no lock to read it
+        if found is not None:
+            return found
         with self.lock:
             if key not in self.models:
                 if name not in self.configs:
@@ -159,9 +166,8 @@ class Sessions:
     def stop(self) -> None:
         """Every task stops at once: its cancel flag (commands killed at their next poll, the
         loop stops before its next step) and the sockets of the requests in flight."""
-        with self.lock:
-            self.stopper.event.set()
-            cancels = list(self.cancels)
+        self.stopper.event.set()
+        cancels = list(self.cancels)  # after the flag: see run()
         for cancel in cancels:
             cancel.set()
         self.stopper.set()
@@ -374,6 +380,20 @@ def locked(path: Path) -> Iterator[None]:
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
+    finally:
+        os.close(fd)
+
+
+def save_result(tid: str, record: dict[str, Any]) -> None:
+    """The task's result beside its thread, until it is on record (`forget`). A plain write, not
+    atomic_write's temporary file, fsync and rename (15 system calls a task, each a switch of the
+    GIL among a batch's threads): the thread file, fsynced at every step, is what survives a
+    crash. A copy torn by a kill does not parse and counts as none (saved_result), and the
+    rerun takes the answer from the thread's last message without a model request."""
+    fd = os.open(thread_file(tid, ".result.json"),
+                 os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        write_all(fd, json.dumps(record).encode())
     finally:
         os.close(fd)
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import Refused, ToolError
-from ..fsutil import ANYWHERE, Boundary, Change, open_confined
+from ..fsutil import ANYWHERE, Boundary, Change, open_confined, read_up_to
 from ..sanitize import bidi_note
 from . import Outcome
 from .workspace import Workspace, sha256
@@ -213,7 +213,7 @@ def read_in(ws: Workspace, path: str) -> Outcome:
     """A workspace file's whole text, clipped at the output limit (then not a full read)."""
     ws.regular_file(path)
     with os.fdopen(open_confined(ws.root.resolve(), path), "rb") as f:
-        data = f.read(READ_LIMIT)
+        data = read_up_to(f, READ_LIMIT)
     if b"\0" in data[:8192]:
         raise Refused(f"{path}: not a text file")
     text, clipped = ws.clip(data)
@@ -225,7 +225,7 @@ def read_bytes(path: Path, shown_as: str, limit: int = READ_LIMIT) -> bytes:
     refuse_read(path, shown_as)
     try:
         with open(path, "rb") as f:
-            return f.read(limit)
+            return read_up_to(f, limit)
     except OSError as e:
         raise ToolError(f"cannot read {shown_as}: {e.strerror or e}") from e
 

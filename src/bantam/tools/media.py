@@ -19,6 +19,7 @@ from typing import Any
 
 from ..errors import ProviderError, ToolError
 from ..events import Usage, quiet
+from ..fsutil import read_up_to
 from ..providers.retry import with_retries
 from . import ToolContext
 
@@ -92,7 +93,7 @@ def read_bytes(path: str, limit: int, folder: Path | None = None) -> bytes:
         if not target.is_file():  # a FIFO or a device could block or never end
             raise ToolError(f"{path} is not a regular file")
         with target.open("rb") as f:
-            data = f.read(limit + 1)  # bounded even if the file grows while we read it
+            data = read_up_to(f, limit + 1)  # bounded even if the file grows while we read it
     except OSError as e:
         raise ToolError(f"cannot read {path}: {e.strerror or e}") from e
     if len(data) > limit:

@@ -17,7 +17,7 @@ from typing import Callable
 from ..config import CONFIG_FILES
 from ..envpolicy import redact
 from ..errors import Refused
-from ..fsutil import confine, open_confined
+from ..fsutil import confine, open_confined, read_up_to
 
 MAX_FILES = 2000              # entries listed; a huge tree is cut, not walked forever
 MAX_TEXT = 512 * 1024         # bytes of a text file highlighted in the viewer
@@ -64,7 +64,7 @@ class FileView:
         """Up to `limit` bytes of the file, opened without following a last-moment symlink."""
         self.check(rel)
         with os.fdopen(open_confined(self.root, rel), "rb") as f:
-            return f.read(limit + 1), os.fstat(f.fileno())
+            return read_up_to(f, limit + 1), os.fstat(f.fileno())
 
     # --- what the page shows ------------------------------------------------------------------
 
