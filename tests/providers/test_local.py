@@ -161,3 +161,30 @@ def test_a_tool_call_cut_at_the_output_limit_is_reported_as_cut_not_a_crash(home
     reply = LocalProvider(cfg).complete([SYSTEM, {"role": "user", "content": "List the files."}],
                                         toolbox.schemas(), lambda e: None)
     assert reply.finish_reason == "length" and reply.message["tool_calls"]  # the loop never runs it
+
+
+def test_a_conversation_outgrowing_the_first_context_keeps_its_cache_and_its_answers(monkeypatch):
+    # the context starts small (llama.cpp allocates and clears all of it at the start) and grows
+    # when a request's prompt and output budget do not fit: the same answers as a context made
+    # whole at once, and the first turn's cells kept through the move
+    from bantam.providers import local as runtime
+    question = [SYSTEM, {"role": "user", "content": "Name a colour."}]
+    long = "The quick brown fox jumps over the lazy dog. " * 200 + "Which animal jumps?"
+
+    def conversation():
+        monkeypatch.setattr(runtime, "_models", {})  # a model of its own, with the context it starts with
+        provider = local(forward={"max_tokens": 16})
+        first = provider.complete(question, [], lambda e: None)
+        sizes = [provider.llama.n_ctx()]
+        turns = question + [first.message, {"role": "user", "content": long}]
+        second = provider.complete(turns, [], lambda e: None)
+        return first, second, sizes + [provider.llama.n_ctx()]
+
+    start = runtime.FIRST_CTX
+    grown = conversation()
+    monkeypatch.setattr(runtime, "FIRST_CTX", runtime.DEFAULT_CTX)
+    whole = conversation()
+    assert grown[2] == [start, 2 * start] and whole[2] == [runtime.DEFAULT_CTX] * 2
+    assert grown[1].usage.prompt_tokens > start - 16  # it did not fit the first context
+    assert grown[0].message == whole[0].message and grown[1].message == whole[1].message
+    assert grown[1].usage.cached_tokens >= grown[0].usage.prompt_tokens  # the first turn was not read again

@@ -92,18 +92,24 @@ def restore(llama: Any, path: Path, prefix: list[int]) -> bool:
 
 def save(llama: Any, path: Path, prefix: list[int]) -> None:
     """Evaluate `prefix` from an empty context and save sequence 0's state to `path`."""
-    import llama_cpp
     llama.reset()
     llama.eval(prefix)
+    state = sequence_state(llama)
+    if not state:
+        return
+    private_dir(path.parent)
+    body = MAGIC + struct.pack("<I", len(prefix)) + array("i", prefix).tobytes() + state
+    atomic_write(path, body, mode=0o600)
+    _evict(path.parent)
+
+
+def sequence_state(llama: Any) -> bytes:
+    """llama.cpp's state of sequence 0 (its KV cells), as llama_state_seq_set_data takes it back."""
+    import llama_cpp
     size = llama_cpp.llama_state_seq_get_size(llama.ctx, 0)
     buffer = (ctypes.c_uint8 * size)()
     written = llama_cpp.llama_state_seq_get_data(llama.ctx, buffer, size, 0)
-    if not written:
-        return
-    private_dir(path.parent)
-    body = MAGIC + struct.pack("<I", len(prefix)) + array("i", prefix).tobytes() + bytes(buffer)[:written]
-    atomic_write(path, body, mode=0o600)
-    _evict(path.parent)
+    return bytes(buffer)[:written]
 
 
 def _evict(folder: Path) -> None:
