@@ -298,8 +298,13 @@ def _grow(llama: Any, n_ctx: int) -> None:
     from llama_cpp import _internals
     held = llama.n_tokens
     state = kv_cache.sequence_state(llama) if held else b""
-    llama.context_params.n_ctx = n_ctx
-    bigger = _internals.LlamaContext(model=llama._model, params=llama.context_params, verbose=llama.verbose)
+    before, llama.context_params.n_ctx = llama.context_params.n_ctx, n_ctx
+    try:
+        bigger = _internals.LlamaContext(model=llama._model, params=llama.context_params, verbose=llama.verbose)
+    except ValueError as e:  # llama.cpp could not make it (memory): the smaller one stays as it was
+        llama.context_params.n_ctx = before
+        raise ProviderError(f"cannot grow the local model's context to {n_ctx} tokens: {e}",
+                            retryable=False) from e
     old, llama._ctx = llama._ctx, llama._stack.enter_context(contextlib.closing(bigger))
     old.close()  # its native memory now; closing it again at the end does nothing
     llama._n_ctx = n_ctx
