@@ -20,7 +20,10 @@ from tests.fakes.openai_server import text_reply, tool_reply
 from tests.daemon.test_daemon import configure, messages, model, started  # noqa: F401 (model: a fixture)
 
 RSS_LIMIT_KB = 300 * 1024
-BASE = 100_000 + os.getpid() % 50_000 * 10  # sleep lengths unique to this test session
+# sleep lengths unique to this test process: a test adds at most a few hundred, so each pytest-xdist
+# worker (pids close together) gets a range of 1,000 of its own; with ranges 10 apart, a worker's
+# BASE + 115 was another's BASE + 15 and the two tests counted each other's sleeps
+BASE = 100_000 + os.getpid() % 5_000 * 1_000
 
 
 
