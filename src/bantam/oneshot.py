@@ -17,6 +17,7 @@ from . import loop, session, sessions
 from .compact import is_context_overflow
 from .config import EMBEDDED_NOTICE, FALLBACK_CONTEXT_WINDOW, Config
 from .envpolicy import user_env
+from .fsutil import read_up_to
 from .errors import ConfigError, LimitReached, ProviderError
 from .events import Done, Error, Notice, OnEvent
 from .providers import context_window_later, make_provider
@@ -177,7 +178,7 @@ def read_input(cfg: Config, stream: BinaryIO | None = None) -> str | None:
     data = stream.read(min(cap + 1, BINARY_PROBE))
     _refuse_binary(data)
     if len(data) <= cap and len(data) == BINARY_PROBE:
-        data += stream.read(cap + 1 - len(data))
+        data += read_up_to(stream, cap + 1 - len(data))  # the rest, without taking `cap` first
     if len(data) > cap:
         size = os.fstat(stream.fileno()).st_size if stat.S_ISREG(mode) else 0
         told = f"{size:,} bytes" if size else f"more than {cap:,} bytes"

@@ -24,7 +24,7 @@ import os
 from pathlib import Path
 
 from .errors import ConfigError
-from .fsutil import atomic_write, bantam_home, private_dir
+from .fsutil import atomic_write, bantam_home, private_dir, read_up_to
 
 PROJECT_FILES = (".bantam.cfg", "model.cfg", ".mcp.json")  # what a project supplies, by name
 TOOLS = "tools:"           # a record's key for a tools folder: "tools:/abs/path"
@@ -93,7 +93,7 @@ def _read_store() -> dict[str, dict[str, str]]:
 def _read_json(path: Path) -> dict:
     try:
         with open(path, "rb") as f:
-            data = json.loads(f.read(STORE_BYTES))
+            data = json.loads(read_up_to(f, STORE_BYTES))
     except (OSError, ValueError, RecursionError):
         return {}  # a damaged store trusts nothing: the user is asked again
     return data if isinstance(data, dict) else {}
