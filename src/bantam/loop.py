@@ -24,6 +24,7 @@ from typing import Callable, Protocol, Sequence
 
 from .compact import compact
 from .limits import Limits, Turn
+from .slots import idle
 from .errors import APIError, LimitReached, OutputLimitReached, is_context_overflow
 from .events import Notice, OnEvent, Retry, ToolCall, ToolResult, UsageReport, quiet
 from .providers import Provider, Reply, RequestOptions
@@ -109,7 +110,8 @@ def step(message: dict, messages: list[dict], toolbox: Toolbox, policy: Sequence
         messages.append(message)
         if checkpoint and any(_saved_first(call, toolbox) for call in calls):
             checkpoint(messages)
-        outcomes = run_calls(calls, toolbox, policy, on_event)
+        with idle():  # commands and other tools wait: another session computes (slots.py)
+            outcomes = run_calls(calls, toolbox, policy, on_event)
         messages.extend({"role": "tool", "tool_call_id": call.get("id", ""), "content": o.content}
                         for call, o in zip(calls, outcomes, strict=True))
     except BaseException:  # interrupted, or a guard stopped the turn: the step never happened

@@ -255,6 +255,31 @@ def test_a_torn_saved_result_counts_as_none_and_the_thread_gives_the_answer(home
     assert not list(threads.glob("*.result.json"))
 
 
+def test_a_results_file_that_cannot_be_written_stops_the_batch_in_one_line_and_the_rerun_asks_nothing_again(
+        home, tasks_server):
+    # Results are written by a thread of their own (the tasks do not wait for the disk). When the
+    # file cannot take them (here a folder stands in its place), the batch stops with one line
+    # (exit 2); each finished task's result is still saved beside its thread, so the rerun, the
+    # file back, reports them without a model request or a command run again.
+    write_cfg(home, **base_cfg(tasks_server))
+    write_tasks(home / "tasks.jsonl", ["one go", "two go"])
+    tasks_server.stall(answers_only=True)
+    proc = start_batch(home, "tasks.jsonl", "-o", "results.jsonl", "--workers", "2")
+    wait_for(lambda: tasks_server.waiting == {"one", "two"}, what="both final answers held")
+    (home / "results.jsonl").unlink()
+    (home / "results.jsonl").mkdir()
+    tasks_server.release()
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 2 and "results.jsonl: cannot write" in err and "Traceback" not in err, err
+    (home / "results.jsonl").rmdir()
+    (home / "results.jsonl").touch()  # the same file again: the same batch, its threads resumed
+    r = run_bantam("batch", "tasks.jsonl", "-o", "results.jsonl", cwd=home)
+    assert r.returncode == 0, r.stderr
+    assert sorted(x["id"] for x in read_results(home / "results.jsonl")) == [1, 2]
+    assert sorted(tasks_server.answered.items()) == [("one", 1), ("two", 1)]
+    assert (home / "ran.txt").read_text().count("\n") == 2
+
+
 def test_one_agent_process_after_another_task_keeps_nothing_of_it(home, tasks_server):
     write_cfg(home, **base_cfg(tasks_server))
     (home / "sub").mkdir()

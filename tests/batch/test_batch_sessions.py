@@ -24,6 +24,76 @@ class LoudServer(TaskServer):
         return super().next_response(body)
 
 
+class BarrierServer(TaskServer):
+    """As TaskServer, but each task's command waits until all `count` tasks' commands have
+    started: it ends only if every session runs its command at once."""
+
+    def __init__(self, count: int):
+        super().__init__()
+        self.count = count
+
+    def next_response(self, body: Any = None) -> Response:
+        messages = body["messages"]
+        name = next(str(m["content"]) for m in messages if m["role"] == "user").split()[0]
+        if messages[-1]["role"] == "user":
+            self.go.wait(120)
+            return tool_reply("shell_exec", {"command": (
+                f"touch at.{name}; n=0; while [ $(ls at.* | wc -l) -lt {self.count} ]; do "
+                f"n=$((n+1)); [ $n -gt 2400 ] && exit 3; sleep 0.05; done; echo {name} >> ran.txt")})
+        return super().next_response(body)
+
+
+def test_sessions_wait_for_the_model_and_their_commands_without_a_slot(home):
+    # 6 workers, 2 slots (slots.py): a session gives its slot up while it waits, so all six
+    # requests are in flight at once (the server holds them until it has all six) and all six
+    # commands run at once (each waits for the other five). A wait that kept its slot would let
+    # two through and the rest would wait for ever.
+    from bantam.batch.agent import SLOTS
+    assert SLOTS < 6
+    with BarrierServer(6) as server:
+        write_cfg(home, **base_cfg(server))
+        write_tasks(home / "tasks.jsonl", [f"t{i} go" for i in range(6)])
+        server.stall()
+        proc = start_batch(home, "tasks.jsonl", "-o", "results.jsonl", "--workers", "6")
+        assert wait_for(lambda: len(server.chat_requests()) == 6, timeout=60), len(server.chat_requests())
+        server.release()
+        _, err = proc.communicate(timeout=180)
+    assert proc.returncode == 0, err
+    assert sorted((home / "ran.txt").read_text().split()) == [f"t{i}" for i in range(6)]
+
+
+def test_a_slot_is_free_while_its_holder_is_idle_and_held_once_per_thread():
+    from bantam.slots import Slots, idle
+    slots = Slots(1)
+    a_idle, b_in, a_back = threading.Event(), threading.Event(), threading.Event()
+    order: list[str] = []
+
+    def a() -> None:
+        with slots.held():
+            with slots.held():  # nested (a sub-agent's session): no second slot, no deadlock
+                with idle():
+                    a_idle.set()
+                    assert b_in.wait(60)
+                order.append("a back")  # only once b gave the slot back
+            a_back.set()
+
+    def b() -> None:
+        assert a_idle.wait(60)
+        with slots.held():
+            b_in.set()
+            order.append("b computes")
+    threads = [threading.Thread(target=a), threading.Thread(target=b)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert a_back.is_set() and order == ["b computes", "a back"]
+    with idle():  # no slot held: nothing happens
+        pass
+    with slots.held():  # and the one slot is free again
+        pass
+
+
 def test_tasks_in_two_folders_in_one_process_each_see_only_their_own(home):
     with TaskServer() as server:
         write_cfg(home, **base_cfg(server))
@@ -153,33 +223,45 @@ def test_pace_counts_requests_and_tokens_per_minute_and_holds(tmp_path):
     assert pace._delay() == 5.0
 
 
-def test_results_that_finish_together_are_written_once_each_in_one_group_commit(tmp_path, monkeypatch):
-    # 64 sessions whose requests end together all append a result at once. Each used to be
-    # fsynced in turn under one lock; now what arrives during one fsync is written by the next
-    # in one append. The first fsync is held until every result is in memory: two fsyncs in all.
+def test_results_are_written_by_one_writer_in_group_commits_and_adding_one_never_waits_for_the_disk(
+        tmp_path, monkeypatch):
+    # 64 sessions whose requests end together all add a result at once. Each used to wait for its
+    # fsync, in turn under one lock (0.7 s a task, the median, at 256 at once); now the writer
+    # thread appends what arrived during one fsync in the next single append. The first fsync is
+    # held until every add has returned, which could not happen if add waited for the disk; each
+    # result is told (on_disk) only once it is in the file.
     import os as os_module
 
     from bantam import fsutil
     from bantam.batch.tasks import ResultsFile
     monkeypatch.setenv("BANTAM_HOME", str(tmp_path / "bantam-home"))
     results = ResultsFile(tmp_path / "results.jsonl")
-    synced, real_fsync = [], os_module.fsync
+    synced, real_fsync, returned = [], os_module.fsync, threading.Event()
 
     def fsync(fd: int) -> None:
         if not synced:
-            assert wait_for(lambda: len(results.records) == 64, timeout=60), len(results.records)
+            assert returned.wait(60), "an add waited for the disk"
         synced.append(fd)
         real_fsync(fd)
     monkeypatch.setattr(fsutil.os, "fsync", fsync)
+    told: list[str] = []
+
+    def on_disk(record: dict) -> None:
+        assert f'"id": "{record["id"]}"' in (tmp_path / "results.jsonl").read_text()
+        told.append(record["id"])
     written: list[bool] = []
-    threads = [threading.Thread(target=lambda i=i: written.append(results.add({"id": str(i), "answer": "a"})))
+    threads = [threading.Thread(target=lambda i=i: written.append(results.add({"id": str(i), "answer": "a"}, on_disk)))
                for i in range(64)]
     for t in threads:
         t.start()
     for t in threads:
         t.join(timeout=60)
-    assert written == [True] * 64 and len(synced) == 2, (written.count(True), len(synced))
+    returned.set()
+    results.flush()
+    assert written == [True] * 64 and 1 <= len(synced) <= 2, (written.count(True), len(synced))
+    assert sorted(told, key=int) == [str(i) for i in range(64)]
     lines = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
     assert sorted(int(r["id"]) for r in lines) == list(range(64))
     assert not results.add({"id": "7", "answer": "again"})  # a task's second result is not written
+    results.flush()
     assert sorted(ResultsFile(tmp_path / "results.jsonl").done) == sorted(str(i) for i in range(64))

@@ -103,18 +103,24 @@ def run_local(tasks: list[Task | Malformed], results: ResultsFile, runner: Runne
         for task in pending:
             todo.put(task)
 
+        def on_disk(record: dict) -> None:  # in the results file's writer thread
+            progress.finished(record)
+            forget(record)
+
         def work() -> None:
-            while not runner.stopping.is_set():
+            while not runner.stopping.is_set() and results.error is None:
                 try:
                     task = todo.get_nowait()
                 except queue.Empty:
                     return
                 progress.started()
                 record = runner.run(task, results.batch)
-                if record is not None and results.add(record):  # thread-safe, group-committed
-                    progress.finished(record)
-                else:
+                if record is None:
                     progress.dropped()
-                if record is not None:
+                elif not results.add(record, on_disk):  # written by the writer thread: no wait here
+                    progress.dropped()
                     forget(record)
-        run_threads(min(workers, len(pending)) or 1, work, runner)
+        try:
+            run_threads(min(workers, len(pending)) or 1, work, runner)
+        finally:
+            results.flush()

@@ -111,9 +111,12 @@ def run_queued(url: str, tasks: list[Task | Malformed], results: ResultsFile, as
     pending = [t for t in tasks if t.key not in results.done]
     try:
         with Progress(len(tasks), len(tasks) - len(pending), as_json=as_json) as progress:
-            runnable = fail_malformed(pending, results, progress.finished)
-            enqueue_all(client, runnable, reply)
-            collect(client, reply, {t.key for t in runnable}, results, progress)
+            try:
+                runnable = fail_malformed(pending, results, progress.finished)
+                enqueue_all(client, runnable, reply)
+                collect(client, reply, {t.key for t in runnable}, results, progress)
+            finally:
+                results.flush()
         client.delete(reply, f"{reply}:enqueued")  # all on disk now
         client.expire(f"{reply}:done", DONE_TTL)
     except redis.RedisError as e:
@@ -133,7 +136,7 @@ def enqueue_all(client: Any, tasks: list[Task], reply: str) -> None:
 def collect(client: Any, reply: str, missing: set[str], results: ResultsFile, progress: Progress) -> None:
     """Append each result from the reply stream that a task of this batch still lacks."""
     last = "0"  # from the start: results that came while no batch was collecting count too
-    while missing:
+    while missing and results.error is None:  # the file cannot be written: flush says so
         for _, entries in client.xread({reply: last}, count=500, block=1000) or []:
             for last, fields in entries:  # noqa: B007 (`last` is where the next XREAD starts)
                 try:
@@ -141,9 +144,8 @@ def collect(client: Any, reply: str, missing: set[str], results: ResultsFile, pr
                 except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
                     continue  # not a worker's message
                 key = str(record.get("id")) if isinstance(record, dict) else None
-                if key in missing and results.add(record):
+                if key in missing and results.add(record, progress.finished):
                     missing.discard(key)
-                    progress.finished(record)
 
 
 # --- the worker ------------------------------------------------------------------------------------

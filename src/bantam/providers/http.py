@@ -25,6 +25,7 @@ from ..errors import APIError, ProviderError, Unreachable, is_context_overflow
 from ..events import Notice, OnEvent, RequestStarted, Usage
 from ..sanitize import TooDeep, loads, terminal_safe
 from . import DEFAULT_OPTIONS, REQUEST_SENT, Reply, RequestOptions
+from ..slots import arriving, idle
 from .pace import pace_for
 
 if TYPE_CHECKING:
@@ -123,8 +124,12 @@ class HTTPProvider:
         on_event(RequestStarted(model=self.model))
         with mapped_errors(self.url, self.cfg):
             client = self.client
-            REQUEST_SENT.set()
-            with client.stream("POST", self.url, json=body, headers=self.headers()) as resp:
+            if not REQUEST_SENT.is_set():  # set() takes the Event's lock: once, not per request
+                REQUEST_SENT.set()
+            request = client.build_request("POST", self.url, json=body, headers=self.headers())
+            with idle():  # the model thinks: another session computes meanwhile (slots.py)
+                resp = client.send(request, stream=True)
+            with contextlib.closing(resp):
                 kind = resp.headers.get("content-type", "")
                 if resp.status_code >= 400 or "html" in kind:  # a web page at 200: wrong endpoint
                     error = self.status_error(resp, self.url)
@@ -318,7 +323,7 @@ def parse_event(data: str) -> Any:
 def read_head(resp: "httpx.Response", cap: int) -> bytes:
     """At most `cap` bytes of a streamed body; the rest is not read (the connection is dropped)."""
     buffer = bytearray()
-    for chunk in resp.iter_bytes():
+    for chunk in arriving(resp.iter_bytes()):
         buffer += chunk
         if len(buffer) >= cap:
             del buffer[cap:]
@@ -340,7 +345,7 @@ def capped_lines(resp: "httpx.Response", cap: int) -> Iterator[str]:
     (httpx's iter_lines would keep a line that never ends in memory, however long it grows.)"""
     parts: list[bytes] = []
     size = 0
-    for chunk in resp.iter_bytes():
+    for chunk in arriving(resp.iter_bytes()):
         *complete, rest = chunk.split(b"\n")
         for piece in complete:
             parts.append(piece)

@@ -17,10 +17,16 @@ import time
 from collections import deque
 from typing import Callable
 
+from ..slots import idle
+
 WINDOW = 60.0  # seconds: what "per minute" counts over
 
 
 class Pace:
+    """An endpoint's clock. Its lock is taken only where there is something to count or wait
+    for: under the GIL, a lock that every request of a batch's 256 sessions passes through is a
+    convoy (a thread woken holding it waits for the interpreter while the others queue)."""
+
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock
         self.lock = threading.Lock()
@@ -46,6 +52,8 @@ class Pace:
     def wait(self) -> None:
         """Block until a request may start, then count it; returns early when the process stops
         every wait (`release_all`): the request's own stop check then ends it."""
+        if not (self.rpm or self.tpm) and self.not_before <= self.clock():
+            return  # nothing to count or wait for: no lock (every request of every session is here)
         while not _released.is_set():
             with self.lock:
                 delay = self._delay()
@@ -53,7 +61,8 @@ class Pace:
                     if self.rpm:
                         self.requests.append(self.clock())
                     return
-            _released.wait(min(delay, 1.0))
+            with idle():
+                _released.wait(min(delay, 1.0))
 
     def _delay(self) -> float:
         now = self.clock()
@@ -77,6 +86,9 @@ _lock = threading.Lock()
 
 def pace_for(url: str) -> Pace:
     """The one Pace of an endpoint in this process."""
+    pace = _paces.get(url)  # once made, found without the lock: see Pace.wait
+    if pace is not None:
+        return pace
     with _lock:
         if url not in _paces:
             _paces[url] = Pace()

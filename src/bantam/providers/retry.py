@@ -13,6 +13,7 @@ from typing import Callable, Sequence, TypeVar
 
 from ..errors import ProviderError, Unreachable
 from ..events import OnEvent, Retry
+from ..slots import idle
 
 T = TypeVar("T")
 
@@ -29,7 +30,8 @@ def with_retries(call: Callable[[], T], on_event: OnEvent, delays: Sequence[floa
                 raise
             wait = max(delay, e.retry_after or 0.0)
             on_event(Retry(message=str(e), delay=wait, attempt=attempt))
-            sleep(wait)
+            with idle():
+                sleep(wait)
     return call()
 
 
