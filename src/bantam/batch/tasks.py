@@ -262,7 +262,7 @@ class ResultsFile:
         """Wait until every result queued before this call is on disk and told. ConfigError when
         the file could not take them; an exception an `on_disk` raised (a closed stdout) here."""
         written = threading.Event()
-        self._put((None, lambda: written.set()))
+        self._put((None, written.set))
         written.wait()
         if self.error is not None:
             missing = self.unwritten
@@ -302,8 +302,10 @@ class ResultsFile:
                     self.unwritten += 1  # its task keeps its result beside its thread
                     continue
                 try:
-                    if tell is not None:
-                        tell(record) if record is not None else tell()
+                    if record is None and tell is not None:  # a flush: all before it is done
+                        tell()
+                    elif tell is not None:
+                        tell(record)
                 except Exception as e:  # a closed stdout: the file comes first; flush raises it
                     self.told_error = self.told_error or e
 
