@@ -23,10 +23,11 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # Foundations with no policy of their own, usable by anything: the exception tree, the
     # events, the value kinds, safe file writes and confinement, text hygiene, the environment
     # policy, project trust, the seccomp filter, the process reaper, state on disk (sessions,
-    # the endpoint cache), and the names of the tools (the registry as data).
+    # the endpoint cache), the names of the tools (the registry as data), and the run slots a
+    # batch's sessions compute in (the loop and the providers give theirs up while they wait).
     ("base", ("bantam.errors", "bantam.events", "bantam.kinds", "bantam.fsutil", "bantam.sanitize",
               "bantam.clip", "bantam.envpolicy", "bantam.trust", "bantam.seccomp", "bantam.reaper",
-              "bantam.sessions", "bantam.cache", "bantam.toolnames", "bantam.bundled")),
+              "bantam.sessions", "bantam.cache", "bantam.toolnames", "bantam.bundled", "bantam.slots")),
     # What a session may do, decided before anything runs: the configuration, the sandbox
     # around commands, who approves what, the limits of a turn.
     ("settings", ("bantam.config", "bantam.sandbox", "bantam.approval", "bantam.limits")),

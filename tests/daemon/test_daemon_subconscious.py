@@ -64,4 +64,5 @@ def test_the_seeded_selfwipe_stashes_a_long_subconscious_conversation(home, mode
     pointer = wait_for(lambda: [c for c in contents(sub) if "[stash " in c], "the self-wipe")[0]
     assert contents(sub)[0] == pointer and "(26 messages)" in pointer  # the 24 lines, the banner and its reply
     assert not any(c.startswith("review") for c in contents(sub))
-    assert "[trigger selfwipe] STASH_MESSAGE: all" in life(sub)
+    # the stash's line is written once the stash is done, just after the pointer: wait for it too
+    wait_for(lambda: "[trigger selfwipe] STASH_MESSAGE: all" in life(sub), "the stash's line in LIFE.md")
