@@ -382,10 +382,10 @@ class JsonlLog:
         count = len(records) if count is None else count
         return bool(self.saved) and (count < self.saved or records[self.saved - 1] is not self.last)
 
-    def sync(self, records: list[dict], count: int | None = None) -> None:
-        """Write `records` (its first `count`) as they are when called: another thread may append
-        to the list meanwhile (a batch's results), and what it appends is left for the next sync."""
-        count = len(records) if count is None else count
+    def sync(self, records: list[dict]) -> None:
+        """Write `records` as they are when called: what is appended to the list meanwhile is
+        left for the next sync."""
+        count = len(records)
         replaced = self.replaced(records, count)
         if not replaced and count == self.saved:
             return
