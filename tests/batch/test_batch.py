@@ -137,29 +137,33 @@ def test_a_task_killed_mid_way_resumes_from_its_thread(home, tasks_server):
     assert tasks_server.chat_requests()[-1].body["messages"][-1]["role"] == "tool"
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
-def test_ctrl_c_stops_cleanly_and_says_how_to_resume(home, tasks_server, signum):
+@pytest.mark.parametrize("signum, spread", [(signal.SIGINT, ()), (signal.SIGTERM, ()),
+                                           (signal.SIGTERM, ("--processes", "2"))])
+def test_ctrl_c_stops_cleanly_and_says_how_to_resume(home, tasks_server, signum, spread):
     write_cfg(home, **base_cfg(tasks_server))
     write_tasks(home / "tasks.jsonl", [f"task{i} go as plain text" for i in range(4)])
     tasks_server.stall()
-    proc = start_batch(home, "tasks.jsonl", "-o", "results.jsonl", "--workers", "2")
+    proc = start_batch(home, "tasks.jsonl", "-o", "results.jsonl", "--workers", "2", *spread)
     wait_for(lambda: len(tasks_server.chat_requests()) == 2, what="two tasks in flight")
+    if spread:
+        assert len(agents_alive(home)) == 2  # one agent process each
     proc.send_signal(signum)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     assert "run the same command again" in err
-    assert "bantam batch tasks.jsonl -o results.jsonl --workers 2" in err
+    assert " ".join(("bantam batch tasks.jsonl -o results.jsonl --workers 2", *spread)) in err
     assert "not finished" in out
     assert not (home / "results.jsonl").exists() or not (home / "results.jsonl").read_text()
     wait_for(lambda: not agents_alive(home), what="the agents to stop")
     tasks_server.release()
-    r = run_bantam("batch", "tasks.jsonl", "-o", "results.jsonl", "--workers", "2", cwd=home)
+    r = run_bantam("batch", "tasks.jsonl", "-o", "results.jsonl", "--workers", "2", *spread, cwd=home)
     assert r.returncode == 0, r.stderr
     assert sorted(x["id"] for x in read_results(home / "results.jsonl")) == [1, 2, 3, 4]
 
 
 @pytest.mark.slow
-def test_fifty_tasks_killed_at_random_moments_get_exactly_one_result_each(home, tasks_server):
+@pytest.mark.parametrize("spread", [(), ("--processes", "2")])
+def test_fifty_tasks_killed_at_random_moments_get_exactly_one_result_each(home, tasks_server, spread):
     # 100 replies of 0.3 s over 4 workers: at least 7.5 s of work, so the first three kills (each
     # within 1.2 s of its start) always land before the end
     tasks_server.latency = 0.3
@@ -168,7 +172,7 @@ def test_fifty_tasks_killed_at_random_moments_get_exactly_one_result_each(home, 
     rng = random.Random(22)
     kills, code = 0, None
     while code is None and kills < 40:
-        proc = start_batch(home, "tasks.jsonl", "-o", "results.jsonl", "--workers", "4")
+        proc = start_batch(home, "tasks.jsonl", "-o", "results.jsonl", "--workers", "4", *spread)
         try:
             code = proc.wait(timeout=rng.uniform(0.3, 1.2))  # a random moment, not a wait for an event
         except subprocess.TimeoutExpired:
@@ -178,7 +182,7 @@ def test_fifty_tasks_killed_at_random_moments_get_exactly_one_result_each(home, 
         proc.stdout.close()
         proc.stderr.close()
     if code is None:  # the last word goes to a run left alone
-        code = run_bantam("batch", "tasks.jsonl", "-o", "results.jsonl", "--workers", "4", cwd=home,
+        code = run_bantam("batch", "tasks.jsonl", "-o", "results.jsonl", "--workers", "4", *spread, cwd=home,
                           timeout=300).returncode
     assert code == 0
     assert kills >= 3

@@ -87,14 +87,15 @@ def stop(procs) -> list[str]:
     return [p.communicate(timeout=60)[1] for p in procs]
 
 
-@pytest.mark.parametrize("isolate", ["session", "process"])
+@pytest.mark.parametrize("isolate", [("--isolate", "session"), ("--isolate", "process"),
+                                     ("--concurrency", "2", "--processes", "2")])
 def test_three_workers_one_killed_mid_task_every_task_one_result(home, redis_url, isolate):
     client = redis.Redis.from_url(redis_url, decode_responses=True)
     with TaskServer(latency=0.5) as server:
         write_cfg(home, **base_cfg(server))
         write_tasks(home / "tasks.jsonl", [{"id": i, "task": f"t{i} go"} for i in range(12)])
         server.stall(answers_only=True)  # every task waits at its last step until the kill
-        workers = [start_worker(home, redis_url, "--idle-timeout", "3", "--isolate", isolate) for _ in range(3)]
+        workers = [start_worker(home, redis_url, "--idle-timeout", "3", *isolate) for _ in range(3)]
         batch = start_batch(home, "tasks.jsonl", "-o", "results.jsonl", "--queue", redis_url)
         try:
             victim = workers[0]
@@ -113,7 +114,9 @@ def test_three_workers_one_killed_mid_task_every_task_one_result(home, redis_url
             lost = json.loads(fields["task"])["id"]
             # its command's step is on disk once its request for the final answer is held
             wait_for(lambda: f"t{lost}" in server.waiting, what="the first worker's task at its last step")
-            agents = children_of(victim.pid)  # agent processes with --isolate process; none by default
+            agents = children_of(victim.pid)  # agent processes with --isolate process or --processes
+            spawned = [pid for pid in agents if b"bantam.batch" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+            assert len(spawned) == (0 if "session" in isolate else 1 if "process" in isolate else 2)
             victim.kill()
             wait_for(lambda: not any(Path(f"/proc/{pid}").exists() for pid in agents),
                      what="the dead worker's agents to stop")  # they die with it

@@ -7,7 +7,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.batch.test_batch import read_results, start_batch, write_tasks
+import pytest
+
+from tests.batch.test_batch import agents_alive, read_results, start_batch, write_tasks
 from tests.conftest import base_cfg, run_bantam, wait_for, write_cfg
 from tests.fakes.openai_server import Response, json_reply, tool_reply
 from tests.fakes.task_server import TaskServer
@@ -94,7 +96,8 @@ def test_a_slot_is_free_while_its_holder_is_idle_and_held_once_per_thread():
         pass
 
 
-def test_tasks_in_two_folders_in_one_process_each_see_only_their_own(home):
+@pytest.mark.parametrize("spread", [(), ("--processes", "3")])
+def test_tasks_in_two_folders_in_one_process_each_see_only_their_own(home, spread):
     with TaskServer() as server:
         write_cfg(home, **base_cfg(server))
         for name in ("a", "b"):
@@ -102,7 +105,7 @@ def test_tasks_in_two_folders_in_one_process_each_see_only_their_own(home):
             (home / name / f"only-in-{name}.txt").write_text(name)
         write_tasks(home / "tasks.jsonl", [{"id": i, "task": f"t{name}{i} go", "cwd": name}
                                            for i, name in enumerate("abababab")])
-        r = run_bantam("batch", "tasks.jsonl", "-o", "results.jsonl", "--workers", "8", cwd=home)
+        r = run_bantam("batch", "tasks.jsonl", "-o", "results.jsonl", "--workers", "8", *spread, cwd=home)
     assert r.returncode == 0, r.stderr
     results = read_results(home / "results.jsonl")
     assert sorted(x["id"] for x in results) == list(range(8)) and all(x["status"] == "success" for x in results)
@@ -177,17 +180,21 @@ class RateLimited(TaskServer):
         return super().next_response(body)
 
 
-def test_a_429_pauses_every_task_of_the_batch_not_only_the_one_refused(home):
+@pytest.mark.parametrize("spread", [(), ("--processes", "3"), ("--isolate", "process")])
+def test_a_429_pauses_every_task_of_the_batch_not_only_the_one_refused(home, spread):
     # one shared backoff per endpoint: once t0's 429 is known to the batch, no other task sends a
-    # request before its Retry-After has passed (independent retries would send them at once)
+    # request before its Retry-After has passed (independent retries would send them at once),
+    # whichever of the batch's processes the tasks run in
     with RateLimited() as server:
         write_cfg(home, **{**base_cfg(server), "retry_delays": "0.1,0.1,0.1"})
         write_tasks(home / "tasks.jsonl", [{"id": i, "task": f"t{i} go"} for i in range(6)])
-        batch = start_batch(home, "tasks.jsonl", "-o", "results.jsonl", "--workers", "6")
+        batch = start_batch(home, "tasks.jsonl", "-o", "results.jsonl", "--workers", "6", *spread)
         try:
             logs = home.parent / "home" / ".bantam"
             wait_for(lambda: any("429" in p.read_text() for p in logs.rglob("batch-*.log")),
                      "the refused task to see its 429")
+            if spread:  # the tasks are spread over agent processes: 3, or one each
+                assert len(agents_alive(home)) == (3 if "--processes" in spread else 6)
             released = time.monotonic()
             server.others.set()  # the other tasks get their tool calls now, and ask again after them
             out, err = batch.communicate(timeout=120)
@@ -201,6 +208,25 @@ def test_a_429_pauses_every_task_of_the_batch_not_only_the_one_refused(home):
     assert server.refused_at is not None
     early = [(round(t - server.refused_at, 2), name) for t, name in later if t < server.refused_at + server.PAUSE]
     assert not early, early
+
+
+def test_rate_limits_are_shared_out_among_agent_processes_and_refused_when_they_cannot_be(home):
+    from bantam.batch.agent import layout, share
+    assert layout("session", 256, 1) == (0, 0)  # all in this process
+    assert layout("session", 256, 2) == (128, 2) and layout("session", 5, 4) == (2, 3)
+    assert layout("process", 4, 1) == (1, 4)
+    for rate, agents in ((60, 4), (61, 4), (7, 3), (5, 5)):
+        parts = [share(rate, agents, place) for place in range(agents)]
+        assert sum(parts) == rate and max(parts) - min(parts) <= 1 and min(parts) >= 1
+    assert share(0, 4, 2) == 0  # no limit stays none
+    write_tasks(home / "tasks.jsonl", ["t0 go"])
+    for args, message in ((("--isolate", "process", "--workers", "8", "--rpm", "5"), "--rpm 5 is shared among 8"),
+                          (("--processes", "4", "--workers", "8", "--tpm", "3"), "--tpm 3 is shared among 4"),
+                          (("--processes", "2", "--isolate", "process"), "use one or the other"),
+                          (("--processes", "0",), "--processes must be at least 1")):
+        r = run_bantam("batch", "tasks.jsonl", "-o", "results.jsonl", *args, cwd=home)
+        assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr, (args, r.stderr)
+        assert not (home / "results.jsonl").exists()  # nothing ran, nothing was made
 
 
 def test_pace_counts_requests_and_tokens_per_minute_and_holds(tmp_path):

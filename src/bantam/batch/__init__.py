@@ -24,7 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-from .agent import Runner, forget, interrupt, run_threads, runner
+from .agent import Runner, forget, interrupt, check_runner, isolation_options, run_threads, runner_for
 from .progress import Progress, summary
 from .tasks import Malformed, ResultsFile, Task, apply_rates, fail_malformed, rate_options, read_tasks, real_root
 
@@ -39,9 +39,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", required=True, metavar="RESULTS", help="results file (JSON Lines)")
     p.add_argument("--workers", type=int, default=DEFAULT_WORKERS, metavar="N",
                    help=f"tasks run at the same time (default {DEFAULT_WORKERS})")
-    p.add_argument("--isolate", choices=("session", "process"), default="session",
-                   help="session (default): every task a session of this process; process: each task "
-                        "in an agent process of its own (for tasks that may crash the interpreter)")
+    isolation_options(p)
     p.add_argument("--json", action="store_true", help="progress as JSON lines on stdout (one per "
                    "finished task, then the summary) instead of the bar and the table")
     rate_options(p)
@@ -66,6 +64,7 @@ def main(argv: list[str]) -> int:
     tasks = read_tasks(args.tasks)
     # a tasks file may come from elsewhere: its tasks get the folder it is in, unless the user says
     root = real_root(args.root or os.path.dirname(os.path.abspath(args.tasks)))
+    check_runner(args)  # before the results file is made
     results = ResultsFile(args.output)
     signal.signal(signal.SIGTERM, interrupt)  # a stop as clean as Ctrl+C
     started = time.monotonic()
@@ -74,7 +73,7 @@ def main(argv: list[str]) -> int:
             from .redisq import run_queued
             run_queued(args.queue, tasks, results, args.json)
         else:
-            run_local(tasks, results, runner(args.isolate, root, flags(args), Path(os.getcwd())),
+            run_local(tasks, results, runner_for(args, root, flags(args), Path(os.getcwd())),
                       args.workers, args.json)
     except KeyboardInterrupt:
         summary(tasks, results.done, time.monotonic() - started, as_json=args.json)

@@ -1,8 +1,9 @@
-"""Batch tasks as sessions: many in this process (the default), or each in an agent process.
+"""Batch tasks as sessions: many in this process (the default), or in agent processes.
 
     runner = Sessions(root, flags, origin)        # bantam batch, bantam worker
     record = runner.run(task, namespace)          # in any thread; None: stopped, run it again
-    runner = Children(root, flags)                # --isolate process: the same, one process a task
+    runner = Agents(root, flags, 1, workers)      # --isolate process: the same, one process a task
+    runner = Agents(root, flags, workers // P, P) # --processes P: the sessions spread over P processes
 
 `Sessions` runs each task as a session of this process, in the calling thread: the configuration
 is loaded once (per model a task names) and shared; each worker thread keeps its provider (its HTTP
@@ -17,17 +18,19 @@ log). `stop()` (Ctrl+C, SIGTERM) sets every task's cancel flag and shuts the soc
 requests in flight: each thread unwinds at once, leaving its thread as it was after the last
 complete step.
 
-`Children` keeps process isolation for tasks that may crash the interpreter (a native extension
-a tool loads, memory a task may exhaust): each worker thread drives an agent process
-(`python -m bantam.batch`) that serves one task at a time through a `Sessions` of its own, and is
-replaced every RECYCLE tasks. The agent watches its stdin: when the caller dies (even by SIGKILL)
-or stops it, the pipe closes and the agent stops its task the same way.
+`Agents` runs the tasks in agent processes (`python -m bantam.batch K`), each a `Sessions` of
+its own serving K tasks at once: one a task for tasks that may crash the interpreter (a native
+extension a tool loads, memory a task may exhaust), or the worker threads' share for a batch
+that needs more cores than one interpreter computes on. An agent watches its stdin: when the
+caller dies (even by SIGKILL) or stops it, the pipe closes and the agent stops its tasks the
+same way.
 """
 from __future__ import annotations
 
 import fcntl
 import hashlib
 import io
+import itertools
 import json
 import os
 import queue
@@ -44,7 +47,7 @@ from typing import IO, Any, Callable, Iterator, Protocol
 from ..errors import BantamError, ConfigError
 from ..fsutil import private_dir, write_all
 from ..providers.cancel import Stopper
-from ..providers.pace import release_all
+from ..providers.pace import limit_all, pace_for, release_all, tell_holds
 from ..slots import Slots
 from .tasks import Result, Task, failed, parse_task, task_folder
 
@@ -73,7 +76,7 @@ def forget(record: dict[str, Any]) -> None:
 
 
 class Runner(Protocol):
-    """What a batch or a worker drives: `Sessions` or `Children`."""
+    """What a batch or a worker drives: `Sessions` or `Agents`."""
     stopping: threading.Event
 
     def run(self, task: Task, namespace: str) -> dict[str, Any] | None: ...
@@ -181,103 +184,208 @@ class Sessions:
         """Nothing outlives the threads: each task's commands die with its cancel flag."""
 
 
-def start_agent() -> subprocess.Popen:
-    """A fresh agent process: it loads bantam, then answers one request line after another."""
-    return subprocess.Popen([sys.executable, "-m", "bantam.batch"], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+class Agent:
+    """One agent process (`python -m bantam.batch K`) that runs up to K tasks at once as sessions
+    of its own, answering each request line with its result line, in the order they finish."""
 
+    def __init__(self, sessions: int, on_hold: Callable[[dict[str, Any], "Agent"], None]) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-m", "bantam.batch", str(sessions)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        self.lock = threading.Lock()  # one request line at a time on its stdin
+        self.pending: dict[int, tuple[Task, str, float, queue.SimpleQueue[dict[str, Any] | None]]] = {}
+        self.numbers = itertools.count()
+        self.served = 0
+        self.ended = False
+        threading.Thread(target=self.read, args=(on_hold,), daemon=True).start()
 
-def run_isolated(task: Task, flags: dict[str, str], namespace: str,
-                 proc: subprocess.Popen, root: str) -> dict[str, Any] | None:
-    """Run one task in an agent process (from start_agent), in its folder under `root`; its result
-    record, or None when the agent was interrupted (the task must run again). An agent that ended
-    is not used again."""
-    tid = thread_id(namespace, task.key)
-    started = time.monotonic()
-    request = {"task": task.to_json(), "flags": flags, "namespace": namespace, "root": root}
-    assert proc.stdin is not None and proc.stdout is not None  # started with both pipes
-    try:
-        proc.stdin.write(json.dumps(request).encode() + b"\n")
-        proc.stdin.flush()  # stdin stays open: its end is the signal to stop
-    except (BrokenPipeError, ValueError):  # the caller closed it already, or the agent died
-        pass
-    line = proc.stdout.readline()
-    try:
-        return json.loads(line)
-    except ValueError:
-        code = proc.wait()
+    def run(self, task: Task, request: dict[str, Any]) -> dict[str, Any] | None:
+        """The task's result record; None when the agent was stopped first (the task must run
+        again); a failure when the agent died without answering."""
+        seq = next(self.numbers)
+        tid = thread_id(request["namespace"], task.key)
+        answer: queue.SimpleQueue[dict[str, Any] | None] = queue.SimpleQueue()
+        self.pending[seq] = (task, tid, time.monotonic(), answer)
+        self.send({**request, "seq": seq})  # a closed stdin: the reader settles the task at the end
+        if self.ended:  # ended before this task was pending: the reader may not have seen it
+            self.settle(seq)
+        return answer.get()
+
+    def send(self, message: dict[str, Any]) -> None:
+        assert self.proc.stdin is not None  # started with the pipe
+        try:
+            with self.lock:
+                self.proc.stdin.write(json.dumps(message).encode() + b"\n")
+                self.proc.stdin.flush()  # stdin stays open: its end is the signal to stop
+        except (BrokenPipeError, ValueError, OSError):  # closed by stop(), or the agent died
+            pass
+
+    def read(self, on_hold: Callable[[dict[str, Any], "Agent"], None]) -> None:
+        """Hand each result line to its task; pass a rate limit's hold on; at the end, settle
+        the tasks still pending."""
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            try:
+                message = json.loads(line)
+            except ValueError:
+                continue
+            if "hold" in message:
+                on_hold(message, self)
+                continue
+            entry = self.pending.pop(message.get("seq"), None)
+            if entry is not None:
+                entry[-1].put(message.get("record"))
+        self.proc.wait()
+        self.ended = True  # before the pending are settled: see run()
+        for seq in list(self.pending):
+            self.settle(seq)
+
+    def settle(self, seq: int) -> None:
+        """A task the ended agent will not answer: stopped (None), or a failure when it died."""
+        entry = self.pending.pop(seq, None)
+        if entry is None:
+            return
+        task, tid, started, answer = entry
+        code = self.proc.wait()
         if code in (130, -signal.SIGINT, -signal.SIGKILL, -signal.SIGTERM):
-            return None
-        return failed(task, f"the agent process exited with code {code} without a result; "
-                            f"see {thread_file(tid, '.log')}", time.monotonic() - started, tid)
+            answer.put(None)
+        else:
+            answer.put(failed(task, f"the agent process exited with code {code} without a result; "
+                                    f"see {thread_file(tid, '.log')}", time.monotonic() - started, tid))
+
+    def close(self) -> None:
+        """Tell the agent to stop: close its stdin (a busy one interrupts its tasks, an idle one ends)."""
+        try:
+            if self.proc.stdin is not None:
+                with self.lock:
+                    self.proc.stdin.close()
+        except (OSError, ValueError):
+            pass
 
 
-def close(proc: subprocess.Popen) -> None:
-    """Tell an agent to stop: close its stdin."""
-    try:
-        if proc.stdin is not None:
-            proc.stdin.close()
-    except (OSError, ValueError):
-        pass
+class Agents:
+    """Tasks in agent processes, for one of two reasons:
 
+    - `--isolate process` (per_agent 1): each worker thread drives an agent of its own that runs
+      one task at a time, so a task that crashes the interpreter (a native extension a tool loads,
+      memory it exhausts) costs only itself; the agent is replaced every RECYCLE tasks.
+    - `--processes P` (per_agent N/P): the worker threads are spread over P agents that each run
+      their share as sessions. One interpreter computes on one core at a time (its GIL), so a
+      batch of hundreds of fast tasks needs more than one to use the machine.
 
-class Children:
-    """`--isolate process`: each task in an agent process, so that one stop reaches all of them.
-    Each thread keeps its agent process for the next task (Python and bantam load once, not per
-    task), and replaces it after RECYCLE tasks or when it ended. `root` is the real folder every
-    task's `cwd` must stay inside."""
+    Each worker thread keeps its agent (Python and bantam load once, not per task); an agent that
+    ended is replaced on its thread's next task. A rate limit one agent meets (a 429's hold) is
+    passed on to all of them, and --rpm/--tpm are shared out among them, so the batch keeps one
+    pace per endpoint across its processes."""
 
-    def __init__(self, root: str, flags: dict[str, str]) -> None:
-        self.root, self.flags = root, flags
+    def __init__(self, root: str, flags: dict[str, str], per_agent: int, agents: int,
+                 rates: tuple[int, int] = (0, 0)) -> None:
+        self.root, self.flags, self.per_agent = root, flags, per_agent
+        self.shares = [tuple(share(rate, agents, place) for rate in rates) for place in range(agents)]
         self.lock = threading.Lock()
-        self.procs: set[subprocess.Popen] = set()
+        self.live: dict[int, Agent] = {}
         self.stopping = threading.Event()
         self.local = threading.local()
+        self.places = itertools.count()
 
     def run(self, task: Task, namespace: str) -> dict[str, Any] | None:
-        """run_isolated, stoppable by `stop`; None when the task was stopped before its end."""
-        proc, served = getattr(self.local, "agent", None), getattr(self.local, "served", 0)
-        if proc is None or proc.poll() is not None or served >= RECYCLE:
-            if proc is not None:
-                close(proc)
-            proc, served = self.start(), 0
-        self.local.agent, self.local.served = proc, served + 1
-        try:
-            return run_isolated(task, self.flags, namespace, proc, self.root)
-        finally:
-            with self.lock:
-                self.procs = {p for p in self.procs if p.poll() is None}
+        place = getattr(self.local, "place", None)
+        if place is None:
+            place = self.local.place = next(self.places) // self.per_agent
+        agent = self.live.get(place)  # no lock on every task: only to start or replace one
+        if agent is None or agent.ended or (self.per_agent == 1 and agent.served >= RECYCLE):
+            agent = self.start(place)
+        agent.served += 1
+        request = {"task": task.to_json(), "flags": self.flags, "namespace": namespace, "root": self.root,
+                   "rates": self.shares[place % len(self.shares)]}
+        return agent.run(task, request)
 
-    def start(self) -> subprocess.Popen:
-        proc = start_agent()
+    def start(self, place: int) -> Agent:
         with self.lock:
-            self.procs.add(proc)
+            old = self.live.get(place)
+            if old is not None and not old.ended and not (self.per_agent == 1 and old.served >= RECYCLE):
+                return old  # another thread of this place started it meanwhile
+            if old is not None:
+                old.close()
+            agent = self.live[place] = Agent(self.per_agent, self.hold)
         if self.stopping.is_set():
-            close(proc)
-        return proc
+            agent.close()
+        return agent
+
+    def hold(self, message: dict[str, Any], origin: Agent) -> None:
+        """One agent met a rate limit: every other agent holds that endpoint too."""
+        for agent in list(self.live.values()):
+            if agent is not origin and not agent.ended:
+                agent.send({"hold": message["hold"], "url": message.get("url", "")})
 
     def stop(self) -> None:
-        """Close every agent's stdin: a busy one interrupts its task, an idle one just ends."""
+        """Close every agent's stdin: a busy one interrupts its tasks, an idle one just ends."""
         self.stopping.set()
-        with self.lock:
-            for proc in self.procs:
-                close(proc)
+        for agent in list(self.live.values()):
+            agent.close()
 
     def wait(self) -> None:
         """Wait for every agent to end (they end by themselves once stopped)."""
         deadline = time.monotonic() + GRACE + 5
-        with self.lock:
-            procs = list(self.procs)
-        for proc in procs:
+        for agent in list(self.live.values()):
             try:
-                proc.wait(max(0.1, deadline - time.monotonic()))
+                agent.proc.wait(max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                proc.kill()
+                agent.proc.kill()
 
 
-def runner(isolate: str, root: str, flags: dict[str, str], origin: Path) -> Runner:
-    """`--isolate session` (the default) or `--isolate process`."""
-    return Children(root, flags) if isolate == "process" else Sessions(root, flags, origin)
+def share(rate: int, agents: int, place: int) -> int:
+    """Agent `place`'s part of a per-minute limit shared by `agents` (0: no limit)."""
+    return rate // agents + (place < rate % agents) if rate else 0
+
+
+def isolation_options(p: Any) -> None:
+    """--isolate and --processes, for `bantam batch` and `bantam worker`."""
+    p.add_argument("--isolate", choices=("session", "process"), default="session",
+                   help="session (default): every task a session of this process (or of --processes); "
+                        "process: each task in an agent process of its own (for tasks that may crash "
+                        "the interpreter)")
+    p.add_argument("--processes", type=int, default=1, metavar="P",
+                   help="spread the sessions over P agent processes (default 1: this one), for "
+                        "hundreds of fast tasks at once on a machine with P cores")
+
+
+def runner_for(args: Any, root: str, flags: dict[str, str], origin: Path) -> Runner:
+    """The runner the command line asks for, checked first (ConfigError: one line, nothing runs)."""
+    check_runner(args)
+    return runner(args.isolate, root, flags, origin, args.workers, args.processes, (args.rpm, args.tpm))
+
+
+def runner(isolate: str, root: str, flags: dict[str, str], origin: Path, workers: int = 1,
+           processes: int = 1, rates: tuple[int, int] = (0, 0)) -> Runner:
+    """`--isolate session` (the default): the tasks as sessions of this process, or with
+    `--processes P` of P agent processes; `--isolate process`: each task in an agent of its own."""
+    per_agent, agents = layout(isolate, workers, processes)
+    return Agents(root, flags, per_agent, agents, rates) if agents else Sessions(root, flags, origin)
+
+
+def layout(isolate: str, workers: int, processes: int) -> tuple[int, int]:
+    """(tasks each agent process runs at once, agent processes); (0, 0): all in this process."""
+    if isolate == "process":
+        return 1, workers
+    if processes > 1 and workers > 1:
+        per_agent = -(-workers // processes)
+        return per_agent, -(-workers // per_agent)
+    return 0, 0
+
+
+def check_runner(args: Any) -> None:
+    """--processes and --rpm/--tpm that cannot be honoured: one line, before anything runs."""
+    isolate, workers, processes, rates = args.isolate, args.workers, args.processes, (args.rpm, args.tpm)
+    if processes < 1:
+        raise ConfigError(f"--processes must be at least 1, got {processes}")
+    if isolate == "process" and processes > 1:
+        raise ConfigError("--processes spreads sessions over processes; --isolate process already "
+                          "gives each task one of its own: use one or the other")
+    agents = layout(isolate, workers, processes)[1]
+    for name, rate in (("--rpm", rates[0]), ("--tpm", rates[1])):
+        if 0 < rate < agents:
+            raise ConfigError(f"{name} {rate} is shared among {agents} agent processes and cannot give "
+                              f"each one; raise it, or run fewer processes")
 
 
 def interrupt(signum: int, frame: object) -> None:
@@ -306,32 +414,69 @@ def run_threads(count: int, work: Callable[[], None], runner: Runner) -> None:
         raise
 
 
-# --- the agent process (--isolate process) ---------------------------------------------------------
+# --- the agent process (--isolate process, --processes P) ------------------------------------------
 
 def main() -> int:
+    """`python -m bantam.batch [K]`: run the request lines from stdin, K at a time, each as a
+    session of this process; answer each with its result line on stdout."""
     signal.signal(signal.SIGINT, signal.default_int_handler)  # even when started with it ignored
+    at_once = int(sys.argv[1]) if len(sys.argv) > 1 else 1
     preload()
     origin, quiet = Path(os.getcwd()), os.dup(2)  # the batch's folder: its configuration is the caller's
     # results go out on a descriptor of their own: whatever else writes to stdout (a library, C
-    # code) lands in the task's log instead of the middle of a result line
+    # code) lands in a task's log (one at a time) or on stderr instead of the middle of a result line
     results = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(quiet, 1)
+    writing = threading.Lock()
+
+    def reply(message: dict[str, Any]) -> None:
+        line = json.dumps(message, ensure_ascii=False) + "\n"
+        try:
+            with writing:
+                results.write(line)
+                results.flush()
+        except (OSError, ValueError):  # the batch is gone: stdin's end stops this process
+            pass
+    tell_holds(lambda url, seconds: reply({"hold": seconds, "url": url}))
     requests = read_requests()
     runners: dict[str, Sessions] = {}
-    while True:
-        request = json.loads(requests.get())
-        key = json.dumps([request["root"], request["flags"]], sort_keys=True)
-        sessions = runners.setdefault(key, Sessions(request["root"], request["flags"], origin))
-        record = serve(request, sessions, quiet)
-        if record is None:  # stopped: the caller reads the exit code
-            os._exit(130)
-        results.write(json.dumps(record, ensure_ascii=False) + "\n")
-        results.flush()
+    rates = [(0, 0)]
+
+    def work() -> None:
+        while (line := requests.get()) is not None:
+            request = json.loads(line)
+            wanted = tuple(request.get("rates") or (0, 0))
+            if wanted != rates[0]:  # this agent's share of the batch's --rpm/--tpm
+                rates[0] = wanted
+                limit_all(*wanted)
+            key = json.dumps([request["root"], request["flags"]], sort_keys=True)
+            sessions = runners.get(key) or runners.setdefault(
+                key, Sessions(request["root"], request["flags"], origin))
+            record = serve(request, sessions, quiet if at_once == 1 else None)
+            if record is not None:  # None: stopped; the caller reads the exit code
+                reply({"seq": request.get("seq"), "record": record})
+    threads = [threading.Thread(target=work, daemon=True) for _ in range(at_once)]
+    for t in threads:
+        t.start()
+    try:
+        signal.pause()  # until stdin closes (read_requests) or Ctrl+C reaches this process group
+    except KeyboardInterrupt:
+        for sessions in list(runners.values()):
+            sessions.stop()  # each task unwinds, keeping its thread as after its last complete step
+        deadline = time.monotonic() + GRACE
+        for _ in threads:
+            requests.put(None)
+        for t in threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+    os._exit(130)
 
 
-def serve(request: dict[str, Any], sessions: Sessions, quiet: int) -> dict[str, Any] | None:
-    """One task, its traces (and any stray output of the process) in its own log."""
+def serve(request: dict[str, Any], sessions: Sessions, quiet: int | None) -> dict[str, Any] | None:
+    """One task. With `quiet` (one task at a time), its traces and any stray output of the
+    process go to its own log; otherwise its traces do, as in a batch's own sessions."""
     task = parse_task(request["task"], "", "task")
+    if quiet is None:
+        return sessions.run(task, request["namespace"])
     tid = thread_id(request["namespace"], task.key)
     private_dir(thread_file(tid, "").parent)
     log = os.open(thread_file(tid, ".log"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
@@ -340,8 +485,6 @@ def serve(request: dict[str, Any], sessions: Sessions, quiet: int) -> dict[str, 
     os.close(log)
     try:
         return sessions.run(task, request["namespace"], sys.stderr)
-    except KeyboardInterrupt:  # the caller closed stdin: stopped between steps
-        return None
     finally:
         sys.stdout.flush()
         sys.stderr.flush()
@@ -359,18 +502,23 @@ def preload() -> None:
     load_httpx()  # imported by the first request otherwise
 
 
-def read_requests() -> "queue.Queue[bytes]":
+def read_requests() -> "queue.Queue[bytes | None]":
     """Request lines from stdin, read by a thread that interrupts this process when stdin closes:
-    the batch or worker that started it is gone, or stops it. (The raw descriptor, not
-    sys.stdin: a buffered reader blocked in a thread breaks shutdown.)"""
-    lines: queue.Queue[bytes] = queue.Queue()
+    the batch or worker that started it is gone, or stops it. A hold another agent met is
+    applied here, at once. (The raw descriptor, not sys.stdin: a buffered reader blocked in a
+    thread breaks shutdown.)"""
+    lines: queue.Queue[bytes | None] = queue.Queue()
 
     def read() -> None:
         pending = b""
         while piece := os.read(0, 1 << 16):
             *complete, pending = (pending + piece).split(b"\n")
             for line in complete:
-                lines.put(line)
+                if line.startswith(b'{"hold"'):
+                    hold = json.loads(line)
+                    pace_for(str(hold.get("url", ""))).hold(float(hold["hold"]), passed_on=True)
+                else:
+                    lines.put(line)
         os.kill(os.getpid(), signal.SIGINT)
         time.sleep(GRACE)
         os._exit(130)

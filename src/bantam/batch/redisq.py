@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BantamError, ConfigError
-from .agent import Runner, forget, interrupt, run_threads, runner
+from .agent import Runner, forget, interrupt, isolation_options, run_threads, runner_for
 from .progress import Progress, describe
 from .tasks import Malformed, ResultsFile, Task, apply_rates, fail_malformed, failed, rate_options, read_task, real_root
 
@@ -158,9 +158,7 @@ def worker_parser() -> argparse.ArgumentParser:
     p.add_argument("--concurrency", "--workers", dest="workers", type=int, default=1, metavar="N",
                    help="tasks this worker runs at the same time, each claimed only when it can start "
                         "(default 1)")
-    p.add_argument("--isolate", choices=("session", "process"), default="session",
-                   help="session (default): every task a session of this process; process: each task "
-                        "in an agent process of its own")
+    isolation_options(p)
     rate_options(p)
     p.add_argument("--idle-timeout", type=float, default=IDLE_TIMEOUT, metavar="S",
                    help=f"seconds before a dead worker's task goes to another (default {IDLE_TIMEOUT:g})")
@@ -181,7 +179,7 @@ def worker_main(argv: list[str]) -> int:
     client = connect(args.url, args.workers)
     name = f"{socket.gethostname()}-{os.getpid()}"
     numbers = iter(range(args.workers))
-    running = runner(args.isolate, root, flags(args), Path(os.getcwd()))
+    running = runner_for(args, root, flags(args), Path(os.getcwd()))
     signal.signal(signal.SIGTERM, interrupt)
     print(f"bantam worker {name}: {args.workers} at a time from {TASKS} on {args.url}", file=sys.stderr)
 

@@ -4,11 +4,14 @@
     pace.wait()                  # before a request: after a 429's backoff, within the rate limits
     pace.hold(seconds)           # a 429 (or 529) said "not before": every session waits, not one
     pace.spent(tokens)           # after a response: counts toward tokens_per_minute
+    tell_holds(callback)         # an agent process passes each hold it meets on to its batch
 
 Many sessions against one API (a batch, a worker, an editor's sessions) would otherwise each meet
 a rate limit alone and retry on their own clocks: N retry storms where the server asked for one
 pause. A hold is shared by everyone waiting for that endpoint; `limit(rpm, tpm)` (a batch's
 --rpm/--tpm) keeps requests and tokens within a minute's budget before the server has to refuse.
+A batch whose sessions run in agent processes (batch/agent.py) shares its holds across them: each
+agent tells the batch of a hold it met (`tell_holds`), and the batch passes it on to the others.
 """
 from __future__ import annotations
 
@@ -27,18 +30,22 @@ class Pace:
     for: under the GIL, a lock that every request of a batch's 256 sessions passes through is a
     convoy (a thread woken holding it waits for the interpreter while the others queue)."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self.clock = clock
+    def __init__(self, clock: Callable[[], float] = time.monotonic, url: str = "") -> None:
+        self.clock, self.url = clock, url
         self.lock = threading.Lock()
         self.not_before = 0.0
         self.rpm = self.tpm = 0  # 0: no limit
         self.requests: deque[float] = deque()
         self.tokens: deque[tuple[float, int]] = deque()
 
-    def hold(self, seconds: float) -> None:
-        """No request to this endpoint before `seconds` from now (a later hold wins)."""
+    def hold(self, seconds: float, *, passed_on: bool = False) -> None:
+        """No request to this endpoint before `seconds` from now (a later hold wins). A hold
+        this process met itself (not `passed_on` from another) is told to `tell_holds`' callback."""
         with self.lock:
             self.not_before = max(self.not_before, self.clock() + seconds)
+        tell = _tell[0]
+        if tell is not None and not passed_on:
+            tell(self.url, seconds)
 
     def limit(self, rpm: int = 0, tpm: int = 0) -> None:
         with self.lock:
@@ -82,6 +89,7 @@ _released = threading.Event()  # set: nobody waits any more (a batch stopping)
 _paces: dict[str, Pace] = {}
 _limits = [0, 0]  # requests, tokens per minute for every endpoint (a batch's --rpm/--tpm)
 _lock = threading.Lock()
+_tell: list[Callable[[str, float], None] | None] = [None]  # tell_holds
 
 
 def pace_for(url: str) -> Pace:
@@ -91,7 +99,7 @@ def pace_for(url: str) -> Pace:
         return pace
     with _lock:
         if url not in _paces:
-            _paces[url] = Pace()
+            _paces[url] = Pace(url=url)
             _paces[url].limit(*_limits)
         return _paces[url]
 
@@ -103,6 +111,12 @@ def limit_all(rpm: int = 0, tpm: int = 0) -> None:
         paces = list(_paces.values())
     for pace in paces:
         pace.limit(rpm, tpm)
+
+
+def tell_holds(callback: Callable[[str, float], None] | None) -> None:
+    """Call `callback(url, seconds)` for every hold this process meets (an agent process tells
+    its batch, which passes it on to its other agents: one pause for all of them)."""
+    _tell[0] = callback
 
 
 def release_all() -> None:
