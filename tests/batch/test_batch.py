@@ -192,6 +192,34 @@ def test_fifty_tasks_killed_at_random_moments_get_exactly_one_result_each(home, 
     wait_for(lambda: not agents_alive(home), what="every agent to stop")
 
 
+def test_an_agent_process_killed_from_outside_costs_only_its_tasks_in_flight(home, tasks_server):
+    # --processes 2: two agents of two sessions each; one is SIGKILLed with its two tasks waiting
+    # for the model. Those two are not finished (no result: the rerun finishes them), the batch
+    # goes on with a fresh agent in its place, and the rerun adds exactly the missing two.
+    write_cfg(home, **base_cfg(tasks_server))
+    write_tasks(home / "tasks.jsonl", [{"id": i, "task": f"t{i} go"} for i in range(10)])
+    tasks_server.stall()
+    proc = start_batch(home, "tasks.jsonl", "-o", "results.jsonl", "--workers", "4", "--processes", "2")
+    try:
+        wait_for(lambda: len(tasks_server.chat_requests()) == 4, what="four tasks in flight")
+        first, second = sorted(agents_alive(home))
+        os.kill(first, signal.SIGKILL)
+        wait_for(lambda: not Path(f"/proc/{first}").exists() or "Z" in Path(f"/proc/{first}/stat").read_text().split()[2],
+                 what="the agent to die")
+        tasks_server.release()
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1, err  # two tasks have no result
+    done = sorted(x["id"] for x in read_results(home / "results.jsonl"))
+    assert len(done) == 8 and all(x["status"] == "success" for x in read_results(home / "results.jsonl"))
+    wait_for(lambda: not agents_alive(home), what="every agent to stop")
+    r = run_bantam("batch", "tasks.jsonl", "-o", "results.jsonl", "--workers", "4", "--processes", "2", cwd=home)
+    assert r.returncode == 0, r.stderr
+    assert sorted(x["id"] for x in read_results(home / "results.jsonl")) == list(range(10))  # one each
+
+
 def test_a_terminal_gets_a_progress_bar_and_failures_above_it(home, tasks_server):
     pexpect = pytest.importorskip("pexpect")
     write_cfg(home, **base_cfg(tasks_server))
