@@ -24,6 +24,7 @@ import os
 import re
 import time
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Callable
 
@@ -352,7 +353,12 @@ class Autosave:
 
 
 def threads_dir() -> Path:
-    return bantam_home() / "threads"
+    return _threads_in(bantam_home())
+
+
+@lru_cache(maxsize=16)
+def _threads_in(home: Path) -> Path:
+    return home / "threads"  # a batch task asks about ten times: the path is made once per home
 
 
 def read_log(log: JsonlLog) -> list[dict]:
