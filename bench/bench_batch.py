@@ -41,6 +41,7 @@ from tests.fakes.openai_server import (FakeServer, _handler, _QuietServer, compl
 LATENCY = 1.0
 CONCURRENCY, QUICK = (1, 4, 16, 64, 256), (4, 64)
 PROCESS_AT = 64          # where `--isolate process` (the old mode) is measured beside the new one
+SPREAD_AT = (64, 256)    # where `--processes 2` (the sessions over two agent processes) is measured
 REDIS_AT = (64, 256)     # where two workers behind Redis are measured
 MINI_LABEL = "mini-swe-agent, `DefaultAgent` x thread pool"
 BACKLOG = 1024           # listen backlog of the fake server (socketserver's default is 5)
@@ -111,7 +112,10 @@ def environment(home: str) -> dict[str, str]:
 
 
 def fresh_work(base: str, url: str) -> str:
-    """A folder of its own for one run (its threads and results), configured for the server."""
+    """A folder of its own for one run (its threads and results), configured for the server.
+    Kept until the bench ends: ext4 skips inodes freed in the last minutes when it makes a file
+    (`recently_deleted`), so deleting a row's thousands of files made the next rows' file
+    creations slower (system time a task 2.8 -> 9.5 ms over consecutive runs)."""
     work = tempfile.mkdtemp(prefix="run-", dir=base)
     Path(work, ".bantam.cfg").write_text(f"endpoint={url}\nmodel=test-model\nretry_delays=0\n")
     Path(work, "tasks.jsonl").write_text("")
@@ -208,11 +212,12 @@ def proc_cpu(pid: int) -> float:
 def local_row(server: ModelServer, base: str, n: int, tasks: int, isolate: str) -> Run:
     work = fresh_work(base, server.url)
     server.take_count()
-    options = ("--workers", str(n)) + (("--isolate", "process") if isolate == "process" else ())
-    wall, inner, cpu, rss, tree = batch(work, tasks, *options, tree=isolate == "process")
+    extra = {"process": ("--isolate", "process"), "spread": ("--processes", "2")}.get(isolate, ())
+    options = ("--workers", str(n), *extra)
+    wall, inner, cpu, rss, tree = batch(work, tasks, *options, tree=bool(extra))
     requests = requests_of(server, tasks, options)
-    shutil.rmtree(work, ignore_errors=True)
-    label = "bantam, `--isolate process`" if isolate == "process" else "bantam, sessions (threads)"
+    label = {"process": "bantam, `--isolate process`", "spread": "bantam, sessions over 2 processes (`--processes 2`)"
+             }.get(isolate, "bantam, sessions (threads)")
     return Run(label, n, tasks, wall, inner, cpu, f"{rss:.0f} (all processes: {tree:.0f})" if tree else f"{rss:.0f}",
                requests=requests)
 
@@ -256,7 +261,6 @@ def redis_row(server: ModelServer, base: str, redis: tuple[subprocess.Popen, int
                 w.wait()
         for f in files:
             f.close()
-        shutil.rmtree(work, ignore_errors=True)
     return Run("bantam, Redis, 2 x `bantam worker --concurrency N/2`", n, tasks, wall, inner, cpu,
                f"{rss:.0f} (both workers)", requests=requests)
 
@@ -326,7 +330,6 @@ def mini_row(server: ModelServer, base: str, n: int, tasks: int) -> Run:
         sys.exit(f"bench: mini-swe-agent at {n} failed ({p.returncode}; {report}):\n"
                  f"{Path(work, 'driver.err').read_text()[-2000:]}")
     requests = requests_of(server, tasks, f"mini-swe-agent at {n}")
-    shutil.rmtree(work, ignore_errors=True)
     return Run(MINI_LABEL, n, tasks, wall, report["seconds"], usage.ru_utime + usage.ru_stime,
                f"{usage.ru_maxrss / 1024:.0f}", report["start_cpu"], requests)
 
@@ -359,7 +362,7 @@ def throughput(concurrency: tuple[int, ...], per_worker: int, reps: int, with_mi
         for _ in range(reps):
             for n in concurrency:
                 tasks = max(8, per_worker * n)
-                kinds = ["session", *(["process"] if n == PROCESS_AT else []),
+                kinds = ["session", *(["spread"] if n in SPREAD_AT else []), *(["process"] if n == PROCESS_AT else []),
                          *(["redis"] if redis and n in REDIS_AT else []), *(["mini"] if with_mini else [])]
                 for kind in kinds:
                     if kind == "redis" and redis:
