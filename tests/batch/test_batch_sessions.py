@@ -291,3 +291,33 @@ def test_results_are_written_by_one_writer_in_group_commits_and_adding_one_never
     assert not results.add({"id": "7", "answer": "again"})  # a task's second result is not written
     results.flush()
     assert sorted(ResultsFile(tmp_path / "results.jsonl").done) == sorted(str(i) for i in range(64))
+
+
+def test_a_task_whose_log_a_leftover_agent_holds_waits_for_it_and_runs_once(home):
+    # a killed batch's agent may still be stopping when the rerun starts the same task: the task
+    # holds its log locked while it runs, so the rerun's session waits instead of writing beside it
+    import fcntl
+    import os
+
+    from bantam.batch.agent import Sessions, thread_file, thread_id
+    from bantam.batch.tasks import parse_task
+    with TaskServer() as server:
+        write_cfg(home, **base_cfg(server))
+        task = parse_task("t1 go", 1, "tasks.jsonl")
+        runner = Sessions(str(home), {}, home)
+        log = thread_file(thread_id("batch-ns", task.key), ".log")
+        log.parent.mkdir(parents=True, exist_ok=True)
+        leftover = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        fcntl.flock(leftover, fcntl.LOCK_EX)
+        records: list = []
+        worker = threading.Thread(target=lambda: records.append(runner.run(task, "batch-ns")))
+        worker.start()
+        try:
+            worker.join(2)  # ample time to send its first request, were it not waiting
+            assert worker.is_alive() and not server.chat_requests()
+        finally:
+            os.close(leftover)  # the leftover agent ends: its lock goes with it
+        worker.join(60)
+    assert not worker.is_alive() and records[0]["status"] == "success" and records[0]["output"] == "done t1"
+    assert (home / "ran.txt").read_text().split() == ["t1"]
+    assert len(server.chat_requests()) == 2  # its two steps, once

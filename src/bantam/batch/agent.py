@@ -68,11 +68,10 @@ def thread_file(tid: str, suffix: str) -> Path:
 
 def forget(record: dict[str, Any]) -> None:
     """The result is on record (RESULTS.jsonl, or the reply stream): drop the copy kept for a
-    crash and the lock; the thread and its log stay, to read or continue."""
+    crash; the thread and its log stay, to read or continue."""
     tid = str(record.get("thread") or "")
     if tid:
-        for suffix in (".result.json", ".lock"):
-            thread_file(tid, suffix).unlink(missing_ok=True)
+        thread_file(tid, ".result.json").unlink(missing_ok=True)
 
 
 class Runner(Protocol):
@@ -114,15 +113,17 @@ class Sessions:
         try:
             if self.stopping.is_set():
                 return None
-            # a leftover agent of a killed run finishes first; then a slot (slots.py) to compute in
-            with locked(thread_file(tid, ".lock")), self.slots.held():
+            # a leftover agent of a killed run finishes first (the lock is on the task's log, a
+            # file it has anyway: a file made per task costs up to a millisecond of the kernel's
+            # CPU after many deletions); then a slot (slots.py) to compute in
+            with locked(thread_file(tid, ".log")) as fd, self.slots.held():
                 saved = saved_result(tid)
                 if saved is not None:
                     return saved
                 if log is not None:
                     return self.answer(task, tid, log, cancel)
                 # buffering=1 (lines): no isatty probe of the file, and a line is one write
-                with open(thread_file(tid, ".log"), "a", buffering=1, encoding="utf-8") as own:
+                with open(fd, "a", buffering=1, encoding="utf-8", closefd=False) as own:
                     return self.answer(task, tid, own, cancel)
         finally:
             self.cancels.discard(cancel)
@@ -527,11 +528,12 @@ def read_requests() -> "queue.Queue[bytes | None]":
 
 
 @contextmanager
-def locked(path: Path) -> Iterator[None]:
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+def locked(path: Path) -> Iterator[int]:
+    """`path` opened for appending (made if missing), under an exclusive flock while inside."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
+        yield fd
     finally:
         os.close(fd)
 
