@@ -9,13 +9,18 @@ Signals reach only the main thread, so a turn running elsewhere (an editor's pro
 task, the browser's) is stopped by a flag its loop and shell commands check between steps
 (ToolContext.cancel) and by this: the socket of each response in flight is shut, which wakes a
 read blocked on it (close() would not), and a request or response that starts after the stop
-raises KeyboardInterrupt there, as Ctrl+C would. httpx event hooks are public API; a provider
-without an HTTP client (the local model) meets the flag at its next token instead.
+raises KeyboardInterrupt there, as Ctrl+C would. A request still waiting for the response's
+headers (a model thinking before it streams) has no response yet: the socket of every connection
+the watched clients opened is shut too, learned as each is made through httpcore's `trace`
+extension (a pooled connection shut this way is found closed and replaced by the next request).
+httpx event hooks and request extensions are public API; a provider without an HTTP client (the
+local model) meets the flag at its next token instead.
 """
 from __future__ import annotations
 
 import socket
 import threading
+import weakref
 from collections import deque
 from typing import Any
 
@@ -26,6 +31,7 @@ class Stopper:
     def __init__(self, event: threading.Event | None = None, keep: int = 1024) -> None:
         self.event = event or threading.Event()
         self.streams: deque[Any] = deque(maxlen=keep)  # the latest responses' streams (old ones are closed)
+        self.connections: weakref.WeakSet[Any] = weakref.WeakSet()  # the clients' open connections
         self.lock = threading.Lock()
 
     def is_set(self) -> bool:
@@ -46,7 +52,7 @@ class Stopper:
         """Stop: the flag first, so a response arriving meanwhile meets it; then every socket."""
         self.event.set()
         with self.lock:
-            streams = list(self.streams)
+            streams = [*self.streams, *self.connections]
         for stream in streams:
             shut(stream)
 
@@ -60,6 +66,17 @@ class Stopper:
     def _request(self, request: Any) -> None:
         if self.event.is_set():
             raise KeyboardInterrupt
+        request.extensions["trace"] = self._trace
+
+    def _trace(self, event: str, info: dict[str, Any]) -> None:
+        """httpcore's trace: keep each connection's stream as it is made (a stop meanwhile shuts it)."""
+        if event.endswith((".connect_tcp.complete", ".connect_unix_socket.complete")):
+            stream = info.get("return_value")
+            if stream is not None:
+                with self.lock:
+                    self.connections.add(stream)
+                if self.event.is_set():
+                    shut(stream)
 
     def _response(self, response: Any) -> None:
         with self.lock:
