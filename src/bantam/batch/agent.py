@@ -18,7 +18,7 @@ log). `stop()` (Ctrl+C, SIGTERM) sets every task's cancel flag and shuts the soc
 requests in flight: each thread unwinds at once, leaving its thread as it was after the last
 complete step.
 
-`Agents` runs the tasks in agent processes (`python -m bantam.batch K`), each a `Sessions` of
+`Agents` runs the tasks in agent processes (`python -m bantam.batch K RPM TPM`), each a `Sessions` of
 its own serving K tasks at once: one a task for tasks that may crash the interpreter (a native
 extension a tool loads, memory a task may exhaust), or the worker threads' share for a batch
 that needs more cores than one interpreter computes on. An agent watches its stdin: when the
@@ -186,11 +186,13 @@ class Sessions:
 
 
 class Agent:
-    """One agent process (`python -m bantam.batch K`) that runs up to K tasks at once as sessions
-    of its own, answering each request line with its result line, in the order they finish."""
+    """One agent process (`python -m bantam.batch K RPM TPM`) that runs up to K tasks at once as
+    sessions of its own, within its share of the batch's rate limits, answering each request line
+    with its result line, in the order they finish."""
 
-    def __init__(self, sessions: int, on_hold: Callable[[dict[str, Any], "Agent"], None]) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-m", "bantam.batch", str(sessions)],
+    def __init__(self, sessions: int, rates: tuple[int, int],
+                 on_hold: Callable[[dict[str, Any], "Agent"], None]) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-m", "bantam.batch", str(sessions), *map(str, rates)],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         self.lock = threading.Lock()  # one request line at a time on its stdin
         self.pending: dict[int, tuple[Task, str, float, queue.SimpleQueue[dict[str, Any] | None]]] = {}
@@ -198,6 +200,10 @@ class Agent:
         self.served = 0
         self.ended = False
         threading.Thread(target=self.read, args=(on_hold,), daemon=True).start()
+
+    def worn(self, recycle: bool) -> bool:
+        """Ended, or (when agents are recycled) done with its RECYCLE tasks: replace it."""
+        return self.ended or (recycle and self.served >= RECYCLE)
 
     def run(self, task: Task, request: dict[str, Any]) -> dict[str, Any] | None:
         """The task's result record; None when the agent was stopped first (the task must run
@@ -281,7 +287,7 @@ class Agents:
     def __init__(self, root: str, flags: dict[str, str], per_agent: int, agents: int,
                  rates: tuple[int, int] = (0, 0)) -> None:
         self.root, self.flags, self.per_agent = root, flags, per_agent
-        self.shares = [tuple(share(rate, agents, place) for rate in rates) for place in range(agents)]
+        self.shares = [(share(rates[0], agents, place), share(rates[1], agents, place)) for place in range(agents)]
         self.lock = threading.Lock()
         self.live: dict[int, Agent] = {}
         self.stopping = threading.Event()
@@ -293,21 +299,20 @@ class Agents:
         if place is None:
             place = self.local.place = next(self.places) // self.per_agent
         agent = self.live.get(place)  # no lock on every task: only to start or replace one
-        if agent is None or agent.ended or (self.per_agent == 1 and agent.served >= RECYCLE):
+        if agent is None or agent.worn(self.per_agent == 1):
             agent = self.start(place)
         agent.served += 1
-        request = {"task": task.to_json(), "flags": self.flags, "namespace": namespace, "root": self.root,
-                   "rates": self.shares[place % len(self.shares)]}
+        request = {"task": task.to_json(), "flags": self.flags, "namespace": namespace, "root": self.root}
         return agent.run(task, request)
 
     def start(self, place: int) -> Agent:
         with self.lock:
             old = self.live.get(place)
-            if old is not None and not old.ended and not (self.per_agent == 1 and old.served >= RECYCLE):
+            if old is not None and not old.worn(self.per_agent == 1):
                 return old  # another thread of this place started it meanwhile
             if old is not None:
                 old.close()
-            agent = self.live[place] = Agent(self.per_agent, self.hold)
+            agent = self.live[place] = Agent(self.per_agent, self.shares[place % len(self.shares)], self.hold)
         if self.stopping.is_set():
             agent.close()
         return agent
@@ -418,10 +423,12 @@ def run_threads(count: int, work: Callable[[], None], runner: Runner) -> None:
 # --- the agent process (--isolate process, --processes P) ------------------------------------------
 
 def main() -> int:
-    """`python -m bantam.batch [K]`: run the request lines from stdin, K at a time, each as a
-    session of this process; answer each with its result line on stdout."""
+    """`python -m bantam.batch K RPM TPM`: run the request lines from stdin, K at a time, each as
+    a session of this process, within RPM requests and TPM tokens a minute (0: no limit, this
+    agent's share of the batch's); answer each with its result line on stdout."""
     signal.signal(signal.SIGINT, signal.default_int_handler)  # even when started with it ignored
-    at_once = int(sys.argv[1]) if len(sys.argv) > 1 else 1
+    at_once, rpm, tpm = (int(arg) for arg in sys.argv[1:4])
+    limit_all(rpm, tpm)
     preload()
     origin, quiet = Path(os.getcwd()), os.dup(2)  # the batch's folder: its configuration is the caller's
     # results go out on a descriptor of their own: whatever else writes to stdout (a library, C
@@ -441,15 +448,10 @@ def main() -> int:
     tell_holds(lambda url, seconds: reply({"hold": seconds, "url": url}))
     requests = read_requests()
     runners: dict[str, Sessions] = {}
-    rates = [(0, 0)]
 
     def work() -> None:
         while (line := requests.get()) is not None:
             request = json.loads(line)
-            wanted = tuple(request.get("rates") or (0, 0))
-            if wanted != rates[0]:  # this agent's share of the batch's --rpm/--tpm
-                rates[0] = wanted
-                limit_all(*wanted)
             key = json.dumps([request["root"], request["flags"]], sort_keys=True)
             sessions = runners.get(key) or runners.setdefault(
                 key, Sessions(request["root"], request["flags"], origin))
