@@ -98,7 +98,9 @@ def test_ctrl_c_during_a_check_then_plain_resume_runs_it_again(home, capsys):
     answers = script(home, plan, READ_A, '{"tool": "shell", "arguments": {"command": "slow"}}', FINAL)
     proc = start_run(home, "check", "--workspace", str(ws), "--config", cfg, "--scripted", answers)
     marker = lambda: next((home / "runs").glob("*/workspace/marker"), None)  # noqa: E731
-    wait_for(proc, lambda: (home / "runs").is_dir() and marker() is not None)
+    # the line, not only the file: open() makes the file before the write reaches it, and a stop in
+    # between would leave it empty (CI saw exactly that once)
+    wait_for(proc, lambda: (home / "runs").is_dir() and (m := marker()) is not None and m.read_text() == "ran\n")
     proc.send_signal(signal.SIGINT)  # what Ctrl+C sends
     assert proc.wait(timeout=60) == 130, proc.stderr.read().decode()
     proc.stdout.close()
