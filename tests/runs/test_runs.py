@@ -651,7 +651,8 @@ def test_killed_during_a_command_blocks_until_retried(home, capsys):
     answers = script(home, plan, READ_A, '{"tool": "shell", "arguments": {"command": "slow"}}', FINAL)
     proc = start_run(home, "read and check", "--workspace", ws, "--config", cfg, "--scripted", answers)
     marker = lambda: next((home / "runs").glob("*/workspace/marker"), None)  # noqa: E731
-    wait_for(proc, lambda: (home / "runs").is_dir() and marker() is not None)
+    # its line, not only the file: open() makes the file before the write reaches it
+    wait_for(proc, lambda: (home / "runs").is_dir() and (m := marker()) is not None and m.read_text() == "ran\n")
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     run = only_run(home)
