@@ -10,6 +10,8 @@ server's count), so N concurrent tasks could at best finish N tasks a second; ea
 process), the same at 64 with `--isolate process` (an agent process per worker, the mode before
 issue 33), two `bantam worker --concurrency N/2` behind Redis, and mini-swe-agent's `DefaultAgent`
 driven by a thread pool of N (as its `mini-extra swebench` does, with `LocalEnvironment`).
+Long runs: at 64 and 256, bantam's session rows again with --long-rounds x N tasks (default 16),
+the pace a large batch keeps once its start and its last round weigh little.
 Overhead: with a model that answers instantly, the wall time per task of a one-worker batch run
 locally, and through Redis with one `bantam worker` (started beforehand).
 """
@@ -43,6 +45,8 @@ CONCURRENCY, QUICK = (1, 4, 16, 64, 256), (4, 64)
 PROCESS_AT = 64          # where `--isolate process` (the old mode) is measured beside the new one
 SPREAD_AT = (64, 256)    # where `--processes 2` (the sessions over two agent processes) is measured
 REDIS_AT = (64, 256)     # where two workers behind Redis are measured
+LONG_AT = (64, 256)      # where the long runs (--long-rounds x N tasks: the steady pace) are measured
+LONG_ROUNDS = 16
 MINI_LABEL = "mini-swe-agent, `DefaultAgent` x thread pool"
 BACKLOG = 1024           # listen backlog of the fake server (socketserver's default is 5)
 BEGIN, END = "<!-- bench_batch:begin -->", "<!-- bench_batch:end -->"
@@ -350,9 +354,12 @@ def mini_version() -> str:
     return dists[0].version if dists else "?"
 
 
-def throughput(concurrency: tuple[int, ...], per_worker: int, reps: int, with_mini: bool) -> list[Run]:
+def throughput(concurrency: tuple[int, ...], per_worker: int, reps: int, with_mini: bool,
+               long: bool = False) -> list[Run]:
     """Every row `reps` times, the rows of one N one after another and the rounds interleaved
-    (so a change in the machine's load hits them alike); per row, the run of median tasks/s."""
+    (so a change in the machine's load hits them alike); per row, the run of median tasks/s.
+    `long`: only bantam's rows that run sessions (one process, two, two Redis workers), whose
+    pace over many rounds the short runs' start and last round hide."""
     server = ModelServer(LATENCY)
     server.__enter__()
     base = tempfile.mkdtemp(prefix="bench-batch-")
@@ -362,8 +369,9 @@ def throughput(concurrency: tuple[int, ...], per_worker: int, reps: int, with_mi
         for _ in range(reps):
             for n in concurrency:
                 tasks = max(8, per_worker * n)
-                kinds = ["session", *(["spread"] if n in SPREAD_AT else []), *(["process"] if n == PROCESS_AT else []),
-                         *(["redis"] if redis and n in REDIS_AT else []), *(["mini"] if with_mini else [])]
+                kinds = ["session", *(["spread"] if n in SPREAD_AT else []),
+                         *(["process"] if n == PROCESS_AT and not long else []),
+                         *(["redis"] if redis and n in REDIS_AT else []), *(["mini"] if with_mini and not long else [])]
                 for kind in kinds:
                     if kind == "redis" and redis:
                         run = redis_row(server, base, redis, n, tasks)
@@ -432,8 +440,8 @@ def start_redis(work: str) -> tuple[subprocess.Popen, int]:
     sys.exit("bench: redis-server did not start")
 
 
-def section(args: argparse.Namespace, command: str, load_before: str, rows: list[Run], overhead: list[str],
-            no_mini: str) -> str:
+def section(args: argparse.Namespace, command: str, load_before: str, rows: list[Run], long_rows: list[Run],
+            overhead: list[str], no_mini: str) -> str:
     start = [r.start_cpu for r in rows if r.label == MINI_LABEL]
     mini = (f"mini-swe-agent {mini_version()}: a script run by its own venv's python "
             "(bench/.peers/mini, installed by bench_peers.py) builds, per task in a "
@@ -473,6 +481,15 @@ def section(args: argparse.Namespace, command: str, load_before: str, rows: list
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
         *[format_row(r) for r in sorted(rows, key=lambda r: r.n)], "",
         mini, "", BEFORE, "",
+        *(["Long runs: the pace a large batch keeps. The same rows, bantam's only, with --long-rounds "
+           f"{args.long_rounds} x N tasks instead of {args.per_worker} x N, so the start (interpreter and "
+           "imports, about 0.25 s before the first request) and the last round (whose answers arrive "
+           "together and are finished one after another) are spread over more tasks. mini-swe-agent is "
+           "left out of these: at its pace above, its long runs would take most of the bench's time.", "",
+           "| program | concurrent | tasks | model requests | seconds | tasks/s | of ideal | tasks/s after start | "
+           "of ideal | ideal tasks/s | CPU ms per task | peak RSS MB |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+           *[format_row(r) for r in sorted(long_rows, key=lambda r: r.n)], ""] if long_rows else []),
         "Per-task wall time with a model that answers at once (one task at a time; medians):", "",
         "| path | runs x tasks | ms per task | over local, ms (median of pairs) |", "|---|---:|---:|---:|",
         *overhead])
@@ -482,6 +499,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--per-worker", type=int, default=4, help="tasks per concurrent task slot (N x this)")
     ap.add_argument("--reps", type=int, default=3, help="runs of every throughput row, and of the overhead measure")
+    ap.add_argument("--long-rounds", type=int, default=LONG_ROUNDS,
+                    help=f"tasks per concurrent task slot in the long runs at {' and '.join(map(str, LONG_AT))} (0: none)")
     ap.add_argument("--overhead-tasks", type=int, default=10)
     ap.add_argument("--quick", action="store_true", help=f"only N in {QUICK}, one run each of 2N tasks, 4 overhead tasks")
     ap.add_argument("--concurrency", type=int, nargs="+", metavar="N",
@@ -490,7 +509,7 @@ def main() -> None:
     ap.add_argument("--write", action="store_true")
     args = ap.parse_args()
     if args.quick:  # under a minute: the old mode's 64 agent processes are most of it
-        args.reps, args.per_worker, args.overhead_tasks = 1, 2, 4
+        args.reps, args.per_worker, args.overhead_tasks, args.long_rounds = 1, 2, 4, 0
     command = " ".join([".venv/bin/python bench/bench_batch.py", *sys.argv[1:]])
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "src" / "bantam")], check=True)
     no_mini = "mini-swe-agent was left out of this run (--no-mini)." if args.no_mini else mini_available()
@@ -499,8 +518,10 @@ def main() -> None:
           flush=True)
     concurrency = tuple(args.concurrency or (QUICK if args.quick else CONCURRENCY))
     rows = throughput(concurrency, args.per_worker, args.reps, not no_mini)
+    at = tuple(n for n in concurrency if n in LONG_AT)
+    long_rows = throughput(at, args.long_rounds, args.reps, False, long=True) if args.long_rounds and at else []
     overhead = redis_overhead(args.overhead_tasks, args.reps)
-    text = section(args, command, load_before, rows, overhead, no_mini)
+    text = section(args, command, load_before, rows, long_rows, overhead, no_mini)
     print(text)
     if args.write:
         write_results(text, BEGIN, END)

@@ -11,7 +11,7 @@ import pytest
 
 from tests.batch.test_batch import agents_alive, read_results, start_batch, write_tasks
 from tests.conftest import base_cfg, run_bantam, wait_for, write_cfg
-from tests.fakes.openai_server import Response, json_reply, tool_reply
+from tests.fakes.openai_server import Response, json_reply, text_reply, tool_reply
 from tests.fakes.task_server import TaskServer
 
 
@@ -227,6 +227,21 @@ def test_rate_limits_are_shared_out_among_agent_processes_and_refused_when_they_
         r = run_bantam("batch", "tasks.jsonl", "-o", "results.jsonl", *args, cwd=home)
         assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr, (args, r.stderr)
         assert not (home / "results.jsonl").exists()  # nothing ran, nothing was made
+
+
+def test_a_batch_whose_process_computed_all_along_suggests_processes_and_others_do_not(home, server):
+    from bantam.batch import pace_hint
+    hint = pace_hint(cpu=27.0, wall=28.5, cores=2)
+    assert "kept 95% of a core busy over the batch's 28 s" in hint and "--processes P" in hint and "2 cores" in hint
+    assert pace_hint(cpu=27.0, wall=28.5, cores=1) == ""  # nowhere to spread to
+    assert pace_hint(cpu=9.0, wall=28.5, cores=8) == ""   # the model set the pace
+    assert pace_hint(cpu=4.9, wall=5.0, cores=8) == ""    # too short: its start is most of its CPU
+    # an ordinary batch says nothing of it
+    write_cfg(home, **base_cfg(server))
+    server.add(text_reply("done"), text_reply("done"))
+    write_tasks(home / "tasks.jsonl", ["t0 go", "t1 go"])
+    r = run_bantam("batch", "tasks.jsonl", "-o", "results.jsonl", cwd=home)
+    assert r.returncode == 0 and "--processes" not in r.stderr, r.stderr
 
 
 def test_pace_counts_requests_and_tokens_per_minute_and_holds(tmp_path):

@@ -67,7 +67,7 @@ def main(argv: list[str]) -> int:
     check_runner(args)  # before the results file is made
     results = ResultsFile(args.output)
     signal.signal(signal.SIGTERM, interrupt)  # a stop as clean as Ctrl+C
-    started = time.monotonic()
+    started, cpu = time.monotonic(), time.process_time()
     try:
         if args.queue:
             from .redisq import run_queued
@@ -79,9 +79,26 @@ def main(argv: list[str]) -> int:
         summary(tasks, results.done, time.monotonic() - started, as_json=args.json)
         print(resume_hint(argv, tasks, results, bool(args.queue)), file=sys.stderr)
         return 130
-    summary(tasks, results.done, time.monotonic() - started, as_json=args.json)
+    wall = time.monotonic() - started
+    summary(tasks, results.done, wall, as_json=args.json)
+    if not args.queue and args.isolate == "session" and args.processes == 1:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        hint = pace_hint(time.process_time() - cpu, wall, cores)
+        if hint:
+            print(hint, file=sys.stderr)
     # an agent killed from outside (not by us) leaves its task without a result: a rerun finishes it
     return 1 if any(results.done.get(t.key, {"error": "no result"}).get("error") for t in tasks) else 0
+
+
+def pace_hint(cpu: float, wall: float, cores: int) -> str:
+    """What to say when this process, not the model, set the batch's pace: its threads computed
+    nearly all along (one interpreter runs one at a time), while the machine has other cores.
+    A short batch says nothing: its start is most of its CPU."""
+    if cores < 2 or wall < 10 or cpu < 0.85 * wall:
+        return ""
+    return (f"bantam: this process kept {cpu / wall:.0%} of a core busy over the batch's {wall:.0f} s: its own "
+            f"CPU set the pace, not the model; --processes P spreads the tasks over P agent processes (this "
+            f"machine has {cores} cores)")
 
 
 def resume_hint(argv: list[str], tasks: list[Task | Malformed], results: ResultsFile, queued: bool) -> str:
