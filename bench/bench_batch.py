@@ -128,8 +128,8 @@ def fresh_work(base: str, url: str) -> str:
 
 def batch(work: str, tasks: int, *options: str, tree: bool = False) -> tuple[float, float, float, float, float]:
     """One `bantam batch --json` of `tasks` fresh tasks, as a child of its own: (wall seconds,
-    the batch's own wall_seconds, CPU seconds of it and its waited-for children, its ru_maxrss
-    in MB, the sampled peak of its whole process tree's RSS in MB when `tree`, else 0)."""
+    the batch's own wall_seconds, CPU seconds of it and its waited-for children, its peak RSS
+    in MB (TreeSampler), the sampled peak of its whole process tree's RSS in MB when `tree`, else 0)."""
     Path(work, "tasks.jsonl").write_text("".join(json.dumps(f"task {i}") + "\n" for i in range(tasks)))
     Path(work, "results.jsonl").unlink(missing_ok=True)
     with open(Path(work, "batch.out"), "w") as out, open(Path(work, "batch.err"), "w") as err:
@@ -137,15 +137,14 @@ def batch(work: str, tasks: int, *options: str, tree: bool = False) -> tuple[flo
         p = subprocess.Popen([sys.executable, "-m", "bantam", "batch", "tasks.jsonl", "-o", "results.jsonl",
                               "--json", *options], cwd=work, env=environment(work), stdin=subprocess.DEVNULL,
                              stdout=out, stderr=err)
-        sampler = TreeSampler(p.pid) if tree else None
-        # wait4, not RUSAGE_CHILDREN: the same CPU (the batch's and its waited-for agents'), and
-        # a peak RSS of this batch alone, not the maximum over every child this bench ever had
+        sampler = TreeSampler(p.pid, tree)
+        # wait4, not RUSAGE_CHILDREN: the CPU of the batch and its waited-for agents alone
         _, status, usage = os.wait4(p.pid, 0)
         elapsed = time.perf_counter() - t0
         p.returncode = os.waitstatus_to_exitcode(status)
-    peak_tree = sampler.stop() if sampler else 0.0
+    own, peak_tree = sampler.stop()
     summary = check_batch(work, tasks, p.returncode, options)
-    return elapsed, summary["wall_seconds"], usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, peak_tree
+    return elapsed, summary["wall_seconds"], usage.ru_utime + usage.ru_stime, own, peak_tree
 
 
 def check_batch(work: str, tasks: int, code: int, options: tuple[str, ...]) -> dict:
@@ -160,22 +159,31 @@ def check_batch(work: str, tasks: int, code: int, options: tuple[str, ...]) -> d
 
 
 class TreeSampler:
-    """The peak, over samples every 0.2 s, of the summed VmRSS of a process and its descendants
-    (an upper bound of their memory: shared pages count once per process)."""
+    """Every 0.2 s: the process's own VmHWM (its peak RSS since its exec; the last sample before
+    it exits is its peak, but for growth in its last 0.2 s) and, when `tree`, the peak of the
+    summed VmRSS of it and its descendants (an upper bound of their memory: shared pages count
+    once per process). Not wait4's ru_maxrss: a child's counts the bench's own RSS at the fork
+    (Linux keeps the larger of the old and new address space's peaks across exec), which grew
+    to about 110 MB over a bench and showed as every later batch's peak."""
 
-    def __init__(self, pid: int):
-        self.pid, self.peak, self.done = pid, 0.0, threading.Event()
+    def __init__(self, pid: int, tree: bool = False):
+        self.pid, self.tree, self.own, self.peak, self.done = pid, tree, 0.0, 0.0, threading.Event()
         self.thread = threading.Thread(target=self.loop, daemon=True)
         self.thread.start()
 
     def loop(self) -> None:
-        while not self.done.wait(0.2):
-            self.peak = max(self.peak, sum(rss_kb(p) for p in descendants(self.pid)) / 1024)
+        while True:
+            self.own = max(self.own, status_kb(self.pid, "VmHWM") / 1024)
+            if self.tree:
+                self.peak = max(self.peak, sum(rss_kb(p) for p in descendants(self.pid)) / 1024)
+            if self.done.wait(0.2):
+                return
 
-    def stop(self) -> float:
+    def stop(self) -> tuple[float, float]:
+        """(its own peak, the tree's peak or 0), in MB."""
         self.done.set()
         self.thread.join()
-        return self.peak
+        return self.own, self.peak
 
 
 def descendants(pid: int) -> list[int]:
@@ -325,9 +333,11 @@ def mini_row(server: ModelServer, base: str, n: int, tasks: int) -> Run:
         t0 = time.perf_counter()
         p = subprocess.Popen([str(PEERS / "mini" / "bin" / "python"), str(script), server.url, str(n), str(tasks),
                               work], cwd=work, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err)
+        sampler = TreeSampler(p.pid)
         _, status, usage = os.wait4(p.pid, 0)
         wall = time.perf_counter() - t0
         p.returncode = os.waitstatus_to_exitcode(status)
+    own, _ = sampler.stop()
     lines = Path(work, "driver.out").read_text().splitlines()
     report = json.loads(lines[-1]) if p.returncode == 0 and lines else {}
     if report.get("statuses") != {"Submitted": tasks}:
@@ -335,7 +345,7 @@ def mini_row(server: ModelServer, base: str, n: int, tasks: int) -> Run:
                  f"{Path(work, 'driver.err').read_text()[-2000:]}")
     requests = requests_of(server, tasks, f"mini-swe-agent at {n}")
     return Run(MINI_LABEL, n, tasks, wall, report["seconds"], usage.ru_utime + usage.ru_stime,
-               f"{usage.ru_maxrss / 1024:.0f}", report["start_cpu"], requests)
+               f"{own:.0f}", report["start_cpu"], requests)
 
 
 def mini_available() -> str:
@@ -472,10 +482,11 @@ def section(args: argparse.Namespace, command: str, load_before: str, rows: list
         "result; mini's from its pool's start), so interpreter start and imports are out. "
         "CPU per task: user + system time of the batch process and of every child it waited for "
         "(its agent processes with `--isolate process`), from wait4; for Redis, the batch, both workers "
-        "and redis-server, read from /proc over the batch's run only. Peak RSS: the batch process's "
-        "ru_maxrss from wait4 (a peak of one process: with `--isolate process`, the largest of the batch "
-        "and any one agent; in parentheses the peak of the summed VmRSS of all its processes, sampled "
-        "every 0.2 s); for Redis, the two workers' VmHWM summed; for mini, its process's ru_maxrss.", "",
+        "and redis-server, read from /proc over the batch's run only. Peak RSS: the batch process's own "
+        "VmHWM, its peak since it started, read every 0.2 s until it exits (with agent processes, in "
+        "parentheses the peak of the summed VmRSS of all its processes, sampled alike); for Redis, the "
+        "two workers' VmHWM summed; for mini, its process's VmHWM. (Tables before 2026-12-04 took "
+        "wait4's ru_maxrss, which counts the bench's own RSS at the fork: up to about 110 MB.)", "",
         "| program | concurrent | tasks | model requests | seconds | tasks/s | of ideal | tasks/s after start | of ideal | "
         "ideal tasks/s | CPU ms per task | peak RSS MB |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",

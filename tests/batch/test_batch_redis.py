@@ -137,6 +137,40 @@ def test_three_workers_one_killed_mid_task_every_task_one_result(home, redis_url
     assert not [k for k in client.keys("bantam:results:*") if not k.endswith(":done")]
 
 
+def test_a_running_task_stays_with_its_worker_past_the_idle_timeout(home, redis_url):
+    # the worker claims its running tasks again every third of --idle-timeout: a second worker,
+    # which takes over any task idle that long, must not take a task that is only slow
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    with TaskServer() as server:
+        write_cfg(home, **base_cfg(server))
+        write_tasks(home / "tasks.jsonl", [{"id": i, "task": f"t{i} go"} for i in range(2)])
+        server.stall(answers_only=True)  # both tasks wait at their last step
+        first = start_worker(home, redis_url, "--concurrency", "2", "--idle-timeout", "1.5")
+        batch = start_batch(home, "tasks.jsonl", "-o", "results.jsonl", "--queue", redis_url)
+        second = None
+        try:
+            wait_for(lambda: server.waiting >= {"t0", "t1"}, what="both tasks at their last step")
+            second = start_worker(home, redis_url, "--idle-timeout", "1.5")
+            # a negative needs a window: four idle timeouts, in which the second worker scans the
+            # pending list many times (a slow machine only makes the check weaker, never false)
+            end = time.monotonic() + 6
+            while time.monotonic() < end:
+                entries = client.xpending_range(TASKS, GROUP, "-", "+", 10)
+                assert len(entries) == 2 and all(e["times_delivered"] == 1 for e in entries), entries
+                time.sleep(0.2)
+            server.release()
+            out, err = batch.communicate(timeout=120)
+            assert batch.returncode == 0, err
+        finally:
+            stop([first] + ([second] if second else []))
+            if batch.poll() is None:
+                batch.kill()
+    results = read_results(home / "results.jsonl")
+    assert sorted(r["id"] for r in results) == [0, 1]
+    assert {r["worker"].rsplit("-", 1)[0] for r in results} == {f"{socket.gethostname()}-{first.pid}"}
+    assert (home / "ran.txt").read_text().split().count("t0") == 1
+
+
 def test_a_worker_serves_single_requests_and_records_a_task_once(home, redis_url):
     client = redis.Redis.from_url(redis_url, decode_responses=True)
     with TaskServer() as server:

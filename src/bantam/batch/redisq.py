@@ -29,8 +29,10 @@ import signal
 import socket
 import sys
 import threading
+import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from ..errors import BantamError, ConfigError
 from .agent import Runner, forget, interrupt, isolation_options, run_threads, runner_for
@@ -68,9 +70,10 @@ class QueueError(BantamError):
 
 def connect(url: str, threads: int = 1) -> Any:
     """A client for `url` that answers PING, with the consumer group in place, whose connection
-    pool serves `threads` threads at once: each consumer blocks one connection in XREADGROUP and
-    its lease renews on another (redis-py's default pool of 100 made a worker at --concurrency
-    128 fail commands with "Too many connections", one of them a finished task's answer)."""
+    pool serves `threads` threads at once: each consumer blocks one connection in XREADGROUP, and
+    the leases' renewer takes one more (redis-py's default pool of 100 made a worker at
+    --concurrency 128 fail commands with "Too many connections", one of them a finished task's
+    answer)."""
     try:
         import redis
     except ModuleNotFoundError:
@@ -180,11 +183,12 @@ def worker_main(argv: list[str]) -> int:
     name = f"{socket.gethostname()}-{os.getpid()}"
     numbers = iter(range(args.workers))
     running = runner_for(args, root, flags(args), Path(os.getcwd()))
+    leases = Leases(client, args.idle_timeout / 3)
     signal.signal(signal.SIGTERM, interrupt)
     print(f"bantam worker {name}: {args.workers} at a time from {TASKS} on {args.url}", file=sys.stderr)
 
     def work() -> None:
-        Consumer(client, f"{name}-{next(numbers)}", int(args.idle_timeout * 1000), running).serve()
+        Consumer(client, f"{name}-{next(numbers)}", int(args.idle_timeout * 1000), running, leases).serve()
     try:
         run_threads(args.workers, work, running)
     except KeyboardInterrupt:
@@ -199,8 +203,8 @@ def worker_main(argv: list[str]) -> int:
 class Consumer:
     """One member of the consumer group: claims a task only when it can start it, runs it, answers."""
 
-    def __init__(self, client: Any, name: str, idle_ms: int, runner: Runner):
-        self.client, self.name, self.idle_ms, self.runner = client, name, idle_ms, runner
+    def __init__(self, client: Any, name: str, idle_ms: int, runner: Runner, leases: "Leases"):
+        self.client, self.name, self.idle_ms, self.runner, self.leases = client, name, idle_ms, runner, leases
         self.finish = client.register_script(FINISH)
         self.cursor = "0-0"
 
@@ -223,30 +227,32 @@ class Consumer:
                 except redis.RedisError:
                     pass
 
-    def next_message(self) -> tuple[bytes, dict[bytes, bytes]] | None:
-        """A task whose worker stopped renewing its claim, else a new one (waiting up to 1 s)."""
+    def next_message(self) -> tuple[bytes, dict[bytes, bytes], bool] | None:
+        """A task whose worker stopped renewing its claim, else a new one (waiting up to 1 s);
+        and whether it was taken over (delivered before)."""
         # the cursor walks the whole pending list over successive calls (each call looks at a few)
         self.cursor, claimed = self.client.xautoclaim(TASKS, GROUP, self.name, self.idle_ms, self.cursor,
                                                       count=1)[:2]
         if claimed:
-            return claimed[0]
+            return (*claimed[0], True)
         got = self.client.xreadgroup(GROUP, self.name, {TASKS: ">"}, count=1, block=1000)
-        return got[0][1][0] if got and got[0][1] else None
+        return (*got[0][1][0], False) if got and got[0][1] else None
 
-    def handle(self, message_id: bytes, fields: dict[bytes, bytes]) -> None:
+    def handle(self, message_id: bytes, fields: dict[bytes, bytes], taken_over: bool = False) -> None:
         reply = fields.get(b"reply_to") or DEFAULT_REPLY.encode()  # a stream name is any bytes
         task = read_message(message_id.decode("ascii"), fields)  # Redis makes ids of digits and '-'
         if isinstance(task, Malformed):  # answered, so the sender hears why, and never retried
             self.answer(message_id, reply, failed(task, task.error))
             print(f"bantam worker {self.name}: {task.error}", file=sys.stderr)
             return
-        deliveries = self.deliveries(message_id)
+        # a new message (">") is on its first delivery: only one taken over needs the count
+        deliveries = self.deliveries(message_id) if taken_over else 1
         record: dict[str, Any] | None
         if deliveries > MAX_DELIVERIES:
             record = failed(task, f"given up after {deliveries - 1} deliveries: every worker that "
                                   "took this task stopped before it finished")
         else:
-            with Lease(self.client, message_id, self.name, self.idle_ms / 3000):
+            with self.leases.held(message_id, self.name):
                 record = self.runner.run(task, reply.decode())  # UTF-8: read_message checked
             if record is None:
                 return  # stopped: not acknowledged, so another worker takes it over
@@ -293,25 +299,41 @@ def read_message(message_id: str, fields: dict[bytes, bytes]) -> Task | Malforme
     return read_task(raw, message_id, where)
 
 
-class Lease:
-    """While a task runs, claim it again every `every` seconds, so its idle time stays low and no
-    other worker takes it over; when this worker dies, the renewals stop."""
+class Leases:
+    """The tasks this worker runs, each claimed again every `every` seconds so its idle time stays
+    low and no other worker takes it over; when this worker dies, the renewals stop. One thread
+    renews them all, in one round trip (a thread a task cost a start and its switches each time)."""
 
-    def __init__(self, client: Any, message_id: bytes, consumer: str, every: float):
-        self.client, self.message_id, self.consumer, self.every = client, message_id, consumer, every
-        self.done = threading.Event()
+    def __init__(self, client: Any, every: float):
+        self.client, self.every = client, every
+        self.running: dict[bytes, str] = {}  # message id -> the consumer that runs it
+        self.renewer: threading.Thread | None = None
+        self.lock = threading.Lock()
+
+    @contextmanager
+    def held(self, message_id: bytes, consumer: str) -> Iterator[None]:
+        if self.renewer is None:
+            with self.lock:
+                if self.renewer is None:
+                    self.renewer = threading.Thread(target=self.renew, name="leases", daemon=True)
+                    self.renewer.start()
+        self.running[message_id] = consumer  # one step under the GIL, as is the pop
+        try:
+            yield
+        finally:
+            self.running.pop(message_id, None)
 
     def renew(self) -> None:
         import redis
-        while not self.done.wait(self.every):
+        while True:
+            time.sleep(self.every)
+            running = list(self.running.items())
+            if not running:
+                continue
+            pipe = self.client.pipeline(transaction=False)
+            for message_id, consumer in running:
+                pipe.xclaim(TASKS, GROUP, consumer, 0, [message_id], justid=True)
             try:
-                self.client.xclaim(TASKS, GROUP, self.consumer, 0, [self.message_id], justid=True)
+                pipe.execute()
             except redis.RedisError:
-                pass  # Redis is away; the task may go to another worker, whose result counts once
-
-    def __enter__(self) -> "Lease":
-        threading.Thread(target=self.renew, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.done.set()
+                pass  # Redis is away; a task may go to another worker, whose result counts once
