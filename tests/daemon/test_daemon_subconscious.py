@@ -26,9 +26,17 @@ def test_a_subconscious_nudge_reaches_the_primary(home, model, daemons):
         model.on("nudge written", tool_reply("PRUNE", {"start": 1, "end": 4}, call_id="call_p"))
         model.on("[trigger subconscious-focus]", text_reply("Right, the report comes first."))
         supervisor = daemons("agent", "subconscious", env={"BANTAM_DAEMON_RESPAWN_S": "0.3"})
+        # the watch remembers the primary's stream at its first look and fires on the next change.
+        # The primary's own start message is that change only when the subconscious looked first,
+        # which a loaded machine does not promise (CI once saw the start land first, and nothing
+        # fired): once it has looked, the operator writes, and the primary's answer changes it
+        trigger = sub / "triggers" / "primary.json"
+        wait_for(lambda: trigger.is_file() and "hash" in json.loads(trigger.read_text()),
+                 "the subconscious's first look at the primary's stream")
+        tg.push_text(chat_id=42, text="how is the report going?")
 
         wait_for(lambda: model.seen("[trigger subconscious-focus] Finish the report first."),
-                 "the nudge in the primary", 30)
+                 "the nudge in the primary", 60)
         wait_for(lambda: "reply: (muted) Right, the report comes first." in life(agent), "the answer")
         assert "[subconscious-focus] Finish the report first." in tg.texts()  # shown to the operator
         primary_seen = model.seen("[trigger primary]")[0].body["messages"][-2]["content"]
