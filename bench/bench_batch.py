@@ -129,7 +129,7 @@ def fresh_work(base: str, url: str) -> str:
 def batch(work: str, tasks: int, *options: str, tree: bool = False) -> tuple[float, float, float, float, float]:
     """One `bantam batch --json` of `tasks` fresh tasks, as a child of its own: (wall seconds,
     the batch's own wall_seconds, CPU seconds of it and its waited-for children, its peak RSS
-    in MB (TreeSampler), the sampled peak of its whole process tree's RSS in MB when `tree`, else 0)."""
+    in MB (PeakSampler), the sampled peak of its whole process tree's RSS in MB when `tree`, else 0)."""
     Path(work, "tasks.jsonl").write_text("".join(json.dumps(f"task {i}") + "\n" for i in range(tasks)))
     Path(work, "results.jsonl").unlink(missing_ok=True)
     with open(Path(work, "batch.out"), "w") as out, open(Path(work, "batch.err"), "w") as err:
@@ -137,7 +137,7 @@ def batch(work: str, tasks: int, *options: str, tree: bool = False) -> tuple[flo
         p = subprocess.Popen([sys.executable, "-m", "bantam", "batch", "tasks.jsonl", "-o", "results.jsonl",
                               "--json", *options], cwd=work, env=environment(work), stdin=subprocess.DEVNULL,
                              stdout=out, stderr=err)
-        sampler = TreeSampler(p.pid, tree)
+        sampler = PeakSampler(p.pid, tree)
         # wait4, not RUSAGE_CHILDREN: the CPU of the batch and its waited-for agents alone
         _, status, usage = os.wait4(p.pid, 0)
         elapsed = time.perf_counter() - t0
@@ -158,7 +158,7 @@ def check_batch(work: str, tasks: int, code: int, options: tuple[str, ...]) -> d
     return summary
 
 
-class TreeSampler:
+class PeakSampler:
     """Every 0.2 s: the process's own VmHWM (its peak RSS since its exec; the last sample before
     it exits is its peak, but for growth in its last 0.2 s) and, when `tree`, the peak of the
     summed VmRSS of it and its descendants (an upper bound of their memory: shared pages count
@@ -333,7 +333,7 @@ def mini_row(server: ModelServer, base: str, n: int, tasks: int) -> Run:
         t0 = time.perf_counter()
         p = subprocess.Popen([str(PEERS / "mini" / "bin" / "python"), str(script), server.url, str(n), str(tasks),
                               work], cwd=work, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err)
-        sampler = TreeSampler(p.pid)
+        sampler = PeakSampler(p.pid)
         _, status, usage = os.wait4(p.pid, 0)
         wall = time.perf_counter() - t0
         p.returncode = os.waitstatus_to_exitcode(status)
@@ -404,6 +404,14 @@ def format_row(r: Run) -> str:
     rate, inner_rate, ideal = r.tasks / r.seconds, r.tasks / r.inner, r.n / LATENCY
     return (f"| {r.label} | {r.n} | {r.tasks} | {r.requests} | {r.seconds:.1f} | {rate:.1f} | {100 * rate / ideal:.0f}% | "
             f"{inner_rate:.1f} | {100 * inner_rate / ideal:.0f}% | {ideal:.0f} | {r.cpu / r.tasks * 1000:.1f} | {r.rss} |")
+
+
+def table(rows: list[Run]) -> list[str]:
+    """The markdown table of `rows`, by concurrency."""
+    return ["| program | concurrent | tasks | model requests | seconds | tasks/s | of ideal | tasks/s after start | "
+            "of ideal | ideal tasks/s | CPU ms per task | peak RSS MB |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+            *[format_row(r) for r in sorted(rows, key=lambda r: r.n)]]
 
 
 def redis_overhead(tasks: int, reps: int) -> list[str]:
@@ -487,20 +495,14 @@ def section(args: argparse.Namespace, command: str, load_before: str, rows: list
         "parentheses the peak of the summed VmRSS of all its processes, sampled alike); for Redis, the "
         "two workers' VmHWM summed; for mini, its process's VmHWM. (Tables before 2026-12-04 took "
         "wait4's ru_maxrss, which counts the bench's own RSS at the fork: up to about 110 MB.)", "",
-        "| program | concurrent | tasks | model requests | seconds | tasks/s | of ideal | tasks/s after start | of ideal | "
-        "ideal tasks/s | CPU ms per task | peak RSS MB |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
-        *[format_row(r) for r in sorted(rows, key=lambda r: r.n)], "",
+        *table(rows), "",
         mini, "", BEFORE, "",
         *(["Long runs: the pace a large batch keeps. The same rows, bantam's only, with --long-rounds "
            f"{args.long_rounds} x N tasks instead of {args.per_worker} x N, so the start (interpreter and "
            "imports, about 0.25 s before the first request) and the last round (whose answers arrive "
            "together and are finished one after another) are spread over more tasks. mini-swe-agent is "
            "left out of these: at its pace above, its long runs would take most of the bench's time.", "",
-           "| program | concurrent | tasks | model requests | seconds | tasks/s | of ideal | tasks/s after start | "
-           "of ideal | ideal tasks/s | CPU ms per task | peak RSS MB |",
-           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
-           *[format_row(r) for r in sorted(long_rows, key=lambda r: r.n)], ""] if long_rows else []),
+           *table(long_rows), ""] if long_rows else []),
         "Per-task wall time with a model that answers at once (one task at a time; medians):", "",
         "| path | runs x tasks | ms per task | over local, ms (median of pairs) |", "|---|---:|---:|---:|",
         *overhead])

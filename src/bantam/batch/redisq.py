@@ -307,17 +307,11 @@ class Leases:
     def __init__(self, client: Any, every: float):
         self.client, self.every = client, every
         self.running: dict[bytes, str] = {}  # message id -> the consumer that runs it
-        self.renewer: threading.Thread | None = None
-        self.lock = threading.Lock()
+        threading.Thread(target=self.renew, name="leases", daemon=True).start()
 
     @contextmanager
     def held(self, message_id: bytes, consumer: str) -> Iterator[None]:
-        if self.renewer is None:
-            with self.lock:
-                if self.renewer is None:
-                    self.renewer = threading.Thread(target=self.renew, name="leases", daemon=True)
-                    self.renewer.start()
-        self.running[message_id] = consumer  # one step under the GIL, as is the pop
+        self.running[message_id] = consumer  # one step under the GIL, as are the pop and the copy
         try:
             yield
         finally:
@@ -327,11 +321,11 @@ class Leases:
         import redis
         while True:
             time.sleep(self.every)
-            running = list(self.running.items())
+            running = self.running.copy()  # a copy: the consumers add and drop tasks meanwhile
             if not running:
                 continue
             pipe = self.client.pipeline(transaction=False)
-            for message_id, consumer in running:
+            for message_id, consumer in running.items():
                 pipe.xclaim(TASKS, GROUP, consumer, 0, [message_id], justid=True)
             try:
                 pipe.execute()
