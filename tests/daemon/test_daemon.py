@@ -188,6 +188,30 @@ def test_one_daemon_per_directory(home, model, daemons):
     assert " stop: " in life(agent) and "Traceback" not in first.output()
 
 
+def test_the_start_message_is_in_before_life_says_start(home, model, daemons):
+    """LIFE.md's "start" line is what an operator's script (and every test here) waits for before
+    it writes: a message written then must come after the daemon's own [start] message, or it is
+    no longer the newest and a turn answers the start instead (seen in CI under load). Holding
+    the conversation's lock stops the daemon at its first write; until that is let go, LIFE.md
+    must not say start."""
+    agent = configure(home / "agent", model)
+    (agent / "messages.jsonl").touch()
+    with open(agent / "messages.jsonl", "rb") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        d = daemons()
+        inode = os.fstat(held.fileno()).st_ino
+        wait_for(lambda: lock_waiters(inode, d.proc.pid), "the daemon waiting for the lock")
+        assert not started(agent), "LIFE.md said start before the start message was written"
+    wait_for(lambda: started(agent), "start")
+    assert [c for c in contents(agent) if "[start] bantam daemon started" in c]
+
+
+def lock_waiters(inode: int, pid: int) -> list[str]:
+    """Lines of /proc/locks for `pid` blocked ("->") on a lock of the file with this inode."""
+    return [line for line in Path("/proc/locks").read_text().splitlines()
+            if "->" in line and f" {pid} " in line and line.split()[-3].endswith(f":{inode}")]
+
+
 # --- channels in: mail, telegram ------------------------------------------------------------
 
 def test_mail_is_delivered_once_answered_and_logged(home, model, daemons):
