@@ -63,17 +63,16 @@ def run_bantam(*args: str, cwd: Path, input: str | None = None, env: dict | None
                           stdin=None if input is not None else subprocess.DEVNULL)
 
 
-def wait_for(check, what: str = "the condition", timeout: float = 60.0, poll: float = 0.05):
+def wait_for(check, what: str = "the condition", timeout: float = 60.0):
     """Poll `check` until it returns something true (returned), or fail naming `what`: the way
-    every test waits for an event, with a deadline generous enough for a loaded CI machine.
-    A short `poll` catches a state the moment it appears (an ordering test)."""
+    every test waits for an event, with a deadline generous enough for a loaded CI machine."""
     import time
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = check()
         if value:
             return value
-        time.sleep(poll)
+        time.sleep(0.05)
     raise AssertionError(f"timed out waiting for {what}")
 
 
