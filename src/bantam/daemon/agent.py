@@ -109,12 +109,12 @@ class Agent:
                 {self.dir.root: self.wake.set, self.dir / "triggers": self.trigger_wake.set,
                  self.dir / "mail_inbox": self.mail_wake.set}, self.stop, self._watch_failed):
             self.wait_s = INOTIFY_WAIT_S
+        me = f"pid {os.getpid()}, model {self.cfg.model}"
         # the start message goes in before LIFE.md says "start": whoever waits for that line (an
         # operator's script, a test) and then writes finds its message after this one, not before
-        self.deliver_system(f"[start] bantam daemon started (pid {os.getpid()}, model {self.cfg.model})")
-        self.log("start", f"pid {os.getpid()}, model {self.cfg.model}, "
-                          f"{'inotify' if self.wait_s == INOTIFY_WAIT_S else 'polling'}")
-        self.say(f"started (pid {os.getpid()}, model {self.cfg.model})")
+        self.deliver_system(f"[start] bantam daemon started ({me})")
+        self.log("start", f"{me}, {'inotify' if self.wait_s == INOTIFY_WAIT_S else 'polling'}")
+        self.say(f"started ({me})")
 
     def _keep_running(self, target: Any, args: tuple) -> None:
         """A channel thread that dies of a bug is started again: a chat that silently stops
