@@ -130,6 +130,12 @@ def started(agent: Path) -> bool:
     return (agent / "LIFE.md").exists() and " start: " in life(agent)
 
 
+def watch_looked(trigger: Path) -> bool:
+    """A watch trigger fires on a change after its first look, which records the hash it saw:
+    a test changes the watched file only once this is true."""
+    return trigger.is_file() and "hash" in json.loads(trigger.read_text())
+
+
 def answered(agent: Path, text: str):
     return lambda: any(text in c for c in contents(agent, "assistant"))
 
@@ -308,7 +314,7 @@ def test_each_trigger_kind_fires_and_reschedules(home, model, daemons):
         (agent / "triggers" / f"{name}.json").write_text(json.dumps(spec))
     d = daemons()
     wait_for(lambda: model.seen("[trigger computed] computed-42"), "the cmd trigger")
-    wait_for(lambda: "hash" in json.loads((agent / "triggers" / "watcher.json").read_text()), "the watch baseline")
+    wait_for(lambda: watch_looked(agent / "triggers" / "watcher.json"), "the watch baseline")
     (home / "watched.txt").write_text("version 2\n")
     for text in ("[trigger once] one-shot says hi", "[trigger every] repeating tick",
                  "[trigger cron] cron tick", "[trigger watcher] watched.txt changed"):

@@ -6,7 +6,8 @@ import signal
 
 from tests.fakes.openai_server import text_reply, tool_reply
 from tests.fakes.telegram_server import FakeTelegram
-from tests.daemon.test_daemon import FAST, configure, contents, daemons, life, model, wait_for  # noqa: F401
+from tests.daemon.test_daemon import (FAST, configure, contents, daemons, life, model, wait_for,  # noqa: F401
+                                      watch_looked)
 
 
 def test_a_subconscious_nudge_reaches_the_primary(home, model, daemons):
@@ -31,8 +32,7 @@ def test_a_subconscious_nudge_reaches_the_primary(home, model, daemons):
         # which a loaded machine does not promise (CI once saw the start land first, and nothing
         # fired): once it has looked, the operator writes, and the primary's answer changes it
         trigger = sub / "triggers" / "primary.json"
-        wait_for(lambda: trigger.is_file() and "hash" in json.loads(trigger.read_text()),
-                 "the subconscious's first look at the primary's stream")
+        wait_for(lambda: watch_looked(trigger), "the subconscious's first look at the primary's stream")
         tg.push_text(chat_id=42, text="how is the report going?")
 
         wait_for(lambda: model.seen("[trigger subconscious-focus] Finish the report first."),
