@@ -1,16 +1,33 @@
-"""The seccomp filter that closes Unix-domain sockets to a sandboxed command with the network off.
+"""The seccomp filter that closes every socket family but the network's own to a sandboxed command
+with the network off.
 
-`--unshare-net` takes the command off every network, but a Unix socket is a file: a command that
-can create an AF_UNIX socket can connect to any socket it can see (a desktop's session bus,
-docker.sock, ssh-agent, a database's peer login) and send what it read through it. Like
+`--unshare-net` gives the command a network namespace of its own, holding only loopback, so IPv4
+and IPv6 reach nothing outside. Other socket families are not held by that namespace. A Unix
+socket is a file: a command that can create an AF_UNIX socket can connect to any socket it can
+see (a desktop's session bus, docker.sock, ssh-agent, a database's peer login) and send what it
+read through it. AF_VSOCK reaches the hypervisor's host from a virtual machine's guest, whatever
+the namespace. The rest (AF_PACKET, AF_ALG, AF_BLUETOOTH, AF_TIPC, netlink's other protocols, ...)
+are kernel code no ordinary command needs, and the way in of many kernel exploits. Like
 Anthropic's sandbox-runtime on Linux, bantam hands bubblewrap (`--seccomp FD`) a classic BPF
-program that makes these calls fail with EPERM; everything else is allowed:
+program that lets a command create only the sockets it needs and makes every other socket call
+fail with EPERM:
 
-    socket(AF_UNIX, ...)                   no new Unix socket, so nothing outside can be reached
+    socket(AF_INET | AF_INET6, ...)        allowed: loopback inside the command's own namespace
+    socket(AF_NETLINK, *, NETLINK_ROUTE)   allowed: the namespace's own addresses and routes,
+                                           which getifaddrs, glibc's getaddrinfo(AI_ADDRCONFIG),
+                                           `ip`, `hostname -I` and Node's os.networkInterfaces
+                                           read (without it the last three fail, and a dev server
+                                           that lists its addresses dies)
+    socket(AF_NETLINK, *, NETLINK_SOCK_DIAG)  allowed: the namespace's own sockets, which `ss`
+                                           lists ("is my server listening?")
+    socket(any other family, ...)          refused, AF_UNIX and AF_VSOCK among them; so is
+                                           netlink's every other protocol (netfilter, audit,
+                                           uevents, generic netlink, ...)
     socketpair(AF_UNIX, SOCK_DGRAM, ...)   a datagram pair can still `sendto` any named socket;
                                            stream and seqpacket pairs are connected to each other
                                            only, and programs use them (asyncio, ssh, many
-                                           event loops), so they stay allowed
+                                           event loops), so they stay allowed; a pair of any
+                                           other family is refused
     socketcall(SYS_SOCKET|SYS_SOCKETPAIR)  32-bit x86 creates sockets through this multiplexer,
                                            whose arguments a filter cannot read: both are refused
     io_uring_setup                         io_uring can create and connect sockets without a
@@ -54,7 +71,11 @@ def _arg_low(i: int) -> int:
     return 16 + 8 * i
 
 
-AF_UNIX = 1
+AF_UNIX, AF_INET, AF_INET6, AF_NETLINK = 1, 2, 10, 16
+NETLINK_ROUTE, NETLINK_SOCK_DIAG = 0, 4
+# the families a command may open with the network off; AF_NETLINK only with these protocols
+OPEN_FAMILIES = (AF_INET, AF_INET6)
+NETLINK_PROTOCOLS = (NETLINK_ROUTE, NETLINK_SOCK_DIAG)
 SOCK_DGRAM = 2
 SOCK_TYPE_MASK = 0xF              # the type without SOCK_NONBLOCK and SOCK_CLOEXEC
 SYS_SOCKET, SYS_SOCKETPAIR = 1, 8  # socketcall's first argument (linux/net.h)
@@ -120,12 +141,18 @@ def _abi_block(asm: _Asm, abi: Abi, tag: str) -> None:
     if abi.socketcall is not None:
         asm.op(_JEQ_K, abi.socketcall, jt=f"{tag}.socketcall")
     asm.op(_RET_K, RET_ALLOW)
-    asm.label(f"{tag}.socket")                     # socket(domain, ...)
+    asm.label(f"{tag}.socket")                     # socket(domain, type, protocol)
     asm.op(_LD_W_ABS, _arg_low(0))
-    asm.op(_JEQ_K, AF_UNIX, jt="deny", jf="allow")
+    for family in OPEN_FAMILIES:
+        asm.op(_JEQ_K, family, jt="allow")
+    asm.op(_JEQ_K, AF_NETLINK, jf="deny")
+    asm.op(_LD_W_ABS, _arg_low(2))
+    for protocol in NETLINK_PROTOCOLS:
+        asm.op(_JEQ_K, protocol, jt="allow")
+    asm.op(_RET_K, RET_EPERM)
     asm.label(f"{tag}.pair")                       # socketpair(domain, type, ...)
     asm.op(_LD_W_ABS, _arg_low(0))
-    asm.op(_JEQ_K, AF_UNIX, jf="allow")
+    asm.op(_JEQ_K, AF_UNIX, jf="deny")
     asm.op(_LD_W_ABS, _arg_low(1))
     asm.op(_ALU_AND_K, SOCK_TYPE_MASK)
     asm.op(_JEQ_K, SOCK_DGRAM, jt="deny", jf="allow")
