@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 from pathlib import Path
 
 from .errors import ConfigError
@@ -44,37 +45,65 @@ def folder_of(directory: str | os.PathLike) -> str:
 
 
 def digest(path: Path) -> str | None:
-    """sha256 of a file's bytes; None when it does not exist (or is not a regular file)."""
+    """sha256 of a file's bytes; None when it does not exist (or is not a regular file: a FIFO
+    is not waited on)."""
     try:
-        with open(path, "rb") as f:
-            h = hashlib.sha256()
-            while chunk := f.read(1 << 20):
-                h.update(chunk)
-            return h.hexdigest()
-    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError as e:
         raise ConfigError(f"{path}: cannot read: {e.strerror or e}") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        return None
+    with os.fdopen(fd, "rb") as f:
+        h = hashlib.sha256()
+        try:
+            while chunk := f.read(1 << 20):
+                h.update(chunk)
+        except OSError as e:
+            raise ConfigError(f"{path}: cannot read: {e.strerror or e}") from None
+        return h.hexdigest()
 
 
 def tree_digest(folder: Path) -> str | None:
     """One sha256 over a folder's file names, modes and contents; None when it is not a folder.
-    Bounded: a folder larger than TREE_FILES files or TREE_BYTES bytes is a ConfigError."""
+    A link is pinned by what it leads to (a file's content, a folder's place in the tree), since
+    that is what runs when the model runs it. A link that leads outside the folder cannot be
+    pinned (what it leads to may change while the folder does not), so such a folder cannot be
+    trusted: a ConfigError, as is a folder larger than TREE_FILES files or TREE_BYTES bytes."""
     if not folder.is_dir():
         return None
+    root = Path(os.path.realpath(folder))
     h, files, size = hashlib.sha256(), 0, 0
-    for base, dirs, names in os.walk(folder):
+    for base, dirs, names in os.walk(root):
         dirs.sort()
-        for name in sorted(names):
+        links_to_dirs = [name for name in dirs if Path(base, name).is_symlink()]  # not walked
+        for name in sorted(names + links_to_dirs):
             path = Path(base, name)
+            mode = path.lstat().st_mode
+            what = _pinned_link(path, root, folder) if stat.S_ISLNK(mode) else path
             files += 1
-            size += path.lstat().st_size
+            size += what.stat().st_size if what.is_file() else 0
             if files > TREE_FILES or size > TREE_BYTES:
                 raise ConfigError(f"{folder}: too large to trust (more than {TREE_FILES} files or "
                                   f"{TREE_BYTES >> 20} MB)")
-            h.update(f"{path.relative_to(folder)}\0{path.lstat().st_mode:o}\0".encode())
-            h.update((os.readlink(path) if path.is_symlink() else digest(path) or "").encode() + b"\n")
+            h.update(f"{path.relative_to(root)}\0{mode:o}\0".encode())
+            if stat.S_ISLNK(mode):  # "->" and the target's place: never the digest of a plain file
+                h.update(f"-> {what.relative_to(root)}\0".encode())
+            h.update((digest(what) or "").encode() + b"\n")
     return h.hexdigest()
+
+
+def _pinned_link(path: Path, root: Path, folder: Path) -> Path:
+    """Where the link at `path` leads, every link on the way resolved; a ConfigError when that
+    is outside the folder (`root` is the folder's real path)."""
+    target = Path(os.path.realpath(path))
+    if target != root and root not in target.parents:
+        raise ConfigError(f"{folder}: cannot be trusted: {path.relative_to(root)} is a link to {target}, "
+                          "outside the folder, which can change while the folder does not; copy it "
+                          "into the folder instead")
+    return target
 
 
 def _read_store() -> dict[str, dict[str, str]]:
@@ -120,7 +149,10 @@ def tools_trusted(directory: str | os.PathLike, tools_dir: str | os.PathLike) ->
     """True when the tools folder a project's file names was trusted with this content."""
     folder = Path(directory, tools_dir).expanduser()
     record = _read_store().get(folder_of(directory), {})
-    now = tree_digest(folder)
+    try:
+        now = tree_digest(folder)
+    except ConfigError:  # grown too large, or a link out of it added since: not what was trusted
+        return False
     return now is not None and record.get(TOOLS + os.path.realpath(folder)) == now
 
 
@@ -161,7 +193,10 @@ def changed(folder: str, files: dict[str, str]) -> list[str]:
     """The pinned files of `folder` whose content is no longer what was trusted."""
     out = []
     for key, sha in files.items():
-        now = tree_digest(Path(key[len(TOOLS):])) if key.startswith(TOOLS) else digest(Path(folder, key))
+        try:
+            now = tree_digest(Path(key[len(TOOLS):])) if key.startswith(TOOLS) else digest(Path(folder, key))
+        except ConfigError:
+            now = None
         if now != sha:
             out.append(key)
     return out
