@@ -14,6 +14,7 @@ import stat
 import subprocess
 import sys
 import time
+import zlib
 from pathlib import Path
 
 from bantam.undo import UndoGuard, plan, undoable
@@ -244,3 +245,28 @@ def test_bantams_own_store_inside_the_workspace_is_never_recorded(home, monkeypa
     guarded_turn(store, home, "thread-s", lambda: (home / "x").write_text("x"))
     guarded_turn(store, home, "thread-s", lambda: (home / "y").write_text("y"))
     assert [list(r["changes"]) for r in undoable("thread-s", store)] == [["y"], ["x"]]
+
+
+def test_files_that_hold_keys_never_reach_the_undo_store(home, server):
+    """The snapshot before a turn copies the workspace into ~/.bantam/undo. A project's .bantam.cfg
+    and model.cfg may carry an api_key, a .env its tokens, and any file may hold the key bantam was
+    given: none of their bytes is stored, and an undo says it cannot restore them."""
+    key, other, token = "sk-undo-key-0123456789abcdef", "sk-model-cfg-9876543210fedcba", "tok-env-55aa55aa55aa"
+    write_cfg(home, **base_cfg(server, tools=TOOLS, approval="never", api_key=key))
+    (home / "model.cfg").write_text(f"model=m\napi_key={other}\n")
+    (home / "sub").mkdir()
+    (home / "sub" / "model.cfg").write_text(f"api_key={other}\n")
+    (home / ".env").write_text(f"TOKEN={token}\n")
+    (home / "settings.yaml").write_text(f"provider:\n  key: {key}\n")
+    (home / "plain.txt").write_text("plain\n")
+    one_turn(server, home, [("shell_exec", {"command": "echo made > new.txt && echo MORE=1 >> .env && "
+                                                       "echo '# edited' >> settings.yaml && echo more >> plain.txt"})])
+    objects = home.parent / "home" / ".bantam" / "undo" / "objects"
+    stored = [zlib.decompress(p.read_bytes()) for p in objects.rglob("*") if p.is_file()]
+    assert b"plain\n" in stored  # the snapshot was taken
+    for secret in (key, other, token):
+        assert not [data for data in stored if secret.encode() in data], secret
+    r = run_bantam("undo", "--thread", "T", "--yes", cwd=home)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "cannot undo   .env: it may hold keys" in r.stdout and "cannot undo   settings.yaml: it may hold keys" in r.stdout
+    assert (home / "plain.txt").read_text() == "plain\n" and not (home / "new.txt").exists()

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ..errors import BantamError
 from ..fsutil import write_all
-from .store import Entry, Store, same, sync_dir
+from .store import SECRET, Entry, Store, same, sync_dir
 from .turns import record_path, undoable
 
 JOURNAL = "journal.json"
@@ -126,6 +126,8 @@ def unrestorable(store: Store, a: Action) -> str:
         if e and e[0] == "i":
             if a.path == ".git" or a.path.endswith("/.git"):
                 return "git's own state (.git); bantam never touches it"
+            if e[2].startswith(SECRET):
+                return "it may hold keys (a config file, .env, a private key), so its content was not kept"
             return "ignored (.gitignore, a cache folder, or not a file), not recorded"
     if a.target and a.target[0] == "f" and not store.blob_path(a.target[2]).exists():
         return "its earlier content is missing from the undo store"

@@ -12,13 +12,18 @@ One store serves git repositories and plain folders: nothing is ever written in 
 filter can alter a byte. A scan records every file, symlink and folder below the workspace with
 all its permission bits, except what it cannot afford or must not own (`Rules`): `.git` itself,
 files over MAX_FILE_BYTES, ignored files (`.gitignore` in a git repository; in a plain folder the
-usual caches, SKIP_NAMES), and sockets or devices. Those are recorded by a signature only, so an
-undo can say that they changed and cannot be restored instead of pretending.
+usual caches, SKIP_NAMES), sockets or devices, and files that hold secrets: bantam's protected
+names at any depth (sandbox.PROTECTED_NAMES: `model.cfg` and `.bantam.cfg` may carry an api_key,
+and the model cannot write them anyway), the usual secret files (SECRET_NAMES: `.env`, `.netrc`,
+private keys) and any file whose bytes contain a secret bantam knows (envpolicy.known_secrets).
+Those are recorded by a signature only (never their bytes, nor a hash of them), so an undo can say
+that they changed and cannot be restored instead of pretending, and the store under ~/.bantam
+never keeps a second copy of a key.
 
 An entry is a list [type, mode, content, size, mtime_ns, ctime_ns, inode]: type "f" file
 (content: its SHA-256), "l" symlink (its target), "d" folder, "b" a file too big to keep, "i"
-ignored or not ours (content: a signature). Two entries are the same state when their first
-three fields are equal; the rest is the stat cache.
+ignored or not ours (content: a signature; `secret:...` for a file that holds secrets). Two
+entries are the same state when their first three fields are equal; the rest is the stat cache.
 """
 from __future__ import annotations
 
@@ -37,14 +42,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..envpolicy import known_secrets
 from ..errors import BantamError
 from ..fsutil import atomic_write, bantam_home, private_dir, write_all
+from ..sandbox import PROTECTED_NAMES
 
 MAX_FILE_BYTES = 10 << 20  # a file larger than this is not copied: its change is reported, not undone
 MAX_ENTRIES = 200_000      # a folder with more entries (a home directory) is not recorded at all
 RACY_NS = 2_000_000_000    # a file changed this close to a scan is hashed again (mtime granularity)
 SKIP_NAMES = frozenset({"node_modules", "__pycache__", ".venv", "venv", ".tox", ".mypy_cache",
                         ".pytest_cache", ".ruff_cache"})  # regenerable caches of a plain folder
+# Files that conventionally hold credentials: their bytes never go into the store.
+SECRET_NAMES = frozenset({".env", ".netrc", ".npmrc", ".pypirc", ".git-credentials", "id_rsa", "id_dsa",
+                          "id_ecdsa", "id_ed25519"})
+SECRET = "secret:"  # the signature of a file whose content is not kept because it holds secrets
 Entry = list[Any]
 Manifest = dict[str, Entry]
 
@@ -69,17 +80,26 @@ class Rules:
     folder: Path
     ignored: frozenset[str] | None  # None: not a git repository
     own: str = ""  # bantam's own state (~/.bantam), when it lies below the folder: never recorded
+    secrets: tuple[bytes, ...] = ()  # a file whose bytes contain one of these is not stored
 
     @classmethod
     def of(cls, folder: Path) -> "Rules":
         home = Path(os.path.abspath(bantam_home()))
         own = home.relative_to(folder).as_posix() if home.is_relative_to(folder) and home != folder else ""
-        return cls(folder, git_ignored(folder), own)
+        return cls(folder, git_ignored(folder), own, tuple(s.encode() for s in known_secrets()))
 
     def skips(self, path: str, name: str) -> bool:
         if name == ".git":
             return True
         return path in self.ignored if self.ignored is not None else name in SKIP_NAMES
+
+    def secret(self, name: str) -> bool:
+        """Whether a file of this name is kept out of the store by its name alone: bantam's
+        protected files (a project config may hold an api_key) and the usual credential files."""
+        return name in PROTECTED_NAMES or name in SECRET_NAMES or name.startswith(".env.") or name.endswith(".pem")
+
+    def holds_secret(self, data: bytes) -> bool:
+        return any(secret in data for secret in self.secrets)
 
 
 def git_ignored(folder: Path) -> frozenset[str] | None:
@@ -201,12 +221,16 @@ def describe(store: Store, full: str, st: os.stat_result, rules: Rules | None, c
         return ["l", 0, os.readlink(full), *stamp]
     if not stat.S_ISREG(st.st_mode):
         return ["i", mode, f"special:{st.st_mode:o}", *stamp]
+    if rules is not None and rules.secret(os.path.basename(full)):
+        return ["i", mode, f"{SECRET}{st.st_size}:{st.st_mtime_ns}", *stamp]
     if st.st_size > MAX_FILE_BYTES:
         return ["b", mode, f"{st.st_size}:{st.st_mtime_ns}", *stamp]
-    if cached and cached[0] == "f" and cached[3:] == stamp and st.st_mtime_ns < start - RACY_NS:
-        return ["f", mode, cached[2], *stamp]
+    if cached and cached[0] in "fi" and cached[3:] == stamp and st.st_mtime_ns < start - RACY_NS:
+        return [cached[0], mode, cached[2], *stamp]  # unchanged: as it was (a secret's still unstored)
     with open(full, "rb") as f:
         data = f.read()
+    if rules is not None and rules.holds_secret(data):
+        return ["i", mode, f"{SECRET}{st.st_size}:{st.st_mtime_ns}", *stamp]
     sha = store.put(data) if rules is not None else hashlib.sha256(data).hexdigest()
     return ["f", mode, sha, *stamp]
 
