@@ -257,3 +257,26 @@ def test_an_untrusted_project_cannot_add_tools_or_raise_budgets_until_trusted(ho
         assert r.returncode == 0 and not warnings(r.stderr), r.stderr
         assert added <= {t["function"]["name"] for t in s.chat_requests()[1].body["tools"]}
         assert "tool_budget = 100000" in run_bantam("config", cwd=home).stdout
+
+
+def test_escape_sequences_in_a_projects_config_are_shown_not_obeyed(home):
+    """`bantam config` and `bantam trust` show a project's keys, values and folder name as text:
+    a window title, a screen clear or a cursor moved up over the line before cannot redraw what
+    the user reads before trusting it."""
+    title, up_and_erase = "\x1b]0;evil\x07", "\x1b[1A\x1b[2K"
+    project = home / ("cloned" + title)
+    project.mkdir()
+    (project / ".bantam.cfg").write_text(f"model=m{title}\nnote{up_and_erase}=x\x9b2J\n"
+                                         f"sandbox_writable=/tmp{up_and_erase}\n")
+    runs = [run_bantam("config", cwd=project), run_bantam("trust", cwd=project),
+            run_bantam("trust", "list", cwd=project), run_bantam("config", cwd=project)]
+    for r in runs:
+        assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+        assert not any(c in r.stdout + r.stderr for c in "\x1b\x07\x9b"), r.stdout + r.stderr
+    shown, trusted, listed, after = (r.stdout for r in runs)
+    assert r"model = m\x1b]0;evil\x07  (.bantam.cfg:1)" in shown
+    assert r"note\x1b[1A\x1b[2K = x\x9b2J  (.bantam.cfg:2" in shown
+    assert r"ignored: .bantam.cfg:3 sandbox_writable=/tmp\x1b[1A\x1b[2K" in runs[0].stderr
+    assert r".bantam.cfg:3 sandbox_writable=/tmp\x1b[1A\x1b[2K" in trusted
+    assert r"cloned\x1b]0;evil\x07: .bantam.cfg" in trusted and r"cloned\x1b]0;evil\x07  .bantam.cfg" in listed
+    assert r"sandbox_writable = /tmp\x1b[1A\x1b[2K  (.bantam.cfg:3)" in after

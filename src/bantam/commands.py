@@ -16,6 +16,7 @@ from typing import Any
 from . import config, sessions
 from .errors import ConfigError
 from .options import SUBCOMMANDS
+from .sanitize import visible
 
 
 def config_main(argv: list[str]) -> int:
@@ -26,17 +27,19 @@ def config_main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     given = flags(args)
     cfg = config.load(given)
+    # keys, values and warnings come from a project's file as it wrote them: shown `visible`
     for line in cfg.warning.splitlines():  # a misspelled key, among others
-        print(f"bantam: warning: {line}", file=sys.stderr)
+        print(f"bantam: warning: {visible(line)}", file=sys.stderr)
     raw, _, _ = config.layers(given, ".", os.environ)
     for key in config.known_keys():
         value = getattr(cfg, key)
         where = raw[key][1] if key in raw else _implied(key, value, cfg)
-        print(f"{key} = {_shown(key, value)}  ({where})")
+        print(f"{key} = {visible(_shown(key, value))}  ({visible(where)})")
     for key, (text, where, _) in sorted(raw.items()):
         if key not in config.PARSERS:  # aliases, fields sent to the API and unknown keys
             used = config.value_of(cfg, key) is not None
-            print(f"{key} = {_shown(key, text)}  ({where}{'' if used else '; not a configuration key, ignored'})")
+            print(f"{visible(key)} = {visible(_shown(key, text))}  "
+                  f"({visible(where)}{'' if used else '; not a configuration key, ignored'})")
     return 0
 
 
@@ -228,21 +231,23 @@ def trust_main(argv: list[str]) -> int:
         return 0
     if action == "revoke" and len(rest) <= 1:
         folder = trust.folder_of(rest[0] if rest else ".")
-        print(f"revoked {folder}" if trust.revoke(folder) else f"{folder} was not trusted")
+        print(f"revoked {visible(folder)}" if trust.revoke(folder) else f"{visible(folder)} was not trusted")
         return 0
     raise ConfigError(f"bantam trust: unknown arguments {' '.join(argv)!r}\n{TRUST_USAGE}")
 
 
 def untrusted_lines(directory: str | os.PathLike) -> list[str]:
     """What this folder's untrusted files would do once trusted, in full: the boundary keys a
-    config file sets, the MCP servers it would start. [] when nothing waits for trust."""
+    config file sets, the MCP servers it would start. [] when nothing waits for trust. Each line
+    is `visible`: what the user is asked to trust cannot be redrawn by escape sequences in it, nor
+    a line faked by a newline in a value."""
     from .mcp import servers
     ignored: list[str] = []
     config.layers({}, directory, os.environ, ignored)
     lines = [f"  {entry}" for entry in ignored]
     if lines:
         lines.insert(0, f"{config.read_config_file(directory)[0]} sets bantam's boundary:")
-    return lines + servers.untrusted_lines(servers.select(directory).untrusted)
+    return [visible(line) for line in lines + servers.untrusted_lines(servers.select(directory).untrusted)]
 
 
 def trust_project(directory: str | os.PathLike) -> str:
@@ -255,10 +260,10 @@ def trust_project(directory: str | os.PathLike) -> str:
     specs = servers.read_specs(servers.project_file(directory))
     files = trust.trust(directory, tools_dir)
     lines = [line.replace(" wants to start these MCP servers:", ": its MCP servers may start:") for line in waiting]
-    lines += [f"trusted {spec.name}: {spec.describe()}" for spec in specs.values()]
-    names = ", ".join(key for key in files)
-    return "\n".join([*lines, f"trusted {trust.folder_of(directory)}: {names} (as they are now; an edit "
-                      "asks again; `bantam trust revoke` forgets it)"])
+    lines += [visible(f"trusted {spec.name}: {spec.describe()}") for spec in specs.values()]
+    names = visible(", ".join(key for key in files))
+    return "\n".join([*lines, f"trusted {visible(trust.folder_of(directory))}: {names} (as they are now; "
+                      "an edit asks again; `bantam trust revoke` forgets it)"])
 
 
 def trusted_listing() -> str:
@@ -269,7 +274,8 @@ def trusted_listing() -> str:
     lines = []
     for folder, files in sorted(projects.items()):
         changed = trust.changed(folder, files)
-        lines.append(f"{folder}  {', '.join(files)}" + (f"  (changed since: {', '.join(changed)})" if changed else ""))
+        lines.append(visible(f"{folder}  {', '.join(files)}") +
+                     (f"  (changed since: {visible(', '.join(changed))})" if changed else ""))
     return "\n".join(lines)
 
 

@@ -70,6 +70,29 @@ def terminal_safe(text: str) -> str:
     return _TERMINAL_UNSAFE.sub("", _SEQUENCE.sub("", text))
 
 
+def visible(text: str) -> str:
+    """`text` as one line on a terminal with nothing hidden: every character that is not printable
+    (escape sequences' ESC, newline, tab, C1 and bidi controls, zero-width characters) is shown as
+    its Python escape (`\\x1b`, `\\n`, `\\u202e`) instead of being acted on or dropped. For a value
+    a file supplies that the user is asked to judge (the command a project's .mcp.json would run,
+    a config value): a newline in it cannot fake a line of its own, and what terminal_safe would
+    silently drop stays in sight. The result holds no control character at all."""
+    if text.isascii():
+        return _ASCII_CONTROL_ALL.sub(_escaped, text)
+    return "".join(c if c.isprintable() else _escaped_char(c) for c in text)
+
+
+_ASCII_CONTROL_ALL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _escaped(match: re.Match) -> str:
+    return _escaped_char(match.group())
+
+
+def _escaped_char(c: str) -> str:
+    return c.encode("unicode_escape").decode("ascii")
+
+
 class TerminalStream:
     """terminal_safe for text that arrives in pieces (a streamed answer): an escape sequence split
     across two pieces is held back until the rest arrives, so none of it is shown, not even half."""

@@ -481,3 +481,34 @@ def test_a_cancelled_run_task_stops_the_agents_command(home):
                      text_reply("never")]) as s:
         write_cfg(home, **base_cfg(s), sandbox="off")  # $$ must be a host pid (in the sandbox it is 2)
         anyio.run(session, s.url)
+
+
+TITLE, CLEAR, UP_AND_ERASE, CSI_C1 = "\x1b]0;evil\x07", "\x1b[2J", "\x1b[1A\x1b[2K", "\x9b2J"
+
+
+def _no_escape_reaches(r: subprocess.CompletedProcess) -> None:
+    for stream in (r.stdout, r.stderr):
+        assert not any(c in stream for c in "\x1b\x07\x9b"), stream
+
+
+def test_escape_sequences_in_a_projects_mcp_json_are_shown_not_obeyed(home):
+    """What a project's .mcp.json would run is what the user reads before trusting it, so escape
+    sequences in it (a window title, a screen clear, a cursor moved up over the line before, a
+    newline faking a line of its own) must not redraw it: every listing shows them as text."""
+    evil = {"command": "python3" + TITLE, "args": ["-c", "pass" + CLEAR, UP_AND_ERASE + "echo harmless",
+                                                  "x\n  time: harmless"],
+            "env": {"NOTE" + CSI_C1: CLEAR}, "cwd": "." + UP_AND_ERASE}
+    time_server = {**TIME, "env": {**TIME["env"], "NOTE" + CLEAR: TITLE}}
+    write_servers(home / ".mcp.json", {"evil": evil, "time": time_server})
+    listed = run_bantam("mcp", "list", cwd=home)
+    trusted = run_bantam("trust", cwd=home)
+    store = run_bantam("trust", "list", cwd=home)
+    started = run_bantam("mcp", "list", cwd=home, timeout=120)
+    for r in (listed, trusted, store, started):
+        assert "Traceback" not in r.stderr, r.stderr
+        _no_escape_reaches(r)
+    for r in (listed, trusted, started):
+        assert r"python3\x1b]0;evil\x07 -c pass\x1b[2J \x1b[1A\x1b[2Kecho harmless x\n  time: harmless" in r.stdout
+        assert r"env.NOTE\x9b2J=\x1b[2J" in r.stdout and r"env.NOTE\x1b[2J=\x1b]0;evil\x07" in r.stdout
+        assert not any(line.startswith("  time: harmless") for line in r.stdout.splitlines()), r.stdout
+    assert "time  [ready]" in started.stdout and "    time__get_current_time" in started.stdout

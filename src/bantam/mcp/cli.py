@@ -11,6 +11,7 @@ import os
 import sys
 from pathlib import Path
 
+from ..sanitize import visible
 from . import need_sdk, servers
 
 
@@ -34,7 +35,8 @@ def main(argv: list[str]) -> int:
 
 def listing(enabled: bool, start: bool, directory: str | os.PathLike) -> str:
     """The servers of the project in `directory`, their state and tools: `bantam mcp list` and the
-    terminal's /mcp."""
+    terminal's /mcp. What a file or a server wrote is shown `visible`: a project's .mcp.json could
+    otherwise rewrite, with escape sequences, the very command the user reads before trusting it."""
     if not enabled:
         return "MCP is off (mcp=false)"
     selection = servers.select(directory)
@@ -47,12 +49,13 @@ def listing(enabled: bool, start: bool, directory: str | os.PathLike) -> str:
     for name, spec in selection.servers.items():
         c = known.get(name)
         state = c.state if c else "not started"
-        lines.append(f"{name}  [{state}]  {spec.describe()}  ({spec.source})")
+        lines.append(f"{visible(name)}  [{visible(state)}]  {visible(spec.describe())}  ({visible(spec.source)})")
         if c:
             from .tools import tool_name
-            lines += [f"    {tool_name(name, t.name)}" for t in c.tools]
+            lines += [f"    {visible(tool_name(name, t.name))}" for t in c.tools]
     for name, spec in selection.untrusted.items():
-        lines.append(f"{name}  [not trusted: run `bantam trust`]  {spec.describe()}  ({spec.source})")
+        lines.append(f"{visible(name)}  [not trusted: run `bantam trust`]  {visible(spec.describe())}  "
+                     f"({visible(spec.source)})")
     if not lines:
         return (f"no MCP servers configured (add them to {servers.user_file()} or "
                 f"./{servers.PROJECT_FILE})")
