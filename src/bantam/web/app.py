@@ -11,8 +11,9 @@ Who may do what (docs/web.md explains the reasoning):
 - a request that changes something (POST) must also come from the page's own origin and carry
   JSON, so another site (or the sandboxed viewer, whose origin is opaque) cannot forge one;
 - `/raw/KEY/PATH` is the exception: it serves workspace files to the viewer's sandboxed frame
-  and to <img>, with its own read-only key instead of the cookie, and a CSP `sandbox` header,
-  so whatever it serves runs on an opaque origin that can reach no other route.
+  and to <img>, with its own read-only key instead of the cookie, and a CSP (`RAW_CSP`) with
+  `sandbox`, so whatever it serves runs on an opaque origin that can reach no other route, and
+  that forbids every connection and form post, so it can send nothing anywhere.
 """
 from __future__ import annotations
 
@@ -40,6 +41,18 @@ KEEPALIVE = 15.0  # seconds between comments on an idle event stream, so proxies
 GUESS_DELAY = 0.5    # seconds added to the answer to a wrong token or password, doubling each time
 GUESS_DELAY_MAX = 10.0
 SANDBOX = "sandbox allow-scripts allow-forms allow-modals allow-pointer-lock allow-downloads"
+# A workspace file in the viewer was written by the model, which anything it read may have
+# steered; with sandbox_network=off, a page that could fetch would be the way out, through the
+# user's browser. So it may load what it needs from this server (its own scripts, styles, images,
+# fonts, sounds, nested pages, inline code) and connect nowhere: no fetch, XHR, WebSocket,
+# EventSource or beacon (connect-src 'none', even to this server), no form post (form-action
+# 'none'), nothing from any other server (default-src 'none'). The frame's origin is opaque, but
+# 'self' is matched against the URL the file came from (tests/web/test_web_browser.py checks it).
+RAW_CSP = (f"{SANDBOX}; default-src 'none'; script-src 'self' 'unsafe-inline' 'unsafe-eval' "
+           "'wasm-unsafe-eval'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; "
+           "font-src 'self' data:; media-src 'self' data: blob:; worker-src 'self' blob:; "
+           "frame-src 'self'; connect-src 'none'; form-action 'none'; base-uri 'self'; "
+           "frame-ancestors 'self'")
 API_CSP = "default-src 'none'; frame-ancestors 'none'"
 LOGIN_CSP = "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'"
 PAGE_CSP = ("default-src 'none'; script-src 'nonce-{nonce}'; style-src 'unsafe-inline'; "
@@ -276,9 +289,9 @@ class Routes:
             data, kind = self.workspace.raw(request.path_params["path"])
         except Refused as e:
             return Response(str(e), e.status, media_type="text/plain")
-        # The sandbox holds even when this URL is opened on its own, outside the viewer's frame.
-        return Response(data, media_type=kind,
-                        headers={"Content-Security-Policy": f"{SANDBOX}; frame-ancestors 'self'"})
+        # The sandbox and the ban on connections hold even when this URL is opened on its own,
+        # outside the viewer's frame.
+        return Response(data, media_type=kind, headers={"Content-Security-Policy": RAW_CSP})
 
 
 async def not_json(request: Request, exc: Exception) -> Response:
