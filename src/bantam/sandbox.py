@@ -15,19 +15,23 @@ are empty and read-only to commands, but for the folder of clipped tool output (
 those paths) and bantam_tools_dir; a writable root inside them is refused. With the network off,
 a seccomp filter (bantam.seccomp) also closes Unix-domain sockets, which are files, not network.
 
-One `Sandbox` serves one command: `wrap` builds the bubblewrap argv (and notes which protected
-names were absent), `settle` removes a protected file the command created and explains a refusal
-to the model. There is no silent fallback: without a working bubblewrap a sandboxed command is
-not run, and the result says why and what to do.
+One `Sandbox` serves one command: `wrap` builds the bubblewrap argv (and looks at the protected
+names in each writable root, at every depth), `settle` removes a protected name the command
+created, at any depth, and explains a refusal to the model. There is no silent fallback: without
+a working bubblewrap a sandboxed command is not run, and the result says why and what to do.
 """
 from __future__ import annotations
 
+import collections
 import functools
 import os
 import platform
 import shutil
+import stat
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,9 +56,15 @@ class CommandResult(Protocol):
 
 # Read-only inside every writable root: bantam's project files, and git's (whose hooks and config
 # run commands outside the sandbox). For file writes at any depth; for commands, the existing ones
-# at any depth (nested_protected) and new ones at each root's top (bubblewrap binds only names
-# that exist; finding names a command made deeper would need a tree walk after every command).
+# at any depth are bound read-only, and one a command creates, at any depth, is removed after it
+# (bubblewrap can bind only names that exist; `look` finds both).
 PROTECTED_NAMES = (".git", ".bantam.cfg", "model.cfg", ".mcp.json")
+PROTECTED_WHY = {  # the model is told why a protected name it created was removed
+    ".git": "the user's next git command there would run its hooks and configuration outside the sandbox",
+    ".bantam.cfg": "bantam reads it as configuration at its next start",
+    "model.cfg": "bantam reads it as configuration at its next start",
+    ".mcp.json": "bantam would start the servers it names",
+}
 # What a command's output says when the boundary stopped it (the kernel's and common tools' words).
 WRITE_REFUSED = ("Read-only file system",)
 NETWORK_REFUSED = ("Network is unreachable", "Could not resolve host", "Temporary failure in name resolution",
@@ -77,7 +87,7 @@ class Sandbox:
     mode: str = "off"
     roots: tuple[Path, ...] = ()  # writable (workspace mode), absolute and resolved
     network: bool = False
-    absent: list[Path] = field(default_factory=list)  # protected names missing when the command started
+    looked: list[Tree] = field(default_factory=list)  # each root's protected names as the command started
     can_escalate: bool = False  # shell_exec's `escalate` is offered: a person is there to ask
     readonly: tuple[Path, ...] = ()  # more paths kept read-only inside the roots (the daemon's own files)
     concealed: tuple[Path, ...] = ()  # files commands see as empty (the daemon's config.json: its keys)
@@ -116,7 +126,7 @@ class Sandbox:
             raise ToolError(f"not run: sandbox_writable names no directory at {', '.join(missing)}")
         self._refuse_roots_in_guarded()
         self.release()
-        self.absent = [p for p in self._protected_candidates() if not os.path.lexists(p)]
+        self.looked = [look(root) for root in self.roots]  # before the command: `settle` compares
         hidden = self.hidden()
         prefix = bwrap_prefix(self.roots, self.network, self.protected(), [*interpreter_under_tmp(), *named_under_tmp(argv)],
                               hidden, revealed(hidden, self.reveal))
@@ -172,23 +182,23 @@ class Sandbox:
 
     def protected(self) -> list[Path]:
         """The existing paths that stay read-only although they lie inside a writable root."""
-        inside = [p for p in self._protected_candidates() if os.path.lexists(p)]
+        inside = [p for tree in self.looked for p in tree.protected]  # at every depth, as `wrap` looked
         inside += [d for d in guarded_dirs() if d.exists() and self._in_root(d)]
         inside += [p for p in self.readonly if p.exists() and self._in_root(p)]
-        inside += [p for root in self.roots for p in nested_protected(root)]
         return inside
 
-    def _protected_candidates(self) -> list[Path]:
-        return [root / name for root in self.roots for name in PROTECTED_NAMES]
-
     def settle(self, result: R) -> R:
-        """After the command: remove a protected config file it created (bantam would read it at
-        its next start), and tell the model when the boundary is the likely cause of a failure."""
+        """After the command: remove every protected name it created, at any depth (a `.git` whose
+        hooks or core.fsmonitor the user's next `git` there would run outside the sandbox; a config
+        file bantam would read at its next start), saying so, and tell the model when the boundary
+        is the likely cause of a failure."""
         notes = []
-        for path in self.absent:
-            if path.name != ".git" and os.path.lexists(path):
+        looked, self.looked = self.looked, []
+        for before in looked:
+            for path in before.made(look(before.root)):
                 _remove(path)
-                notes.append(f"[sandbox: {path} is protected; the command created it and it was removed]")
+                notes.append(f"[sandbox: the command created {path}, which is protected at any depth "
+                             f"({PROTECTED_WHY[path.name]}), so it was removed; {self.ask_hint}]")
         if result.exit_code != 0 and self.on:
             notes += self.explain(result.output)
         if notes:
@@ -297,9 +307,12 @@ def bwrap_prefix(roots: Iterable[Path], network: bool, protected: Iterable[Path]
     paths inside them, and last the `hidden` dirs as empty read-only tmpfs with the `reveal`
     (source, destination) pairs bound read-only inside them (later mounts win, so nothing bound
     before shows through a hidden dir). `--cap-drop ALL` matters when bantam runs as root: with
-    its capabilities a command could remount / read-write."""
+    its capabilities a command could remount / read-write. The IPC namespace is the command's own
+    (the host's System V shared memory, semaphores and message queues are a way out that no mount
+    closes), and so are the hostname (UTS) and, where the kernel has one, the cgroup namespace."""
     args = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
-            "--unshare-pid", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+            "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+            "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
     for path in visible:
         args += ["--ro-bind", str(path), str(path)]
     if not network:
@@ -331,35 +344,129 @@ def refuse_read(path: str | os.PathLike, shown: str) -> None:
                             "which the model may not read")
 
 
-NESTED_SCAN_ENTRIES = 50_000  # a walk past this many entries stops (a huge tree is not walked whole)
-NESTED_SCAN_SECONDS = 60.0    # a root's walk is reused this long (about 120 ms for this repository)
-NESTED_SKIP = frozenset({"node_modules", ".venv", "venv", "__pycache__", ".tox", ".mypy_cache"})
-_nested: dict[Path, tuple[float, list[Path]]] = {}
+NESTED_SCAN_ENTRIES = 50_000  # one look lists or stats at most this many entries (a huge tree is not walked whole)
+# Not walked into: caches and installed packages (a virtualenv's site-packages is thousands of
+# folders), where nobody runs git or bantam; a protected name in them is neither bound nor removed.
+NESTED_SKIP = frozenset({"node_modules", ".venv", "venv", "__pycache__", ".tox", ".mypy_cache", ".pytest_cache",
+                         ".ruff_cache", "site-packages", "dist-packages"})
+SETTLED_NS = 2_000_000_000  # a folder changed this close to its listing is listed again at the next look
 
 
-def nested_protected(root: Path) -> list[Path]:
-    """The protected names below a root's top (`sub/.git`, `vendor/x/.bantam.cfg`), which
-    bubblewrap binds read-only like the top-level ones: a nested repository's hooks and config
-    would otherwise be the model's to rewrite, and run by the user's next `git` there. A walk
-    costs about 120 ms on this repository, so it is kept for NESTED_SCAN_SECONDS; a name created
-    after it is not covered (a config file the model writes is an untrusted project file anyway)."""
-    import time
-    now = time.monotonic()
-    cached = _nested.get(root)
-    if cached and now - cached[0] < NESTED_SCAN_SECONDS:
-        return cached[1]
-    found: list[Path] = []
-    seen = 0
-    for folder, dirs, files in os.walk(root):
-        seen += len(dirs) + len(files)
-        here = Path(folder)
-        if here != root:
-            found += [here / name for name in PROTECTED_NAMES if name in dirs or name in files]
-        dirs[:] = [d for d in dirs if d not in NESTED_SKIP and d not in PROTECTED_NAMES]
-        if seen > NESTED_SCAN_ENTRIES:
-            break
-    _nested[root] = (now, found)
-    return found
+@dataclass(frozen=True)
+class Listing:
+    """One folder as a look last listed it: a later change to its entries changes its stamp."""
+    stamp: tuple[int, int, int]  # (st_dev, st_ino, st_ctime_ns), taken before the listing
+    settled: bool                # its ctime is older than the listing by SETTLED_NS (see `look`)
+    subdirs: tuple[str, ...]     # the folders in it that a look walks into
+    names: tuple[tuple[str, tuple[int, int]], ...]  # the protected names in it, with (st_dev, st_ino)
+
+
+@dataclass(frozen=True)
+class Tree:
+    """What one look at a writable root saw: every folder it listed (each entry of those is known
+    as of the look), by path, and the protected names in them, top included, with their identities."""
+    root: str
+    listings: dict[str, Listing]
+
+    @property
+    def protected(self) -> list[Path]:
+        return [Path(folder, name) for folder, listing in self.listings.items() for name, _ in listing.names]
+
+    def made(self, after: Tree) -> list[Path]:
+        """The protected names `after` (a later look at the same root) saw that were not there at
+        this look: neither the same file or folder anywhere in it (a folder that holds one may be
+        renamed: its `.git` is the user's, moved, not made) nor within a folder this look listed
+        or one made since. A name in a folder this look did not reach (past NESTED_SCAN_ENTRIES)
+        is not taken for new: it may be the user's."""
+        known = {ident for listing in self.listings.values() for _, ident in listing.names}
+        return [Path(folder, name) for folder, listing in after.listings.items() for name, ident in listing.names
+                if ident not in known and self._absent_from(folder, name, after)]
+
+    def _absent_from(self, folder: str, name: str, after: Tree) -> bool:
+        """Whether this look shows that `folder`/`name` was not there: `folder` was listed and is
+        the same folder now, and `name` was not in it; or `folder` itself was not there (new, or
+        another folder moved to its place) by the same rule one level up."""
+        before, now = self.listings.get(folder), after.listings.get(folder)
+        if before is not None and now is not None and before.stamp[:2] == now.stamp[:2]:
+            return name not in {n for n, _ in before.names} and name not in before.subdirs
+        if before is not None:
+            return True  # another folder at that path than the one listed: everything in it is new
+        parent, _, base = folder.rpartition("/")
+        if folder == self.root or not base:
+            return False
+        return self._absent_from(parent or "/", base, after)
+
+
+_trees: dict[str, dict[str, Listing]] = {}  # each root's listings, kept between looks
+_trees_lock = threading.Lock()  # parallel sub-agents' commands look at the same roots
+
+
+def look(root: str | os.PathLike) -> Tree:
+    """The protected names in `root` at every depth (`sub/.git`, `vendor/x/.bantam.cfg`, the
+    top's own), as they are now: bubblewrap binds the existing ones read-only, and one that a
+    command made is found by comparing a look before it with one after (Tree.made).
+
+    Only a folder whose (device, inode, ctime) changed since the last look is listed again (a
+    created, removed or renamed entry changes its folder's ctime, and a command cannot set a ctime
+    back); the others cost one lstat each, so a look at an unchanged tree of N folders is N
+    lstats (about 0.1 ms for this repository's 54). A folder whose ctime lies within SETTLED_NS
+    of its listing is listed again at the next look: a change in the same clock tick as the
+    listing would leave the ctime as it was. NESTED_SKIP, the protected names themselves and
+    bantam's own folders are not walked into, and one look costs at most NESTED_SCAN_ENTRIES
+    (an lstat or a listed entry each), breadth first, the top always; what it did not reach is
+    listed at the next looks."""
+    top = os.fspath(root)
+    skip = {str(d) for d in guarded_dirs()}
+    with _trees_lock:
+        known = _trees.setdefault(top, {})
+        seen: dict[str, Listing] = {}
+        budget = NESTED_SCAN_ENTRIES
+        todo = collections.deque([top])
+        while todo and (budget > 0 or not seen):  # the top is always listed
+            folder = todo.popleft()
+            try:
+                st = os.lstat(folder)
+            except OSError:
+                continue
+            if not stat.S_ISDIR(st.st_mode):
+                continue
+            budget -= 1
+            stamp = (st.st_dev, st.st_ino, st.st_ctime_ns)
+            listing = known.get(folder)
+            if listing is None or listing.stamp != stamp or not listing.settled:
+                now = time.time_ns()  # after the lstat: a change from here on shows in the next stamp
+                try:
+                    entries = list(os.scandir(folder))
+                except OSError:
+                    continue  # unreadable to bantam, so to the user's git: nothing to find
+                budget -= len(entries)
+                subdirs, names = _sort(folder, entries, skip)
+                listing = Listing(stamp, st.st_ctime_ns < now - SETTLED_NS, subdirs, names)
+            seen[folder] = listing
+            todo.extend(os.path.join(folder, name) for name in listing.subdirs)
+        if todo:
+            known.update(seen)  # what this look did not reach keeps its last listing
+        else:
+            known.clear()  # folders that are gone are forgotten
+            known.update(seen)
+    return Tree(top, seen)
+
+
+def _sort(folder: str, entries: list[os.DirEntry], skip: set[str]
+          ) -> tuple[tuple[str, ...], tuple[tuple[str, tuple[int, int]], ...]]:
+    """(the folders to walk into, the protected names with their identities) of one listing."""
+    subdirs, names = [], []
+    for entry in entries:
+        try:
+            if entry.name in PROTECTED_NAMES:
+                st = entry.stat(follow_symlinks=False)
+                names.append((entry.name, (st.st_dev, st.st_ino)))
+            elif (entry.name not in NESTED_SKIP and entry.is_dir(follow_symlinks=False)
+                  and os.path.join(folder, entry.name) not in skip):
+                subdirs.append(entry.name)
+        except OSError:
+            continue  # gone meanwhile
+    return tuple(sorted(subdirs)), tuple(sorted(names))
 
 
 def revealed(hidden: Iterable[Path], extra: Iterable[Path] = ()) -> list[tuple[Path, Path]]:

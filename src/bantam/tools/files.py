@@ -303,14 +303,32 @@ class ListFiles:
         if ctx is not None and ctx.workspace is not None:
             return list_in(ctx.workspace, args.get("path") or ".")
         base = _path({"path": args.get("path") or "."}, ctx)
+        left_out = self._own_folders(base, args.get("path") or ".")
         if base.is_file():
             return f"{args.get('path')} ({base.stat().st_size} bytes)"
         if not base.is_dir():
             raise ToolError(f"{args.get('path')}: no such directory")
-        lines = listing(base, base, hidden=False)
-        if len(lines) > LIST_LIMIT:
+        found = listing(base, base, hidden=False)
+        lines = [line for line in found if not line.startswith(left_out)]
+        if len(found) > LIST_LIMIT:
             return "\n".join(lines[:LIST_LIMIT]) + f"\n[more than {LIST_LIMIT} files; list a subdirectory]"
         return "\n".join(lines) or "(no files)"
+
+    @staticmethod
+    def _own_folders(base: Path, shown: str) -> tuple[str, ...]:
+        """The folders of bantam's own (fsutil.guarded_dirs) below `base`, as the listing's line
+        prefixes to leave out; ToolError (one line) when `base` leads into one, by any link: their
+        names and sizes are bantam's, as read_file and commands keep their contents. Clipped tool
+        output, which the model is pointed to, stays listable."""
+        from ..fsutil import bantam_home
+        from ..sandbox import guarded_dirs
+        real = Path(os.path.realpath(base))
+        if real.is_relative_to(os.path.realpath(bantam_home() / "tool-output")):
+            return ()
+        for own in guarded_dirs():
+            if real.is_relative_to(own):
+                raise ToolError(f"not listed: {shown} leads into {own}, bantam's own files (keys and settings)")
+        return tuple(f"{own.relative_to(real).as_posix()}/" for own in guarded_dirs() if own.is_relative_to(real))
 
 
 def listing(base: Path, shown_from: Path, hidden: bool, most: int | None = LIST_LIMIT) -> list[str]:
