@@ -392,3 +392,48 @@ def test_always_inside_the_sandbox_never_lets_the_same_prefix_out(home, outside)
     result = shell(box, f"touch {outside}/b.txt", escalate="it goes there")
     assert result == "error: not run: the user declined: stay inside"
     assert [r.action for r in asked] == ["run", "escape"] and not (outside / "b.txt").exists()
+
+
+def test_always_in_a_folder_never_covers_bantams_own_files_or_protected_names(home):
+    """'Always in DIR' lets later writes in DIR through unasked, but never into ~/.bantam,
+    ~/.config/bantam, a .git (whose hooks the user's next git runs) or another protected name,
+    however the path gets there: those are asked every time, and offer no 'always'."""
+    user = Path(os.environ["HOME"])
+    (user / ".config" / "bantam").mkdir(parents=True)
+    (user / ".bantam").mkdir()
+    (user / "proj" / ".git" / "hooks").mkdir(parents=True)
+    (user / "state").symlink_to(user / ".bantam")
+    asked: list = []
+    box = toolbox(asked, [Verdict(True, remember=True)] + [Verdict(False, "not there")] * 5, sandbox="workspace")
+
+    def write(path: Path) -> str:
+        return box.execute("write_file", json.dumps({"path": str(path), "content": "x"})).content
+    assert write(user / "notes.txt") == f"wrote 1 bytes to {user / 'notes.txt'}"
+    assert write(user / "more" / "notes.txt") == f"wrote 1 bytes to {user / 'more' / 'notes.txt'}"
+    assert len(asked) == 1  # covered by the "always"
+    own = [user / ".config" / "bantam" / "config", user / ".bantam" / "trust.json", user / "state" / "trust.json",
+           user / "proj" / ".git" / "hooks" / "pre-commit", user / "proj" / "sub" / ".mcp.json"]
+    for path in own:
+        assert write(path) == "error: not written: the user declined: not there", path
+        assert not path.exists()
+    assert [r.prefix for r in asked] == [str(user)] + [""] * 5
+    assert asked[1].why.endswith(f"{user / '.config' / 'bantam'} is bantam's own folder, so it is asked every time")
+    assert asked[4].why.endswith(".git is protected at any depth, so it is asked every time")
+
+
+def test_always_for_a_command_never_covers_one_that_names_protected_or_bantams_files(home):
+    """The same for commands: `always 'ls'` covers `ls -la`, not `ls .git/hooks` nor `ls ~/.bantam`,
+    however the shell would spell them (quotes, globs); nor, outside the sandbox, `cp` into a hook."""
+    asked: list = []
+    box = toolbox(asked, [Verdict(True, remember=True)] + [Verdict(False, "")] * 4,
+                  sandbox="workspace", approval="always")
+    assert shell(box, "ls -a").endswith("exit: 0")
+    assert shell(box, "ls -la").endswith("exit: 0")
+    for command in ("ls .git/hooks", "ls ~/.bantam", "ls .gi?/hooks", "ls '.g'it"):
+        assert shell(box, command) == "error: not run: the user declined", command
+    assert [r.prefix for r in asked] == ["ls", "", "", "", ""]
+    asked.clear()
+    box = toolbox(asked, [Verdict(True, remember=True), Verdict(False, "")], sandbox="workspace")
+    assert shell(box, "cp -n /dev/null copy.txt", escalate="copy it").endswith("exit: 0")
+    assert shell(box, "cp /dev/null .git/hooks/pre-commit", escalate="a hook") == "error: not run: the user declined"
+    assert [r.prefix for r in asked] == ["cp", ""] and not (home / ".git").exists()

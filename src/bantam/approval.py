@@ -10,11 +10,15 @@ A front end with a person (the terminal, the browser) gives `Approvals` an `ask`
 other mode (one-shot, pipe, handler, daemon, controlled runs) has none, and then what needs
 approval is refused with a result the model can read, never run and never waited on.
 The answers: yes, no [reason], always (yes, and the same for this command prefix or directory for
-the rest of the session), edit (run an edited command instead).
+the rest of the session), edit (run an edited command instead). "Always" never covers bantam's own
+folders (fsutil.guarded_dirs) nor the protected names (sandbox.PROTECTED_NAMES) at any depth: a
+write there, or a command that names one, is asked every time and offers no "always".
 """
 from __future__ import annotations
 
+import fnmatch
 import os
+import shlex
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,7 +27,7 @@ from typing import TYPE_CHECKING
 
 from .errors import ToolError
 from .fsutil import Boundary
-from .sandbox import Sandbox
+from .sandbox import PROTECTED_NAMES, Sandbox, guarded_dirs
 
 if TYPE_CHECKING:
     from .config import Config
@@ -36,7 +40,8 @@ class Request:
     action: str   # "run" (in the sandbox, if any), "escape" (run outside it) or "write"
     text: str     # the full command line, or the path written
     why: str      # why a person is asked
-    prefix: str   # what "always" allows from now on: the command's first words, or a directory
+    prefix: str   # what "always" allows from now on: the command's first words, or a directory;
+                  # "" when no "always" is offered, and then no earlier one covers the request
 
 
 @dataclass(frozen=True)
@@ -44,6 +49,7 @@ class Verdict:
     allowed: bool
     text: str = ""       # yes: the command to run (edited or not); no: the person's reason
     remember: bool = False
+    within: str = ""     # allowed by an earlier "always": the prefix (directory) that covered it
 
 
 Ask = Callable[[Request], Verdict]
@@ -57,8 +63,9 @@ class Approvals:
     lock: threading.Lock = field(default_factory=threading.Lock)  # parallel sub-agents ask in turn
 
     def decide(self, request: Request) -> Verdict:
-        if self._remembered(request):
-            return Verdict(True, request.text)
+        covered = self._remembered(request)
+        if covered:
+            return Verdict(True, request.text, within=covered)
         if self.ask is None:
             raise ToolError(f"{_refused(request)}: this needs a person's approval ({request.why}) and "
                             "there is no one to ask in this mode; do it within the sandbox, or say in "
@@ -72,16 +79,17 @@ class Approvals:
             raise ToolError(f"{_refused(request)}: the user declined{reason}")
         return verdict
 
-    def _remembered(self, request: Request) -> bool:
+    def _remembered(self, request: Request) -> str:
+        """The earlier "always" that covers `request` (its prefix), or ""."""
+        if not request.prefix or SHELL_SYNTAX & set(request.text):
+            return ""  # offers no "always" itself (`ls; rm -rf ~` must not pass as `ls`)
         if request.action == "write":
-            return any(action == "write" and _inside(request.prefix, where)
-                       for action, where in self.allowed)
-        if SHELL_SYNTAX & set(request.text):
-            return False  # `ls; rm -rf ~` must not pass as `ls`
+            return max((where for action, where in self.allowed
+                        if action == "write" and _inside(request.prefix, where)), key=len, default="")
         words = request.text.split()
         # "always" for a command in the sandbox never lets it out: the action must match too
-        return any(action == request.action and words[:len(p.split())] == p.split()
-                   for action, p in self.allowed)
+        return next((p for action, p in self.allowed
+                     if action == request.action and words[:len(p.split())] == p.split()), "")
 
 
 def command_prefix(command: str) -> str:
@@ -101,17 +109,54 @@ def check_command(cfg: Config, approvals: Approvals, command: str, escalate: str
     the reason when it is refused."""
     box = Sandbox.for_config(cfg, cwd)
     box.can_escalate = box.on and approvals.ask is not None and cfg.approval != "never"
+    own = names_own(command, cwd)
+    prefix = "" if own else command_prefix(command)
     if escalate.strip() and box.on:
         if cfg.approval == "never":
             raise ToolError(f"not run: approval=never, so no command runs outside the sandbox "
                             f"({box.describe()}); do it within the sandbox or tell the user what you need")
-        verdict = approvals.decide(Request("escape", command, f"the model asks to run this outside the "
-                                           f"sandbox: {escalate.strip()}", command_prefix(command)))
+        verdict = approvals.decide(Request("escape", command, _every_time(f"the model asks to run this outside "
+                                           f"the sandbox: {escalate.strip()}", own), prefix))
         return verdict.text or command, Sandbox()
     if cfg.approval == "always":
-        verdict = approvals.decide(Request("run", command, "approval=always", command_prefix(command)))
+        verdict = approvals.decide(Request("run", command, _every_time("approval=always", own), prefix))
         return verdict.text or command, box
     return command, box
+
+
+def names_own(command: str, cwd: str | os.PathLike | None = None) -> str:
+    """Why no earlier "always" may cover `command` (a word of it names a protected name, or leads
+    into bantam's own folders, as a shell would expand it: quotes, `~`, globs), or ""."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return "its words cannot be told apart"
+    for word in words:
+        reason = own_path(word, cwd)
+        if reason:
+            return reason
+    return ""
+
+
+def own_path(path: str, cwd: str | os.PathLike | None = None) -> str:
+    """Why a remembered approval never covers `path` (from `cwd`): "<name> is protected at any
+    depth" or "<folder> is bantam's own folder", matched as a glob too (`.gi?` is `.git` to a
+    shell) and with its links resolved; "" for any other path."""
+    given = os.path.join(cwd or os.curdir, os.path.expanduser(path))
+    for candidate in dict.fromkeys((os.path.abspath(given), os.path.realpath(given))):
+        parts = Path(candidate).parts
+        for name in PROTECTED_NAMES:
+            if any(fnmatch.fnmatchcase(name, part) for part in parts):
+                return f"{name} is protected at any depth"
+        for folder in guarded_dirs():
+            if _inside(candidate, str(folder)) or any(fnmatch.fnmatchcase(str(folder), os.path.join(*parts[:n]))
+                                                     for n in range(2, len(parts) + 1)):
+                return f"{folder} is bantam's own folder"
+    return ""
+
+
+def _every_time(why: str, own: str) -> str:
+    return f"{why}; {own}, so it is asked every time" if own else why
 
 
 def check_write(cfg: Config, approvals: Approvals, path: str,
@@ -127,10 +172,16 @@ def check_write(cfg: Config, approvals: Approvals, path: str,
         raise ToolError(f"not written: {outside} (sandbox={box.mode}, approval=never)")
     if outside or cfg.approval == "always":
         where = os.path.dirname(os.path.realpath(os.path.expanduser(path)))
-        approvals.decide(Request("write", path, f"write outside the sandbox: {outside}" if outside
-                                 else "approval=always", where))
-        if outside:  # allowed there, and only there (its missing folders are made by the write)
+        own = own_path(path, cwd)
+        why = f"write outside the sandbox: {outside}" if outside else "approval=always"
+        verdict = approvals.decide(Request("write", path, _every_time(why, own), "" if own else where))
+        if outside and own:  # asked this very time, for this path: written as the person saw it
             return Boundary((_existing(Path(where)),))
+        if outside:  # there, and only there (its missing folders are made by the write), walked from
+            # the folder the person allowed without following a link, and never into bantam's own
+            # folders or a protected name: a link swapped in after this check cannot lead there
+            return Boundary((_existing(Path(verdict.within or where)),), frozenset(PROTECTED_NAMES),
+                            guarded_dirs(), where=verdict.within or where)
     return box.boundary()
 
 

@@ -202,6 +202,32 @@ def test_a_swapped_link_never_leads_a_write_outside(tmp_path):
     assert written + refused == 3000 and written > 0 and refused > 0  # the race did happen, both ways
 
 
+
+def test_a_write_an_always_lets_through_never_follows_a_swapped_link_out(home, tmp_path):
+    """'Always in DIR' covers later writes below DIR; each is walked from DIR without following a
+    link, so a link swapped in between the approval's check and the write cannot lead it out
+    (it was written from the folder the check resolved, following whatever link stood there)."""
+    if not hasattr(_libc, "renameat2"):
+        pytest.skip("this C library has no renameat2 (glibc 2.28 or later has)")
+    ws = tmp_path.resolve() / "ws"
+    answers = [Verdict(True, remember=True)]
+
+    def ask(request: Request) -> Verdict:
+        return answers.pop() if answers else Verdict(False, "asked again")
+    box = make_toolbox(("write_file",), ToolContext(Config().with_values(sandbox="workspace"),
+                                                    approvals=Approvals(ask)))
+
+    def write_one(path: Path) -> None:
+        if not (ws / "first.txt").exists():  # the one answer: always in ws
+            assert box.execute("write_file", json.dumps({"path": str(ws / "first.txt"), "content": "x"})).content \
+                == f"wrote 1 bytes to {ws / 'first.txt'}"
+        out = box.execute("write_file", json.dumps({"path": str(path), "content": "x"}))
+        if out.is_error:
+            raise ToolError(out.content)
+    written, refused, landed = race(tmp_path.resolve(), write_one, attempts=1500)
+    assert landed == []
+    assert written > 0 and refused > 0  # the race did happen, both ways
+
 # --- (d) the daemon's WRITE_FILE and EDIT_FILE: the same boundary, around the agent's home -------
 
 def test_the_daemons_edit_file_stays_inside_its_boundary(agent, home, bashrc):  # noqa: F811
