@@ -194,11 +194,11 @@ class Sandbox:
         is the likely cause of a failure."""
         notes = []
         looked, self.looked = self.looked, []
-        for before in looked:
-            for path in before.made(look(before.root)):
-                _remove(path)
-                notes.append(f"[sandbox: the command created {path}, which is protected at any depth "
-                             f"({PROTECTED_WHY[path.name]}), so it was removed; {self.ask_hint}]")
+        made = {path: (before.root, ident) for before in looked for path, ident in before.made(look(before.root))}
+        for path, (root, ident) in made.items():  # (a root inside another, the daemon's, finds it twice)
+            _remove_made(root, path, ident)
+            notes.append(f"[sandbox: the command created {path}, which is protected at any depth "
+                         f"({PROTECTED_WHY[path.name]}), so it was removed; {self.ask_hint}]")
         if result.exit_code != 0 and self.on:
             notes += self.explain(result.output)
         if notes:
@@ -372,15 +372,15 @@ class Tree:
     def protected(self) -> list[Path]:
         return [Path(folder, name) for folder, listing in self.listings.items() for name, _ in listing.names]
 
-    def made(self, after: Tree) -> list[Path]:
+    def made(self, after: Tree) -> list[tuple[Path, tuple[int, int]]]:
         """The protected names `after` (a later look at the same root) saw that were not there at
         this look: neither the same file or folder anywhere in it (a folder that holds one may be
         renamed: its `.git` is the user's, moved, not made) nor within a folder this look listed
         or one made since. A name in a folder this look did not reach (past NESTED_SCAN_ENTRIES)
-        is not taken for new: it may be the user's."""
+        is not taken for new: it may be the user's. Each with its (st_dev, st_ino)."""
         known = {ident for listing in self.listings.values() for _, ident in listing.names}
-        return [Path(folder, name) for folder, listing in after.listings.items() for name, ident in listing.names
-                if ident not in known and self._absent_from(folder, name, after)]
+        return [(Path(folder, name), ident) for folder, listing in after.listings.items()
+                for name, ident in listing.names if ident not in known and self._absent_from(folder, name, after)]
 
     def _absent_from(self, folder: str, name: str, after: Tree) -> bool:
         """Whether this look shows that `folder`/`name` was not there: `folder` was listed and is
@@ -576,11 +576,30 @@ def _within(path: Path, root: Path) -> bool:
     return path == root or root in path.parents
 
 
-def _remove(path: Path) -> None:
+def _remove_made(root: str, path: Path, ident: tuple[int, int]) -> None:
+    """Remove `path`, a protected name a command made below `root`, if it is still the file or
+    folder the look saw (`ident`). The way there is opened one folder at a time without following
+    a link, and the removal happens inside the folder opened: bantam removes with the user's
+    rights, so a folder on the way swapped for a link meanwhile (another command running in
+    parallel) must not lead it to a `.git` outside the workspace."""
+    parts = path.relative_to(root).parts
     try:
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path)
-        else:
-            path.unlink()
+        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError:
-        pass
+        return
+    try:
+        for name in parts[:-1]:
+            below = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+            os.close(fd)
+            fd = below
+        st = os.stat(parts[-1], dir_fd=fd, follow_symlinks=False)
+        if (st.st_dev, st.st_ino) != ident:
+            return
+        if stat.S_ISDIR(st.st_mode):
+            shutil.rmtree(parts[-1], dir_fd=fd)
+        else:
+            os.unlink(parts[-1], dir_fd=fd)
+    except OSError:
+        pass  # gone meanwhile, or no longer a folder on the way: nothing of the command's to remove
+    finally:
+        os.close(fd)
