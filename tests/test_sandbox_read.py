@@ -202,7 +202,7 @@ def test_everyday_programs_still_work_under_the_filter(user):
     """The filter refuses AF_UNIX sockets, datagram socketpairs and io_uring; ordinary programs
     use none of those (stream socketpairs, which event loops use, stay allowed)."""
     commands = [
-        "git init -q repo && cd repo && echo x > f && git add f && git -c user.name=a -c user.email=a@b "
+        "cd /tmp && git init -q repo && cd repo && echo x > f && git add f && git -c user.name=a -c user.email=a@b "
         "commit -qm one && git status --short && git log --oneline | wc -l",
         f"{sys.executable} -c 'import subprocess; print(subprocess.run([\"true\"]).returncode)'",
         f"{sys.executable} -c 'import asyncio; asyncio.run(asyncio.sleep(0)); print(\"loop\")'",

@@ -373,13 +373,13 @@ def test_a_commands_full_output_on_disk_holds_no_known_secret(home):
     assert "sk-spool" not in result and "line 3000 ***" in result
 
 
-def test_the_daemon_sends_no_foreign_key_to_its_default_endpoint(home):
+def test_the_daemon_sends_a_key_only_to_its_own_endpoint(home):
     from bantam.daemon import settings
     agent = home / "agent"
     agent.mkdir()
     (agent / "config.json").write_text(json.dumps({"model": "m"}))
-    with pytest.raises(ConfigError, match="no API key"):  # not OPENAI_API_KEY sent to api.deepseek.com
-        settings.load(agent / "config.json", environ={"OPENAI_API_KEY": "sk-openai-123456"})
+    _, cfg = settings.load(agent / "config.json", environ={"OPENAI_API_KEY": "sk-openai-123456"})
+    assert (cfg.endpoint, cfg.api_key) == ("https://api.openai.com/v1", "sk-openai-123456")  # its own API
     (agent / "config.json").write_text(json.dumps({"model": "m", "api_base": "https://api.openai.com/v1"}))
     _, cfg = settings.load(agent / "config.json", environ={"OPENAI_API_KEY": "sk-openai-123456"})
     assert cfg.api_key == "sk-openai-123456"  # an api_base the user wrote is where the user sent it

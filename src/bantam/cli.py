@@ -10,7 +10,7 @@ import stat
 import sys
 import threading
 
-from .errors import BantamError, ConfigError, Terminated
+from .errors import BantamError, ConfigError, Refused, Terminated
 from .options import SUBCOMMANDS, Parser, flags, global_options, load_config, option_table
 
 USAGE = r"""
@@ -271,11 +271,16 @@ def prompt_words(words: list[str], text: str | None) -> tuple[str | None, str | 
     return None, " ".join(words)
 
 
+PROMPT_FILE_LIMIT = 16 << 20  # bytes of a prompt file, as of piped input (oneshot.INPUT_HARD_CAP)
+
+
 def read_prompt(text: str | None, path: str | None, piped: str | None) -> str | None:
     if path is not None:
+        from .fsutil import read_named
         try:
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
+            text = read_named(path, PROMPT_FILE_LIMIT).decode("utf-8")
+        except Refused as e:
+            raise ConfigError(str(e)) from None
         except (OSError, UnicodeDecodeError) as e:
             raise ConfigError(f"cannot read prompt file {path}: {getattr(e, 'strerror', None) or e}") from None
         if text.startswith("!") and "/" not in path:

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from . import bundled
-from .errors import ConfigError
+from .errors import ConfigError, Refused
 from .kinds import (Choice, Flag, Key, Kind, Names, Number, Numbers, Url, aliases_of, canonical, check,
                     keys_of, knob)
 from .toolnames import ALIASES as TOOL_ALIASES, MCP_SEPARATOR, REGISTRY, canonical_tool
@@ -266,10 +266,14 @@ def read_config_file(directory: str | os.PathLike = ".") -> tuple[Path | None, l
     return path, read_entries(path)
 
 
-def read_entries(path: Path) -> list[tuple[str, str, str]]:
-    """A config file's (key, value, "file:line") entries, in file order."""
+def read_entries(path: Path, own: bool = False) -> list[tuple[str, str, str]]:
+    """A config file's (key, value, "file:line") entries, in file order. `own`: the user's file,
+    which may be a link to anywhere; a project's stays inside its folder (fsutil.read_setting)."""
+    from .fsutil import read_setting
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_setting(path, own=own).decode("utf-8")
+    except Refused as e:
+        raise ConfigError(str(e)) from None
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError(f"{path}: cannot read: {e}") from None
     entries = []
@@ -392,13 +396,23 @@ def withheld_key(key: str, home: str, endpoint: str, source: tuple[str, ...] | N
         return ""
     user = user_config_path(environ)
     chosen = [environ.get("LLM_URL", ""), home]
-    chosen += [value for k, value, _ in (read_entries(user) if user.is_file() else []) if k == "endpoint"]
+    chosen += [value for k, value, _ in (read_entries(user, own=True) if user.is_file() else []) if k == "endpoint"]
     if any(c and _host(c) == _host(endpoint) for c in chosen):
         return ""
     return (f"{source[1]} sets endpoint={endpoint}, so your {key} is not sent (a project's file may not "
             f"send your key to a server you did not choose); to send it there, trust the project "
             f"(`bantam trust`), put api_key= in {path}, pass --endpoint {endpoint}, or set "
             f"endpoint={endpoint} in {user}")
+
+
+def user_key_goes_to(endpoint: str, environ: Mapping[str, str]) -> bool:
+    """Whether the api_key in the user's file may be sent to `endpoint`, which another file chose
+    (the daemon's config.json): a key goes only to the endpoint configured beside it (same host),
+    or, with none beside it, nowhere but bantam's defaults."""
+    user = user_config_path(environ)
+    entries = read_entries(user, own=True) if user.is_file() else []
+    beside = [value for k, value, _ in entries if ALIASES.get(k, k) == "endpoint"]
+    return any(_host(b) == _host(endpoint) for b in beside)
 
 
 def ignored_warning(path: Path | None, ignored: list[str]) -> str:
@@ -448,7 +462,7 @@ def layers(flags: Mapping[str, str] | None, directory: str | os.PathLike,
             (first if var in ENV_FIRST else raw)[key] = (environ[var], f"environment variable {var}", key)
     user = user_config_path(environ)
     path, entries = read_config_file(directory)
-    for file_entries, project in ((read_entries(user) if user.is_file() else [], None), (entries, path)):
+    for file_entries, project in ((read_entries(user, own=True) if user.is_file() else [], None), (entries, path)):
         named: dict[str, str] = {}  # a key's one name -> the name this file gave it
         for key, value, where in file_entries:
             one = ALIASES.get(key, key)

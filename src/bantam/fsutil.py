@@ -1,7 +1,10 @@
 """The one way bantam writes files: atomically, so a crash never leaves half a file. The one way
 a file change the model asks for is made (`Boundary.write`: checked and written on the same
 directory descriptors, so a link swapped in meanwhile cannot redirect it). And the one way it
-keeps a path inside a directory for reading (`confine`, `open_confined`)."""
+keeps a path inside a directory for reading (`confine`, `open_confined`). And the one way bantam
+reads, in its own process, a file it did not write itself (`read_inside`): whatever such a read
+returns may reach the model, so it never follows a link out of its folder, never reads the kernel's
+or bantam's own files, never blocks on a FIFO and never takes more than its bound."""
 from __future__ import annotations
 
 import errno
@@ -11,7 +14,7 @@ import os
 import secrets
 import stat
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path, PurePosixPath
@@ -44,15 +47,119 @@ def open_confined(root: Path, path: Any) -> int:
     """A read-only descriptor for `confine(root, path)`. A symlink swapped in after the check is
     not followed, and the opened file's own path is checked again (where /proc tells it)."""
     real = confine(root, path)
-    try:
-        fd = os.open(real, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    try:  # O_NONBLOCK: a FIFO does not hold the open
+        fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as e:
         raise Refused(f"{path}: {e.strerror or e}", 404) from None
     link = f"/proc/self/fd/{fd}"
     if os.path.exists(link) and not Path(os.readlink(link)).is_relative_to(root):
         os.close(fd)
         raise Refused(f"{path}: resolves outside the workspace (a symlink); not allowed")
+    mode = os.fstat(fd).st_mode
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        os.close(fd)
+        raise Refused(f"{path}: not a regular file (a FIFO, a device or a socket)")
     return fd
+
+
+# Files there are not files: /proc/self/environ is bantam's whole environment (commands see their
+# own, scrubbed one), /dev/zero never ends, /sys describes the machine. Never read for the model.
+SYSTEM_TREES = (Path("/proc"), Path("/dev"), Path("/sys"))
+CONFIG_LIMIT = 1 << 20  # bytes of a settings file read (.bantam.cfg, .mcp.json, config.json): more is refused
+EDIT_LIMIT = 64 << 20  # bytes of a file read for a splice or an edit (its old content is held whole)
+
+
+def user_config_dir() -> Path:
+    """`$XDG_CONFIG_HOME/bantam`, else `~/.config/bantam`: the user's settings, keys and MCP servers."""
+    return Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "bantam"
+
+
+def guarded_dirs() -> tuple[Path, ...]:
+    """bantam's own state and the user's bantam configuration (resolved): they hold keys, tokens and
+    trust decisions, so the model never writes them, and nothing is read from them for the model."""
+    return tuple(Path(os.path.realpath(p)) for p in (bantam_home(), user_config_dir()))
+
+
+def read_inside(folder: str | os.PathLike, path: str | os.PathLike, limit: int, *,
+                shown: str | None = None, refuse: Iterable[str | os.PathLike] = ()) -> bytes:
+    """The first `limit` bytes of the file `open_inside` opens (see there)."""
+    with os.fdopen(open_inside(folder, path, shown=shown, refuse=refuse), "rb") as f:
+        return read_up_to(f, limit)
+
+
+def open_inside(folder: str | os.PathLike, path: str | os.PathLike, *,
+                shown: str | None = None, refuse: Iterable[str | os.PathLike] = ()) -> int:
+    """A read-only descriptor for the file at `path` (relative to `folder`, or absolute), which
+    bantam reads for the model or for its prompt but did not write itself. Refused (one line
+    saying why, naming `shown`, default `path`) unless it is a regular file that lies, with every
+    link on the way resolved, inside `folder`; never under /proc, /dev or /sys; outside bantam's own
+    folders (unless `folder` is one of them: the skills in ~/.bantam/agent); and neither one of the
+    `refuse` paths (files whose content is secret, such as the daemon's config.json) nor inside one.
+    The check is made again on the descriptor after the open, so a link swapped in between is
+    caught; the open does not block (a FIFO is refused, not waited on). An OSError where there is
+    nothing to read (FileNotFoundError, IsADirectoryError): a missing optional file is no refusal.
+    Read it with a bound (`read_inside`, `read_up_to`)."""
+    shown = os.fspath(path) if shown is None else shown
+    where = Path(os.path.realpath(folder))
+    given = Path(folder, os.path.expanduser(os.fspath(path)))
+    fences = [Path(os.path.realpath(p)) for p in refuse]
+    _check_read(Path(os.path.realpath(given)), where, fences, shown)  # before the open: never touch a device
+    fd = os.open(given, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    try:
+        opened = f"/proc/self/fd/{fd}"
+        if os.path.exists(opened):  # where the kernel says the descriptor points (a link swapped meanwhile)
+            _check_read(Path(os.readlink(opened)), where, fences, shown)
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, "Is a directory", shown)
+        if not stat.S_ISREG(mode):
+            raise Refused(f"not read: {shown} is not a regular file (a FIFO, a device or a socket)")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_named(path: str | os.PathLike, limit: int) -> bytes:
+    """A file the user named on the command line (a prompt file, a tasks file, a run's settings):
+    wherever its links lead, but never a FIFO (the open would wait), a device or a kernel file,
+    and at most `limit` bytes (Refused over it, saying so)."""
+    real = Path(os.path.realpath(path))
+    data = read_inside(real.parent, real.name, limit + 1, shown=os.fspath(path))
+    if len(data) > limit:
+        raise Refused(f"not read: {os.fspath(path)} is larger than {limit:,} bytes")
+    return data
+
+
+def read_setting(path: str | os.PathLike, *, own: bool = False) -> bytes:
+    """A settings file bantam reads (.bantam.cfg, model.cfg, .mcp.json, the user's config, the
+    daemon's config.json), through `open_inside`: inside its own folder, or, for the user's `own`
+    files, wherever a link leads (a config kept in a dotfiles repository), but never a FIFO, a
+    device or a kernel file; at most CONFIG_LIMIT bytes (a larger one is refused, not cut: a cut
+    one would be misread)."""
+    real = Path(os.path.realpath(path)) if own else Path(path)
+    data = read_inside(real.parent, real.name, CONFIG_LIMIT + 1, shown=os.fspath(path))
+    if len(data) > CONFIG_LIMIT:
+        raise Refused(f"not read: {os.fspath(path)} is larger than {CONFIG_LIMIT >> 20} MB; a settings file never is")
+    return data
+
+
+def _check_read(real: Path, folder: Path, refuse: list[Path], shown: str) -> None:
+    for tree in SYSTEM_TREES:
+        if _under(real, tree):
+            raise Refused(f"not read: {shown} leads into {tree} ({real}), the kernel's files, not a project's")
+    for own in guarded_dirs():
+        if _under(real, own) and not _under(folder, own):
+            raise Refused(f"not read: {shown} leads into {own}, bantam's own files (keys and settings)")
+    for secret in refuse:
+        if _under(real, secret):
+            raise Refused(f"not read: {shown} leads to {secret}, which holds keys")
+    if not _under(real, folder):
+        raise Refused(f"not read: {shown} leads outside {folder} (to {real}); a link out of its folder is not followed")
+
+
+def _under(path: Path, root: Path) -> bool:
+    return path == root or root in path.parents
 
 
 def atomic_write(path: str | os.PathLike, data: bytes, mode: int | None = None) -> None:
@@ -241,9 +348,13 @@ def _read_in(fd: int, name: str, shown: str | os.PathLike) -> bytes:
                           "links here") from None
         raise
     with os.fdopen(handle, "rb") as f:
-        if not stat.S_ISREG(os.fstat(handle).st_mode):
+        st = os.fstat(handle)
+        if not stat.S_ISREG(st.st_mode):
             raise ToolError(f"{shown} is not a regular file")
-        return f.read()
+        if st.st_size > EDIT_LIMIT:
+            raise ToolError(f"{shown} is too large to change in place ({st.st_size >> 20} MB; the limit is "
+                            f"{EDIT_LIMIT >> 20} MB): use a shell command, or write the whole file")
+        return read_up_to(f, EDIT_LIMIT)
 
 
 def private_dir(path: str | os.PathLike) -> Path:
@@ -273,7 +384,9 @@ def append(path: str | os.PathLike, data: bytes, *, sync: bool = True, lock: boo
     """Append `data` with one O_APPEND write (concurrent appenders never interleave within it),
     under flock when `lock`, and fsynced when `sync`: the one append of every log bantam keeps.
     Returns the file's (inode, size) right after the write."""
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, mode)
+    # never through a link: a log the model can reach (the daemon's LIFE.md) replaced by a link
+    # to ~/.bashrc or config.json must not send bantam's own writes there
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
     try:
         if lock:
             fcntl.flock(fd, fcntl.LOCK_EX)

@@ -7,8 +7,9 @@ import os
 from pathlib import Path
 
 from .config import Config
-from .fsutil import bantam_home
-from .sandbox import Sandbox
+from .errors import Refused
+from .fsutil import bantam_home, read_inside
+from .sandbox import Sandbox, warn_once
 
 AGENTS_FILE = "AGENTS.md"
 AGENTS_LIMIT = 32_000  # characters of AGENTS.md included; a larger file is clipped
@@ -34,26 +35,36 @@ def agent_dir() -> Path:
     return Path(os.environ.get("AGENT_DIR") or bantam_home() / "agent")
 
 
-def _read(path: Path) -> str:
+PROMPT_FILE_LIMIT = 1 << 20  # bytes read of system.md or a skill (a larger one is cut there)
+
+
+def _read(folder: Path, name: str, limit: int = PROMPT_FILE_LIMIT) -> str:
+    """The text of `folder/name` for the prompt, through the one read path (a link out of the
+    folder, a FIFO, a device or the kernel's files are refused: the prompt goes to the model and
+    the provider). "" when there is none; a refusal is said once on stderr and to the model."""
     try:
-        return path.read_text(encoding="utf-8", errors="replace").strip()
+        data = read_inside(folder, name, limit)
+    except Refused as e:
+        warn_once(str(e))
+        return f"({e})"
     except OSError:
         return ""
+    return data.decode("utf-8", errors="replace").strip()
 
 
 def agents_md(directory: str | os.PathLike) -> str:
     """The AGENTS.md of the project in `directory` (clipped), or "" when there is none."""
-    return _read(Path(directory, AGENTS_FILE))[:AGENTS_LIMIT]
+    return _read(Path(directory), AGENTS_FILE, AGENTS_LIMIT * 4)[:AGENTS_LIMIT]
 
 
 def system_prompt(cfg: Config, directory: str | os.PathLike, can_ask: bool = False) -> str:
     """The prompt for a conversation in the project at `directory`; `can_ask`: a person is there to
     approve (the terminal, the browser), so the tools offer a way to ask and the prompt may describe it."""
     home = agent_dir()
-    parts = [_read(home / "system.md") or builtin_prompt(cfg.tools)]
+    parts = [_read(home, "system.md") or builtin_prompt(cfg.tools)]
     skills = home / "skills"
     for path in sorted(skills.glob("*.md")) if skills.is_dir() else []:
-        text = _read(path)
+        text = _read(skills, path.name)
         if text:
             parts.append(f"Skill {path.stem}:\n{text}")
     rules = agents_md(directory)

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from . import seccomp
 from .errors import Refused, ToolError
-from .fsutil import ANYWHERE, Boundary, bantam_home, private_dir
+from .fsutil import ANYWHERE, Boundary, bantam_home, guarded_dirs, private_dir, read_inside
 
 if TYPE_CHECKING:
     from .config import Config
@@ -71,15 +71,6 @@ NETWORK_REFUSED = ("Network is unreachable", "Could not resolve host", "Temporar
                    "Name or service not known", "Connection refused", "No address associated with hostname")
 SOCKET_REFUSED = "Operation not permitted"  # EPERM: the seccomp filter (bantam.seccomp) refused a socket
 INSTALL_HINT = "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap)"
-
-
-def _user_config_dir() -> Path:
-    return Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "bantam"
-
-
-def guarded_dirs() -> tuple[Path, ...]:
-    """bantam's own state and the user's bantam configuration: never writable by the model."""
-    return tuple(Path(os.path.realpath(p)) for p in (bantam_home(), _user_config_dir()))
 
 
 @dataclass
@@ -283,7 +274,7 @@ class Sandbox:
         with a person to ask (`can_ask`) is shell_exec's `escalate` offered, and mentioned."""
         if not self.on:
             return ""
-        _warn_once(self.home_warning())  # at start-up: every front end builds its prompt here
+        warn_once(self.home_warning())  # at start-up: every front end builds its prompt here
         net = "on" if self.network else "off (localhost included)"
         ask = ("To run one command outside the sandbox, call shell_exec with `escalate` set to the "
                "reason; the user is asked." if approval != "never" and can_ask else
@@ -331,17 +322,23 @@ def bwrap_prefix(roots: Iterable[Path], network: bool, protected: Iterable[Path]
     return args
 
 
-def refuse_read(path: str | os.PathLike, shown: str) -> None:
-    """ToolError when an in-process read tool (read_file, read_image, read_pdf, the daemon's
-    READ_FILE) is asked for a file in bantam's own folders, whatever the sandbox mode: those hold
-    keys, tokens and trust decisions, and commands cannot see them either (`hidden`). Clipped
-    tool output, which the model is pointed to, stays readable."""
-    real = Path(os.path.realpath(Path(path).expanduser()))
+def read_for_model(path: str | os.PathLike, shown: str, limit: int, refuse: Iterable[Path] = ()) -> bytes:
+    """The first `limit` bytes of a file an in-process read tool (read_file, read_image, read_pdf,
+    the daemon's READ_FILE) is asked for, whatever the sandbox mode: what the model's commands can
+    read, and no more (fsutil.read_inside: no kernel files, nothing of bantam's own folders, which
+    commands see empty, nor the `refuse` files, nor a FIFO). Clipped tool output, which the model is
+    pointed to, stays readable. ToolError (one line) otherwise."""
+    given = Path(os.path.abspath(Path(path).expanduser()))  # a library caller's relative path: from its folder
     output = Path(os.path.realpath(bantam_home() / "tool-output"))
-    for guarded in guarded_dirs():
-        if _within(real, guarded) and not _within(real, output):
-            raise ToolError(f"not read: {shown} lies in {guarded}, bantam's own files (keys and settings), "
-                            "which the model may not read")
+    folder = output if _within(Path(os.path.realpath(given)), output) else Path("/")
+    try:
+        return read_inside(folder, given, limit, shown=shown, refuse=refuse)
+    except FileNotFoundError:
+        raise ToolError(f"{shown} does not exist") from None
+    except IsADirectoryError:
+        raise ToolError(f"{shown} is a directory") from None
+    except OSError as e:
+        raise ToolError(f"cannot read {shown}: {e.strerror or e}") from None
 
 
 NESTED_SCAN_ENTRIES = 50_000  # one look lists or stats at most this many entries (a huge tree is not walked whole)
@@ -533,7 +530,7 @@ def unavailable() -> str:
 _warned: set[str] = set()
 
 
-def _warn_once(text: str) -> None:
+def warn_once(text: str) -> None:
     """A warning on stderr, once per process (the prompt is built again on every turn)."""
     if text and text not in _warned:
         _warned.add(text)

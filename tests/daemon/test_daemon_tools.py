@@ -1,6 +1,7 @@
 """The daemon's tools and prompt on a real agent directory, through the real Toolbox (argument
 checks, sanitising, bg_run) of an Agent that is built but not started."""
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -76,7 +77,7 @@ def test_system_prompt_elides_memory_and_names_the_subconscious(agent, home):
     assert len(prompt.split("<memory>")[1]) < 10_500
     for i in range(20):
         life(agent.dir, "test", f"event {i}")
-    tail = life_message(agent.dir, 3)["content"]
+    tail = life_message(agent.dir, replace(agent.settings, life_tail=3))["content"]
     assert tail.startswith("<system-message>[now ") and tail.endswith("test: event 19</system-message>")
     assert "bytes earlier]" in tail and "event 16" not in tail and "event 17" in tail
 

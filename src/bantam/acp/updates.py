@@ -9,6 +9,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ..errors import ToolError
+
 KINDS = {"shell_exec": "execute", "write_file": "edit", "edit_file": "edit", "read_file": "read",
          "list_files": "search", "spawn_agent": "think", "run_subagent": "think"}
 EDITS = ("write_file", "edit_file")
@@ -56,12 +58,14 @@ def finished(call_id: str, result: str, failed: bool, diff: dict | None = None) 
 
 
 def read_text(path: Path) -> str | None:
-    """A file's text for a diff; None when it does not exist, is not text, or is too large."""
+    """A file's text for a diff, read as the model's own reads are (no FIFO, device, kernel file
+    or bantam's own files, and never more than DIFF_LIMIT): the diff goes to the editor before
+    any check of the write. None when it does not exist, is refused, not text, or too large."""
+    from ..sandbox import read_for_model
     try:
-        if path.stat().st_size > DIFF_LIMIT:
-            return None
-        return path.read_bytes().decode("utf-8")
-    except (OSError, UnicodeDecodeError):
+        data = read_for_model(path, str(path), DIFF_LIMIT + 1)
+        return data.decode("utf-8") if len(data) <= DIFF_LIMIT else None
+    except (ToolError, UnicodeDecodeError):
         return None
 
 

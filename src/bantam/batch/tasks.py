@@ -23,8 +23,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from ..errors import ConfigError
-from ..fsutil import JsonlLog, atomic_write, bantam_home, private_dir
+from ..errors import ConfigError, Refused
+from ..fsutil import MAX_LOG_BYTES, JsonlLog, atomic_write, bantam_home, private_dir, read_named
 
 TASK_KEYS = ("id", "task", "checks", "cwd", "model")
 MAX_TASK_BYTES = 1 << 20  # a task line or message over this is refused: a prompt, not a data set
@@ -147,7 +147,9 @@ def read_tasks(path: str | os.PathLike) -> list[Task | Malformed]:
     that is not one (it gets a failure result). ConfigError when the file cannot be read, has no
     tasks, or two lines claim one id (one result per id could not tell them apart)."""
     try:
-        lines = Path(path).read_bytes().splitlines()
+        lines = read_named(path, MAX_LOG_BYTES).splitlines()
+    except Refused as e:
+        raise ConfigError(str(e)) from None
     except OSError as e:
         raise ConfigError(f"cannot read tasks file {path}: {e.strerror or e}") from None
     tasks: list[Task | Malformed] = []

@@ -232,7 +232,7 @@ class Agent:
     def refresh(self) -> list[dict]:
         conv = self.shrink_huge(self.run_directives(self.conv.read()))
         system = system_prompt(self.dir, self.settings, self.telegram is not None)
-        tail = life_message(self.dir, self.settings.life_tail)
+        tail = life_message(self.dir, self.settings)
         size = len(system) + len(tail["content"]) + len(json.dumps(conv, ensure_ascii=False))
         if over_budget(size, self.settings.context_window) and len(conv) >= 4:
             start, end = middle_half(conv)

@@ -28,34 +28,13 @@ from typing import TYPE_CHECKING
 
 from ..errors import ToolError
 from ..sandbox import Sandbox
-from .layout import AgentDir
+from .layout import AgentDir, agent_dirs, secret_files
 
 if TYPE_CHECKING:
     from .agent import Agent
 
 OWN_NAMES = ("config.json", "tools", "providers")  # in every agent directory
 HOME_OWN = ("opt",)                                 # in the agents' home
-
-
-def agent_dirs(agent: AgentDir, primary_dir: str = "") -> list[Path]:
-    """This agent directory, its subconscious or primary, and every other agent directory beside
-    it: the model can reach all of them. Any folder there with a config.json counts, since that is
-    the one mark the model cannot remove once protected (a .lock or triggers/ it could delete
-    first); a project folder's config.json mistaken for one only narrows what the model may write."""
-    found = {agent.root}
-    sibling = agent.subconscious()
-    if sibling is not None:
-        found.add(sibling)
-    if agent.is_subconscious and primary_dir:
-        found.add(Path(os.path.realpath(agent.home / primary_dir)))
-    try:
-        children = list(agent.home.iterdir())
-    except OSError:
-        children = []
-    for child in children:
-        if child.is_dir() and not child.is_symlink() and (child / "config.json").is_file():
-            found.add(child)
-    return sorted(d for d in found if d.is_dir())  # (a primary not made yet has nothing to keep)
 
 
 def own_files(agent: AgentDir, primary_dir: str = "") -> list[Path]:
@@ -81,16 +60,10 @@ def sandbox(agent: "Agent", box: Sandbox | None = None) -> Sandbox:
 
 def config_files(agent: "Agent") -> list[Path]:
     """Every agent's config.json: it may hold the API key and the telegram token, so the model
-    reads none of them (commands see an empty file, READ_FILE refuses)."""
-    return [d / "config.json" for d in agent_dirs(agent.dir, agent.settings.primary_dir)]
+    reads none of them (commands see an empty file; READ_FILE, and the daemon's own reads of the
+    files the model writes, refuse them through fsutil.read_inside)."""
+    return secret_files(agent.dir, agent.settings.primary_dir)
 
-
-def refuse_read(agent: "Agent", path: Path, shown: str) -> None:
-    """ToolError when READ_FILE is asked for a config.json of the daemon, by name or through a link."""
-    real = Path(os.path.realpath(path))
-    if any(real == Path(os.path.realpath(c)) for c in config_files(agent)):
-        raise ToolError(f"not read: {shown} is the daemon's config.json, which may hold keys; "
-                        "your settings are in your system prompt")
 
 
 def refuse_own(agent: "Agent", path: Path, shown: str) -> None:

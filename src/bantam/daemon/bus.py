@@ -111,7 +111,8 @@ class Conversation:
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[int]:
-        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+        # never through a link the model made: config.json read as the conversation would reach the model
+        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             self._finish_journal()

@@ -14,8 +14,8 @@ from types import ModuleType
 from typing import Any
 
 from ..config import ALIASES
-from ..errors import ConfigError
-from ..fsutil import atomic_write
+from ..errors import ConfigError, Refused
+from ..fsutil import atomic_write, open_inside, read_setting, read_up_to
 from . import templates
 from ..envpolicy import redact
 from .bus import locked_append
@@ -86,15 +86,15 @@ def _json(data: Any) -> bytes:
 
 def _new_config(agent: AgentDir, primary: str) -> dict[str, Any]:
     if not agent.is_subconscious:
-        return {"model": "deepseek-v4-pro", "endpoint": "https://api.deepseek.com/v1", "opt": []}
+        return {"opt": []}  # the model and endpoint come from the user's configuration, as in every mode
     # the seed: the sibling needs its own provider settings; start from the primary's
     config: dict[str, Any] = {}
     try:
-        source = json.loads((agent.home / primary / "config.json").read_text(encoding="utf-8"))
+        source = json.loads(read_setting(agent.home / primary / "config.json"))
         keep = ("api_key", "model", "endpoint", "provider", "temperature", "reasoning_effort",
                 "context_window", "request", "retry_delays", "timeout")
         config = {k: v for k, v in source.items() if ALIASES.get(k, k) in keep} if isinstance(source, dict) else {}
-    except (OSError, ValueError):
+    except (OSError, ValueError, Refused):
         pass
     return {**config, "primary_dir": primary, "opt": ["tools/nudge", "tools/stash_messages"]}
 
@@ -196,6 +196,33 @@ def stamp(fmt: str = "%Y-%m-%d %H:%M:%S") -> str:
     return time.strftime(fmt, time.localtime(time.time()))
 
 
+def agent_dirs(agent: AgentDir, primary_dir: str = "") -> list[Path]:
+    """This agent directory, its subconscious or primary, and every other agent directory beside
+    it: the model can reach all of them. Any folder there with a config.json counts, since that is
+    the one mark the model cannot remove once protected (a .lock or triggers/ it could delete
+    first); a project folder's config.json mistaken for one only narrows what the model may write."""
+    found = {agent.root}
+    sibling = agent.subconscious()
+    if sibling is not None:
+        found.add(sibling)
+    if agent.is_subconscious and primary_dir:
+        found.add(Path(os.path.realpath(agent.home / primary_dir)))
+    try:
+        children = list(agent.home.iterdir())
+    except OSError:
+        children = []
+    for child in children:
+        if child.is_dir() and not child.is_symlink() and (child / "config.json").is_file():
+            found.add(child)
+    return sorted(d for d in found if d.is_dir())  # (a primary not made yet has nothing to keep)
+
+
+def secret_files(agent: AgentDir, primary_dir: str = "") -> list[Path]:
+    """Every agent directory's config.json (see agent_dirs): it may hold the API key and the
+    telegram token, so nothing the daemon reads for the model may lead to it."""
+    return [d / "config.json" for d in agent_dirs(agent, primary_dir)]
+
+
 def life(agent: AgentDir, kind: str, text: str) -> None:
     """One line in LIFE.md: `2026-01-31 12:00:00 kind: text`."""
     flat = redact(" ".join(str(text).split()))
@@ -205,14 +232,16 @@ def life(agent: AgentDir, kind: str, text: str) -> None:
     locked_append(agent / "LIFE.md", line.encode("utf-8"))
 
 
-def life_tail(agent: AgentDir, lines: int) -> str:
+def life_tail(agent: AgentDir, lines: int, primary_dir: str = "") -> str:
     """The last `lines` lines of LIFE.md, after "[N bytes earlier]" when there is more."""
-    path = agent / "LIFE.md"
-    try:
-        size = path.stat().st_size
-        with open(path, "rb") as f:
+    try:  # the model can replace LIFE.md: read through the one read path, from the end, bounded
+        with os.fdopen(open_inside(agent.root, "LIFE.md", shown=agent.rel(agent / "LIFE.md"),
+                                   refuse=secret_files(agent, primary_dir)), "rb") as f:
+            size = os.fstat(f.fileno()).st_size
             f.seek(max(0, size - lines * (LIFE_LINE_MAX + 40)))
-            data = f.read()
+            data = read_up_to(f, lines * (LIFE_LINE_MAX + 40))
+    except Refused as e:
+        return f"({e})"
     except OSError:
         return ""
     kept = data.splitlines()[-lines:]

@@ -14,6 +14,9 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..errors import Refused
+from ..fsutil import open_inside, read_up_to
+
 if TYPE_CHECKING:
     from .agent import Agent
 
@@ -56,9 +59,12 @@ def deliver(agent: "Agent", path: Path, st: os.stat_result) -> None:
 
 
 def preview(path: Path, limit: int, kept_as: str) -> str:
-    with open(path, "rb") as f:
-        head = f.read(limit * 4 + 4)  # enough bytes for `limit` characters of any UTF-8
-    size = path.stat().st_size
+    try:  # a file someone dropped in the inbox: not a link out of it, a FIFO or a device
+        with os.fdopen(open_inside(path.parent, path.name), "rb") as f:
+            head = read_up_to(f, limit * 4 + 4)  # enough bytes for `limit` characters of any UTF-8
+            size = os.fstat(f.fileno()).st_size
+    except Refused as e:
+        return f"({e}; kept as {kept_as})"
     if b"\0" in head[:8192]:
         return f"(binary, {size} bytes; kept as {kept_as})"
     text = head.decode("utf-8", "replace")

@@ -12,21 +12,24 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..clip import clip_middle
+from ..errors import Refused
+from ..fsutil import read_inside
 from . import templates
 from .bus import system_message
-from .layout import AgentDir, life_tail, stamp
+from .layout import AgentDir, life_tail, secret_files, stamp
 from .settings import Settings
 
 SOURCE = Path(__file__).resolve().parent
+OWN_FILE_LIMIT = 4 << 20  # bytes of SOUL.md or MEMORY.md read (the memory is clipped far below this)
 
 
 def system_prompt(agent: AgentDir, s: Settings, chat: bool) -> str:
-    parts = [f"<soul>\n{_read(agent / 'SOUL.md').strip()}\n</soul>",
+    parts = [f"<soul>\n{_read(agent, 'SOUL.md', s).strip()}\n</soul>",
              f"<harness>\n{harness(agent, s, chat)}</harness>"]
     sub = agent.subconscious()
     if sub is not None:
         parts.append(f"<subconscious>{templates.SUBCONSCIOUS_LINE.format(sub=agent.rel(sub))}</subconscious>")
-    parts.append(f"<memory>\n{memory(agent, s.memory_limit)}\n</memory>")
+    parts.append(f"<memory>\n{memory(agent, s)}\n</memory>")
     return "\n\n".join(parts)
 
 
@@ -40,20 +43,27 @@ def harness(agent: AgentDir, s: Settings, chat: bool) -> str:
         chat=" (Telegram)" if chat else " (none is configured: replies stay in messages.jsonl)")
 
 
-def memory(agent: AgentDir, limit: int) -> str:
-    return clip_middle(_read(agent / "MEMORY.md").strip(), limit, (
+def memory(agent: AgentDir, s: Settings) -> str:
+    limit = s.memory_limit
+    return clip_middle(_read(agent, "MEMORY.md", s).strip(), limit, (
         f"{agent.rel()}/MEMORY.md is over memory_limit ({limit}). Move detail into "
         f"{agent.rel()}/memory/<name>.md files and keep one short pointer line per memory here"))[0]
 
 
-def life_message(agent: AgentDir, lines: int) -> dict:
+def life_message(agent: AgentDir, s: Settings) -> dict:
     now = stamp("%Y-%m-%d %H:%M:%S %Z")
-    tail = life_tail(agent, lines)
+    tail = life_tail(agent, s.life_tail, s.primary_dir)
     return system_message(f"[now {now}] The end of {agent.rel()}/LIFE.md:\n{tail or '(empty)'}")
 
 
-def _read(path: Path) -> str:
+def _read(agent: AgentDir, name: str, s: Settings) -> str:
+    """One of the agent's own text files, which the model writes: through the one read path, so
+    a link to config.json (its keys), out of the folder or into /proc is refused, and said so."""
     try:
-        return path.read_text(encoding="utf-8", errors="replace")
+        data = read_inside(agent.root, name, OWN_FILE_LIMIT, shown=agent.rel(agent / name),
+                           refuse=secret_files(agent, s.primary_dir))
+    except Refused as e:
+        return f"({e})"
     except OSError:
         return ""
+    return data.decode("utf-8", errors="replace")

@@ -22,7 +22,8 @@ from urllib.parse import urlparse
 from .. import config as bantam_config
 from ..config import Choice, Kind, Number, knob
 from ..envpolicy import register_secret
-from ..errors import ConfigError
+from ..errors import ConfigError, Refused
+from ..fsutil import read_setting
 
 KEY_ENV = ("ATTOBOT_API_KEY", "LLM_API_KEY")  # over config.json's api_key (the seed's precedence)
 POSITIVE = Number(float, 0, above=True)
@@ -46,8 +47,10 @@ class Settings:
     telegram_poll_s: float = knob(30.0, POSITIVE, "getUpdates long-poll timeout", "seconds")
     # the model: bantam's own keys, with seed 003's defaults (api_base and context_tokens are its names)
     api_key: str = core("api_key", "")
-    model: str = core("model", "deepseek-v4-pro")
-    endpoint: str = core("endpoint", "https://api.deepseek.com/v1")
+    # "": not set here, so bantam's own layers decide, as in every mode (the user's file, then the
+    # environment, then the embedded model)
+    model: str = core("model", "")
+    endpoint: str = core("endpoint", "")
     temperature: float = core("temperature", 1.0)
     reasoning_effort: str = core("reasoning_effort", "medium")
     context_window: int = core("context_window", 100_000)  # auto-stash past 80% (4 characters a token)
@@ -82,7 +85,9 @@ KEYS = bantam_config.keys_of(Settings)
 
 def read_json(path: Path) -> dict[str, Any]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_setting(path).decode("utf-8"))
+    except Refused as e:
+        raise ConfigError(str(e)) from None
     except FileNotFoundError:
         raise ConfigError(f"{path}: missing (every agent directory needs a config.json)") from None
     except (OSError, UnicodeDecodeError) as e:
@@ -147,21 +152,16 @@ def check(s: Settings, where: str) -> None:
 def make_config(s: Settings, explicit: set[str], passthrough: dict[str, str], request: dict,
                 environ: Mapping[str, str], where: str) -> bantam_config.Config:
     flags: dict[str, str] = {"temperature": str(s.temperature), "reasoning_effort": s.reasoning_effort}
-    # bantam's LLM_URL / LLM_MODEL beat the daemon's defaults, never what the user wrote
-    # (and provider=anthropic without an endpoint talks to Anthropic, not to the default's host)
-    if "endpoint" in explicit or not (environ.get("LLM_URL") or s.provider == "anthropic"):
-        flags["endpoint"] = s.endpoint
-    if "model" in explicit or not environ.get("LLM_MODEL"):
-        flags["model"] = s.model
-    # "" is the seed's OpenAI-compatible default; an opt provider file builds on that config too
-    flags["provider"] = s.provider if s.provider in bantam_config.PROVIDERS else "openai"
+    flags.update({k: v for k, v in (("endpoint", s.endpoint), ("model", s.model)) if v})
+    if s.provider in bantam_config.PROVIDERS:  # "" (OpenAI-compatible, or an opt provider file): bantam's rule
+        flags["provider"] = s.provider
     key = next((environ[v] for v in KEY_ENV if environ.get(v)), "") or s.api_key
     if key:
         flags["api_key"] = key
+    elif s.endpoint and not bantam_config.user_key_goes_to(s.endpoint, environ):
+        flags["api_key"] = ""  # the user's file's key belongs to the user's file's endpoint
     flags.update(passthrough)
     flags.update({f"{bantam_config.REQUEST}{k}": json.dumps(v) for k, v in request.items()})  # sent as they are
-    if "endpoint" in flags and "endpoint" not in explicit:  # the seed's default host (DeepSeek):
-        environ = {k: v for k, v in environ.items() if k not in bantam_config.KEY_HOMES}  # not theirs
     try:
         cfg = bantam_config.load(flags, directory=os.devnull, environ=environ)
     except ConfigError as e:

@@ -140,12 +140,10 @@ class Telegram:
     def _send_queued(self, item: dict) -> None:
         self.call(str(item["method"]), dict(item["params"]), timeout=SEND_TIMEOUT)
 
-    def send_file(self, path: Path, caption: str = "") -> str:
-        method, field = MEDIA.get(path.suffix.lower().lstrip("."), ("sendDocument", "document"))
+    def send_file(self, name: str, body: bytes, caption: str = "") -> str:
+        method, field = MEDIA.get(Path(name).suffix.lower().lstrip("."), ("sendDocument", "document"))
         data = {**self._target(), **({"caption": caption} if caption else {})}
-        with open(path, "rb") as f:
-            body = f.read()
-        with_retries(lambda: self.call(method, data, files={field: (path.name, body)}),
+        with_retries(lambda: self.call(method, data, files={field: (name, body)}),
                      self._on_retry, SEND_DELAYS)
         return method
 

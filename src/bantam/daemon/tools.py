@@ -102,15 +102,19 @@ def _may_rewrite_stream(agent: "Agent", path: Path, shown: str) -> None:
     check_write(agent.cfg, agent.toolbox.ctx.approvals, str(path), cwd=agent.dir.home)
 
 
+ATTACHMENT_LIMIT = 50 << 20  # bytes: the Bot API's limit for a file a bot sends
+
+
 def send_attachment(args: dict, agent: "Agent") -> str:
     if not args.get("path"):
         raise ToolError("SEND_ATTACHMENT sends a file; plain text replies reach the chat by themselves")
     if agent.telegram is None:
         raise ToolError("there is no chat channel (no telegram_token in config.json)")
-    path = resolve(agent, args["path"])
-    if not path.is_file():
-        raise ToolError(f"{args['path']} is not a file")
-    method = agent.telegram.send_file(path, args.get("caption") or "")
+    path = resolve(agent, args["path"])  # read as READ_FILE reads: never config.json, /proc or a FIFO
+    data = read_bytes(path, args["path"], ATTACHMENT_LIMIT + 1, boundary.config_files(agent))
+    if len(data) > ATTACHMENT_LIMIT:
+        raise ToolError(f"{args['path']} is larger than {ATTACHMENT_LIMIT >> 20} MB, what a chat bot may send")
+    method = agent.telegram.send_file(path.name, data, args.get("caption") or "")
     return f"sent {args['path']} ({method})"
 
 
@@ -213,8 +217,6 @@ class Wrapped(DaemonTool):
             path = resolve(self.agent, args["path"])
             if self.spec.writes:  # by name and through links, before anything runs
                 boundary.refuse_own(self.agent, path, args["path"])
-            else:
-                boundary.refuse_read(self.agent, path, args["path"])
         return super().run(args, ctx)
 
     def work(self, args: dict, ctx: ToolContext) -> str:
@@ -236,15 +238,16 @@ def in_home(agent: "Agent", ctx: ToolContext) -> ToolContext:
     cfg = replace(ctx.cfg, shell_timeout=agent.settings.shell_timeout, tool_output_limit=SHELL_CAPTURE)
     return replace(ctx, cfg=cfg, folder=agent.dir.home, cancel=agent.stop,
                    guarded=(*ctx.guarded, *(Path(os.path.realpath(p)) for p in own)),
+                   secret=(*ctx.secret, *boundary.config_files(agent)),
                    on_process=lambda proc: note_pid(proc.pid), fence=lambda box: boundary.sandbox(agent, box))
 
 
 def _shown_image(args: dict, agent: "Agent") -> str | None:
     """An image file READ_FILE shows to the model instead of reading it as text; None: not one."""
-    path = resolve(agent, args["path"])
-    if sniff_image(read_bytes(path, args["path"], MAGIC_BYTES)) is None:
+    path, secret = resolve(agent, args["path"]), boundary.config_files(agent)
+    if sniff_image(read_bytes(path, args["path"], MAGIC_BYTES, secret)) is None:
         return None
-    data = read_bytes(path, args["path"])
+    data = read_bytes(path, args["path"], refuse=secret)
     mime = sniff_image(data)
     return _image(args["path"], mime, data, agent) if mime else None
 

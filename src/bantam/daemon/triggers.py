@@ -25,13 +25,14 @@ from __future__ import annotations
 import datetime
 import hashlib
 import json
+import os
 import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ToolError
-from ..fsutil import atomic_write
+from ..errors import Refused, ToolError
+from ..fsutil import atomic_write, open_inside, read_setting
 from ..tools.shell import run_shell
 from . import boundary
 from .bus import system_message, unwrap
@@ -237,11 +238,11 @@ class Triggers:
     # --- files ----------------------------------------------------------------------------
 
     def _read(self, path: Path) -> dict | None:
-        try:
-            spec = json.loads(path.read_text(encoding="utf-8"))
+        try:  # the model writes triggers/: a link out of it, a FIFO or a device is refused
+            spec = json.loads(read_setting(path))
         except FileNotFoundError:
             return None
-        except (OSError, ValueError) as e:
+        except (OSError, ValueError, Refused) as e:
             self._report(path, str(e))
             return None
         if not isinstance(spec, dict):
@@ -293,10 +294,10 @@ def cron_next(expression: str, now: float) -> float:
 
 
 def file_hash(path: Path) -> str | None:
-    try:
-        with open(path, "rb") as f:
+    try:  # a watched path the model chose: never a FIFO (the open would wait), a device or /proc
+        with os.fdopen(open_inside("/", path), "rb") as f:
             return hashlib.file_digest(f, "sha256").hexdigest()
-    except OSError:
+    except (OSError, Refused):
         return None  # a missing file is a state too: its appearance is a change
 
 

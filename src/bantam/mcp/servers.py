@@ -23,7 +23,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError
+from ..errors import ConfigError, Refused
+from ..fsutil import read_setting
 from . import PROJECT_FILE, project_file, user_file
 
 NAME = re.compile(r"^[A-Za-z0-9_-]{1,40}$")  # so that `name__tool` stays a valid tool name
@@ -46,12 +47,15 @@ class ServerSpec:
         return self.shown or self.url or " ".join([self.command, *self.args])
 
 
-def read_specs(path: Path) -> dict[str, ServerSpec]:
-    """The servers a file names; {} when it does not exist. A bad file is a ConfigError."""
+def read_specs(path: Path, own: bool = False) -> dict[str, ServerSpec]:
+    """The servers a file names; {} when it does not exist. A bad file is a ConfigError. `own`:
+    the user's file, which may be a link to anywhere (a project's stays inside the project)."""
     try:
-        data = json.loads(path.read_bytes())
+        data = json.loads(read_setting(path, own=own))
     except (FileNotFoundError, NotADirectoryError):  # (a HOME under a file: no such file either)
         return {}
+    except Refused as e:
+        raise ConfigError(str(e)) from None
     except (OSError, ValueError) as e:
         raise ConfigError(f"{path}: not valid JSON ({e})") from None
     servers = data.get("mcpServers", {}) if isinstance(data, dict) else None
@@ -148,7 +152,7 @@ class Selection:
 
 def select(directory: str | os.PathLike = ".") -> Selection:
     """The servers to start: the user's, plus the project's when its file is trusted."""
-    servers = read_specs(user_file())
+    servers = read_specs(user_file(), own=True)
     project = project_file(directory)
     wanted = read_specs(project)
     if wanted and is_trusted(project):

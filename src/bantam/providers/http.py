@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 from urllib.parse import urlsplit
 
+from ..envpolicy import redact as redact_known
 from ..config import Config
 from ..errors import APIError, ProviderError, Unreachable, is_context_overflow
 from ..events import Notice, OnEvent, RequestStarted, Usage
@@ -126,7 +127,8 @@ class HTTPProvider:
             client = self.client
             if not REQUEST_SENT.is_set():  # set() takes the Event's lock: once, not per request
                 REQUEST_SENT.set()
-            request = client.build_request("POST", self.url, json=body, headers=self.headers())
+            request = client.build_request("POST", self.url, content=sealed(body),
+                                           headers={**self.headers(), "content-type": "application/json"})
             with idle():  # the model thinks: another session computes meanwhile (slots.py)
                 resp = client.send(request, stream=True)
             with contextlib.closing(resp):
@@ -152,7 +154,8 @@ class HTTPProvider:
     def get_json(self, url: str, post: dict | None = None) -> Any:
         """A side request (model list, server properties); ProviderError if it fails."""
         with mapped_errors(url, self.cfg):
-            with self.client.stream("POST" if post else "GET", url, json=post, headers=self.headers(),
+            with self.client.stream("POST" if post else "GET", url, content=None if post is None else sealed(post),
+                                    headers={**self.headers(), "content-type": "application/json"},
                                     timeout=min(self.cfg.timeout, DISCOVERY_TIMEOUT)) as resp:
                 if resp.status_code >= 400:
                     raise self.status_error(resp, url)
@@ -416,6 +419,14 @@ def socks_proxy() -> str | None:
     if proxy and "://" not in proxy:
         proxy = "socks5://" + proxy
     return proxy or None
+
+
+def sealed(body: dict[str, Any]) -> bytes:
+    """A request body as sent: JSON (as httpx writes it) with every secret bantam knows as ***. The
+    second line of defence: what bantam reads for the model is refused at its read (fsutil.read_inside),
+    and a key that slipped in anyway (a command's output, a pasted file) does not leave the machine."""
+    text = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return redact_known(text).encode("utf-8")
 
 
 def redact(text: str, secret: str) -> str:

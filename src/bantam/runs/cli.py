@@ -17,7 +17,8 @@ import json
 import sys
 
 from ..options import common_options, flags
-from ..errors import ConfigError
+from ..errors import ConfigError, Refused
+from ..fsutil import CONFIG_LIMIT, read_named
 from ..events import Done, Error, Notice, OnEvent
 
 
@@ -89,8 +90,9 @@ def _shared(p: argparse.ArgumentParser) -> None:
 def _goal(goal: str | None, goal_file: str | None) -> str:
     if goal_file:
         try:
-            with open(goal_file, encoding="utf-8") as f:
-                return f.read()
+            return read_named(goal_file, CONFIG_LIMIT).decode("utf-8")
+        except Refused as e:
+            raise ConfigError(f"--goal-file: {e}") from None
         except (OSError, UnicodeDecodeError) as e:
             raise ConfigError(f"--goal-file: cannot read {goal_file}: {getattr(e, 'strerror', None) or e}") from None
     if goal is None:

@@ -166,8 +166,8 @@ def failure_part(state: RunState) -> str:
 
 def file_part(ws: Workspace, path: str, state: RunState, run_path: Path, config: RunConfig) -> str:
     parts = []
-    target = ws.root / path
-    current = target.read_text("utf-8", "replace") if target.is_file() and not target.is_symlink() else None
+    data = ws.text_of(path)
+    current = None if data is None else data.decode("utf-8", "replace")
     edit = config.runtime.repair_edit if config.runtime.file_output_format == "fenced" else "file"
     if current is not None and edit == "lines":
         numbered = "\n".join(f"{n:4} {line}" for n, line in enumerate(current.splitlines(), 1))

@@ -39,10 +39,10 @@ def keep_best(run: Run, obs: Observation) -> None:
         return
     files = {}
     for path in run.config.tools.write_paths:
-        target = run.workspace.root / path
-        if target.is_file():
+        data = run.workspace.text_of(path)
+        if data is not None:
             name = f"best-{obs.call_id}-{path.replace('/', '_')}"
-            files[path] = run.store.artifact(name, target.read_text("utf-8", "replace"))
+            files[path] = run.store.artifact(name, data.decode("utf-8", "replace"))
     st.best = Best(passed=int(report.get("passed", 0)), total=int(report.get("total", 0)), files=files)
     run.emit("best", f"best tested attempt so far: {st.best.passed}/{st.best.total}")
 

@@ -51,7 +51,7 @@ from .schema import Action, FileContent, Final, Plan, SchemaError, Step, validat
 from .settings import RunConfig
 from .state import Call, Inference, Observation, PendingAnswer, PlanStep, RunState
 from .store import RunDir
-from .tools import TOOLS, Refused, Workspace, as_core_tools, invoke
+from .tools import TOOLS, Workspace, as_core_tools, invoke
 
 UNUSABLE = "unusable_answer"  # the call an answer that could not be parsed becomes
 # Loop steps that are not iterations of the run: the first step of a resume may act on an answer
@@ -338,10 +338,13 @@ def partial_repair(run: Run, answer: PendingAnswer, content: str) -> str:
     target = patch.header(answer.text)
     if target is None:
         return content
+    data = run.workspace.text_of(answer.path)
     try:
-        current = run.workspace.regular_file(answer.path).read_text("utf-8")
-    except (Refused, OSError, UnicodeDecodeError):
-        raise ParseError(f"{answer.path} does not exist yet: give its whole content in one fence") from None
+        current = None if data is None else data.decode("utf-8")
+    except UnicodeDecodeError:
+        current = None
+    if current is None:
+        raise ParseError(f"{answer.path} does not exist yet: give its whole content in one fence")
     return patch.apply(current, target, content, answer.path)
 
 

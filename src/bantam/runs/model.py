@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..config import Config
-from ..errors import ConfigError, ProviderError
+from ..errors import ConfigError, ProviderError, Refused
+from ..fsutil import CONFIG_LIMIT, read_named
 from ..events import OnEvent, quiet
 from ..providers import context_window, make_provider
 from ..providers.retry import with_retries
@@ -72,7 +73,9 @@ class ScriptedModel:
 
 def read_script(path: str) -> list[str]:
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = read_named(path, CONFIG_LIMIT).decode("utf-8")
+    except Refused as e:
+        raise ConfigError(f"--scripted: {e}") from None
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError(f"--scripted: cannot read {path}: {getattr(e, 'strerror', None) or e}") from None
     if text.lstrip().startswith("["):

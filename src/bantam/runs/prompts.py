@@ -21,8 +21,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
-from ..errors import ConfigError
-from ..fsutil import atomic_write
+from ..errors import ConfigError, Refused
+from ..fsutil import CONFIG_LIMIT, atomic_write, read_named
 
 FORMAT = "bantam-prompt/1"
 RUN_COPY = "prompt.json"  # the frozen copy in the run directory
@@ -58,7 +58,9 @@ def messages(system: str, user: str, purpose: str, artifact: Artifact | None) ->
 def read(path: Path, what: str = "--prompt-artifact") -> tuple[Artifact, bytes]:
     """The artifact and its exact bytes; one clear line when it cannot be used."""
     try:
-        data = path.read_bytes()
+        data = read_named(path, CONFIG_LIMIT)
+    except Refused as e:
+        raise ConfigError(f"{what}: {e}") from None
     except OSError as e:
         raise ConfigError(f"{what}: cannot read {path}: {e.strerror or e}") from None
     try:

@@ -32,7 +32,8 @@ from pydantic import BaseModel, ConfigDict, PlainValidator, ValidationError, mod
 
 from .. import config as bantam_config
 from ..config import Choice, Flag, Kind, Names, Number
-from ..errors import ConfigError
+from ..errors import ConfigError, Refused
+from ..fsutil import CONFIG_LIMIT, read_named
 
 RESUMABLE = ("limits", "runtime", "model")        # what a resume config may change
 
@@ -207,13 +208,14 @@ def resolve(arg: Any, config_dir: str) -> Any:
 
 def read_toml(path: str) -> dict[str, Any]:
     try:
-        with open(path, "rb") as f:
-            return tomllib.load(f)
+        return tomllib.loads(read_named(path, CONFIG_LIMIT).decode("utf-8"))
+    except Refused as e:
+        raise ConfigError(f"--config: {e}") from None
     except FileNotFoundError:
         raise ConfigError(f"--config: {path} does not exist") from None
     except OSError as e:
         raise ConfigError(f"--config: cannot read {path}: {e.strerror}") from None
-    except tomllib.TOMLDecodeError as e:
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise ConfigError(f"{path}: not valid TOML: {e}") from None
 
 

@@ -71,6 +71,9 @@ class ToolContext:
     # Paths no model write or edit may land in, whatever the sandbox mode or a person allowed
     # (the daemon: its own config.json, tools/, providers/); added to every write's Boundary.
     guarded: tuple[Path, ...] = ()
+    # Files no model read may return, whatever the sandbox mode (the daemon: every config.json,
+    # which holds its keys and which its commands see empty); the read tools refuse them.
+    secret: tuple[Path, ...] = ()
     # An editor's buffers (bantam acp, when the client offers fs/*): the model's file tools read
     # and write through it once the path is checked (tools/files.py). None: the disk.
     buffers: "Buffers | None" = None

@@ -17,7 +17,7 @@ editor reads its buffer (unsaved changes included) or writes the file and shows 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -200,12 +200,12 @@ class ReadFile:
         if ctx is not None and ctx.workspace is not None:
             return read_in(ctx.workspace, args["path"])
         path, buffers = _path(args, ctx), _buffers(ctx)
+        secret = ctx.secret if ctx is not None else ()
         if buffers is not None and buffers.read is not None:
-            from ..sandbox import refuse_read
-            refuse_read(path, args["path"])  # checked before the editor is asked
+            read_bytes(path, args["path"], 0, secret)  # checked as a read from the disk, before the editor is asked
             data = buffers.read(path).encode("utf-8")[:READ_LIMIT]
         else:
-            data = read_bytes(path, args["path"])
+            data = read_bytes(path, args["path"], refuse=secret)
         return numbered_lines(data, args["path"], args.get("offset"), args.get("limit"))
 
 
@@ -220,14 +220,10 @@ def read_in(ws: Workspace, path: str) -> Outcome:
     return Outcome(text, clipped=clipped, facts={"sha256": sha256(data), "bytes": len(data), "full_read": not clipped})
 
 
-def read_bytes(path: Path, shown_as: str, limit: int = READ_LIMIT) -> bytes:
-    from ..sandbox import refuse_read
-    refuse_read(path, shown_as)
-    try:
-        with open(path, "rb") as f:
-            return read_up_to(f, limit)
-    except OSError as e:
-        raise ToolError(f"cannot read {shown_as}: {e.strerror or e}") from e
+def read_bytes(path: Path, shown_as: str, limit: int = READ_LIMIT, refuse: Iterable[Path] = ()) -> bytes:
+    """The model's read of `path` (ToolError when refused: sandbox.read_for_model)."""
+    from ..sandbox import read_for_model
+    return read_for_model(path, shown_as, limit, refuse)
 
 
 def numbered_lines(data: bytes, shown_as: str, offset: int | None = None, limit: int | None = None) -> str:

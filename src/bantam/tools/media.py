@@ -19,7 +19,6 @@ from typing import Any
 
 from ..errors import ProviderError, ToolError
 from ..events import Usage, quiet
-from ..fsutil import read_up_to
 from ..providers.retry import with_retries
 from . import ToolContext
 
@@ -77,25 +76,14 @@ def _question(args: dict[str, Any], default: str) -> str:
 
 def read_bytes(path: str, limit: int, folder: Path | None = None) -> bytes:
     """The whole file (a relative `path` from the session's `folder`), refused with a clear message
-    if it is missing, odd, empty or over `limit`."""
-    from ..sandbox import refuse_read
+    if it is missing, odd, empty or over `limit` (read through sandbox.read_for_model)."""
+    from ..sandbox import read_for_model
+    if not path.strip():
+        raise ToolError("path is empty")
     target = Path(path).expanduser()
     if folder is not None and not target.is_absolute():
         target = folder / target
-    if not path.strip():
-        raise ToolError("path is empty")
-    refuse_read(target, path)
-    try:
-        if not target.exists():
-            raise ToolError(f"{path} does not exist")
-        if target.is_dir():
-            raise ToolError(f"{path} is a directory")
-        if not target.is_file():  # a FIFO or a device could block or never end
-            raise ToolError(f"{path} is not a regular file")
-        with target.open("rb") as f:
-            data = read_up_to(f, limit + 1)  # bounded even if the file grows while we read it
-    except OSError as e:
-        raise ToolError(f"cannot read {path}: {e.strerror or e}") from e
+    data = read_for_model(target, path, limit + 1)  # bounded even if the file grows while we read it
     if len(data) > limit:
         raise ToolError(f"{path} is too large ({_size(target)}; the limit is {limit // 2**20} MB)")
     if not data:

@@ -16,7 +16,7 @@ from typing import Any, Callable
 from ..clip import clip_middle
 from ..envpolicy import redact
 from ..errors import Refused
-from ..fsutil import confine
+from ..fsutil import EDIT_LIMIT, confine, read_inside
 from ..sandbox import Sandbox
 from ..sanitize import sanitize
 
@@ -69,10 +69,18 @@ class Workspace:
         """One hash of the current contents of `paths` (missing files count as missing)."""
         digest = hashlib.sha256()
         for rel in sorted(paths):
-            target = self.root / rel
-            data = target.read_bytes() if target.is_file() and not target.is_symlink() else b"\0missing"
-            digest.update(f"{rel}\0{hashlib.sha256(data).hexdigest()}\n".encode())
+            data = self.text_of(rel)
+            seen = hashlib.sha256(b"\0missing" if data is None else data).hexdigest()
+            digest.update(f"{rel}\0{seen}\n".encode())
         return digest.hexdigest()[:16]
+
+    def text_of(self, rel: str) -> bytes | None:
+        """A workspace file's bytes as the model wrote them (at most EDIT_LIMIT), through the one
+        read path: None when it is missing, or is not a regular file inside the workspace."""
+        try:
+            return read_inside(self.root, rel, EDIT_LIMIT)
+        except (OSError, Refused):
+            return None
 
     def clip(self, data: bytes) -> tuple[str, bool]:
         """Head and tail of `data` within output_limit bytes, as sanitised text; True when
