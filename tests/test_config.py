@@ -173,3 +173,52 @@ def test_typed_values_are_checked_strictly(name, value, message):
 def test_an_alias_and_its_key_together_are_one_clear_error():
     with pytest.raises(ConfigError, match=r"^f.json: api_base: the same key as 'endpoint', given twice; keep one$"):
         config.canonical({"endpoint": "http://a", "api_base": "http://b"}, config.KEYS, "f.json")
+
+
+WIDER = {"tools": "shell_exec,write_file,read_file,list_files,spawn_agent", "tool_budget": "100000",
+         "max_fanout": "64", "max_al_iterations": "100000", "shell_timeout": "86400"}
+
+
+def test_an_untrusted_project_may_narrow_the_models_tools_and_budgets_but_not_widen_them(home):
+    from bantam import trust
+    write_cfg(home, trusted=False, **WIDER)
+    loaded = load(environ={})
+    assert loaded.tools == ("shell_exec", "write_file", "run_subagent")
+    assert (loaded.tool_budget, loaded.max_fanout, loaded.max_al_iterations, loaded.shell_timeout) == (
+        200, 8, 1000, 120)
+    assert loaded.ignored == tuple(f".bantam.cfg:{n} {key}={value}" for n, (key, value) in enumerate(WIDER.items(), 1))
+    assert loaded.warning.count("\n") == 0 and "`bantam trust`" in loaded.warning
+
+    write_cfg(home, trusted=False, tools="run_shell", tool_budget="5", max_fanout="2", max_al_iterations="3",
+              shell_timeout="1.5")  # narrower: applies untrusted
+    loaded = load(environ={})
+    assert loaded.tools == ("shell_exec",) and not loaded.ignored
+    assert (loaded.tool_budget, loaded.max_fanout, loaded.max_al_iterations, loaded.shell_timeout) == (5, 2, 3, 1.5)
+
+    write_cfg(home, trusted=False, **WIDER)
+    trust.trust(home)
+    loaded = load(environ={})
+    assert loaded.tools == ("shell_exec", "write_file", "read_file", "list_files", "spawn_agent")
+    assert (loaded.tool_budget, loaded.max_fanout, loaded.max_al_iterations, loaded.shell_timeout) == (
+        100000, 64, 100000, 86400)
+    assert not loaded.ignored and not loaded.warning
+
+
+def test_what_an_untrusted_project_may_widen_to_is_what_the_user_allows(home):
+    """The layer below is the user's: their file (or environment) may allow more than the
+    defaults, and a project may then go up to that, and no further."""
+    user = config.user_config_path()
+    user.parent.mkdir(parents=True)
+    user.write_text("tools=shell_exec,write_file,read_file\nsandbox_writable=/tmp/cache\n"
+                    "env_passthrough=GH_TOKEN\nbantam_tools_dir=/opt/mine\n")
+    write_cfg(home, trusted=False, tools="read_file,write_file", tool_budget="300")
+    loaded = load(environ={"AGENT_TOOL_BUDGET": "500"})
+    assert loaded.tools == ("read_file", "write_file") and loaded.tool_budget == 300 and not loaded.ignored
+    write_cfg(home, trusted=False, tools="read_file,list_files", sandbox_writable="/",
+              env_passthrough="*", bantam_tools_dir="tools")
+    loaded = load(environ={})
+    assert loaded.tools == ("shell_exec", "write_file", "read_file")
+    assert (loaded.sandbox_writable, loaded.env_passthrough, loaded.bantam_tools_dir) == (
+        ("/tmp/cache",), ("GH_TOKEN",), "/opt/mine")
+    assert loaded.ignored == (".bantam.cfg:1 tools=read_file,list_files", ".bantam.cfg:2 sandbox_writable=/",
+                              ".bantam.cfg:3 env_passthrough=*", ".bantam.cfg:4 bantam_tools_dir=tools")

@@ -69,17 +69,41 @@ FIBONACCI_DELAYS = (1.0, 1.0, 2.0, 3.0, 5.0, 8.0, 13.0, 21.0, 34.0)
 CONFIG_FILES = (".bantam.cfg", "model.cfg")  # the first one present wins
 PROVIDERS = ("openai", "anthropic", "local")
 # The keys that draw the boundary around the model (sandbox.py, approval.py, envpolicy.py, MCP,
-# the tools folder). From a project file the user has not trusted (trust.py), a value may make
-# the boundary stricter, never looser: key -> how strict a value is (higher: stricter). A key
-# added later that widens what the model may do belongs here.
-BOUNDARY_KEYS: dict[str, Callable[[Any], int]] = {
-    "sandbox": lambda v: ("off", "workspace", "read-only").index(v),
-    "approval": lambda v: ("never", "on-request", "always").index(v),
-    "sandbox_network": lambda v: int(not v),
-    "sandbox_writable": lambda v: int(not v),  # any root named may reach past the project
-    "env_passthrough": lambda v: int(not v),
-    "mcp": lambda v: int(not v),
-    "bantam_tools_dir": lambda v: int(not v),
+# the tools folder) or widen what it may do (its tools, budgets, fan-out, time per command). From
+# a project file the user has not trusted (trust.py), a value may narrow what the layer below says,
+# never widen it: key -> whether a new value stays within the old one. A key added later that
+# widens what the model may do belongs here.
+
+
+def _order(*looser_first: str) -> Callable[[Any, Any], bool]:
+    """A choice whose values go from the loosest to the strictest."""
+    return lambda new, old: looser_first.index(new) >= looser_first.index(old)
+
+
+def _within(new: Any, old: Any) -> bool:
+    """Names (tools, writable roots, passed variables): each one already allowed below, so a
+    project may drop a tool but not add one; a value that is on (a flag, a folder): only if the
+    value below is the same, or off. A number: no larger."""
+    if isinstance(new, tuple):
+        return set(new) <= set(old)
+    if isinstance(new, (bool, str)):
+        return not new or new == old
+    return bool(new <= old)
+
+
+BOUNDARY_KEYS: dict[str, Callable[[Any, Any], bool]] = {
+    "sandbox": _order("off", "workspace", "read-only"),
+    "approval": _order("never", "on-request", "always"),
+    "sandbox_network": _within,
+    "sandbox_writable": _within,
+    "env_passthrough": _within,
+    "mcp": _within,
+    "bantam_tools_dir": _within,
+    "tools": _within,
+    "tool_budget": _within,
+    "max_fanout": _within,
+    "max_al_iterations": _within,
+    "shell_timeout": _within,
 }
 # Keys of an older bantam that mean something else now: a file that still sets one gets this.
 REPLACED_KEYS = dict.fromkeys(
@@ -464,13 +488,14 @@ def layers(flags: Mapping[str, str] | None, directory: str | os.PathLike,
     path, entries = read_config_file(directory)
     for file_entries, project in ((read_entries(user, own=True) if user.is_file() else [], None), (entries, path)):
         named: dict[str, str] = {}  # a key's one name -> the name this file gave it
+        below = dict(raw)  # what the layers under this file say (not an earlier line of its own)
         for key, value, where in file_entries:
             one = ALIASES.get(key, key)
             if named.setdefault(one, key) != key:
                 raise ConfigError(f"{where}: {key}: the same key as {named[one]!r}, given twice; keep one")
             if one in first:  # the user's own variable wins: no file's value matters, nor its trust
                 continue
-            if project and one in BOUNDARY_KEYS and not _may_set(one, value, raw.get(one), project, directory):
+            if project and one in BOUNDARY_KEYS and not _may_set(one, value, below.get(one), project, directory):
                 if ignored is not None:
                     ignored.append(f"{where} {key}={value}")
                 continue
@@ -484,18 +509,18 @@ def layers(flags: Mapping[str, str] | None, directory: str | os.PathLike,
 def _may_set(key: str, text: str, below: tuple[str, str, str] | None, path: Path,
              directory: str | os.PathLike) -> bool:
     """May the project file at `path` set boundary key `key` to `text`? Yes when the user trusts
-    the file as it is (and, for a tools folder, that folder as it is), or when the value is at
-    least as strict as the one it replaces."""
+    the file as it is (and, for a tools folder, that folder as it is), or when the value stays
+    within the one it replaces (what the layers below say, else the default)."""
     from . import trust
     if trust.is_trusted(path):
         return key != "bantam_tools_dir" or trust.tools_trusted(directory, text.strip())
-    strictness = BOUNDARY_KEYS[key]
+    kind = KEYS[key].kind
     try:
-        new = strictness(KEYS[key].kind.text(text))
-        old = strictness(KEYS[key].kind.text(below[0]) if below else KEYS[key].default)
+        new = kind.text(text)
+        old = kind.text(below[0]) if below else KEYS[key].default
     except ValueError:
         return True  # a bad value: load() reports it with its file and line
-    return new >= old
+    return BOUNDARY_KEYS[key](new, old)
 
 
 def known_keys() -> list[str]:
