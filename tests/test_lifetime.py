@@ -136,6 +136,49 @@ def _state(pid: int) -> str:
         return "Z"
 
 
+# --- MCP servers ------------------------------------------------------------------------------
+
+# An MCP server (the fake one of tests/fakes/mcp_servers.py) that first starts a child in a session
+# of its own, out of its process group: by a shell's `setsid ... &`, or by Python's
+# start_new_session. The child's `sleep SECONDS` is the marker the test looks for.
+PYTHON_DAEMONIZER = ("import runpy, subprocess, sys; subprocess.Popen(['sleep', sys.argv[1]], start_new_session=True); "
+                     "sys.argv = ['mcp_servers', 'tools', sys.argv[2]]; runpy.run_module('tests.fakes.mcp_servers', run_name='__main__')")
+
+
+def lingering_server(how: str, seconds: int, pidfile: Path) -> dict:
+    fake = f"{sys.executable} -m tests.fakes.mcp_servers tools {pidfile}"
+    command, args = {"shell": ("sh", ["-c", f"setsid sleep {seconds} & exec {fake}"]),
+                     "python": (sys.executable, ["-c", PYTHON_DAEMONIZER, str(seconds), str(pidfile)])}[how]
+    root = Path(__file__).resolve().parent.parent
+    return {"command": command, "args": args, "cwd": str(root), "env": {"PYTHONPATH": str(root)}}
+
+
+@pytest.mark.parametrize("how", ["shell", "python"])
+@pytest.mark.parametrize("end", ["exit", "SIGTERM", "SIGKILL"])
+def test_an_mcp_servers_children_in_their_own_session_end_with_bantam(home, server, how, end):
+    pytest.importorskip("mcp")
+    seconds = BASE + 300 + 10 * ["exit", "SIGTERM", "SIGKILL"].index(end) + ["shell", "python"].index(how)
+    servers = Path(os.environ["HOME"], ".config", "bantam", "mcp.json")
+    servers.parent.mkdir(parents=True)
+    servers.write_text(json.dumps({"mcpServers": {"linger": lingering_server(how, seconds, home / "pid")}}))
+    write_cfg(home, **base_cfg(server))
+    # the model's command waits for the test's word, while the server starts beside it
+    server.add(tool_reply("shell_exec", {"command": f"until [ -e {home}/go ]; do sleep 0.05; done"}),
+               text_reply("done"))
+    proc = start_bantam(home, "-p", "wait for it")
+    try:
+        poll(lambda: server.chat_requests() and sleeping(seconds), "the server and its own-session child")
+        if end == "exit":
+            (home / "go").touch()
+            assert proc.wait(60) == 0
+        else:
+            proc.send_signal(getattr(signal, end))
+            proc.wait(60)
+    finally:
+        proc.kill()
+    poll(lambda: not processes_with(f"sleep {seconds}"), f"the server's tree to end after bantam's {end}")
+
+
 # --- bounded reads ----------------------------------------------------------------------------
 
 class Endless(BaseHTTPRequestHandler):

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, base_cfg, run_bantam, write_cfg
+from tests.conftest import ROOT, base_cfg, run_bantam, wait_for, write_cfg
 from tests.fakes.openai_server import FakeServer, text_reply, tool_reply
 
 pytest.importorskip("mcp")
@@ -210,6 +210,22 @@ def fake(kind: str, pidfile: Path | None = None, **extra) -> dict:
     return {**py_server(*args), "cwd": str(ROOT), **extra}
 
 
+def server_pids(marker: Path) -> set[int]:
+    """The pids, as this test sees them, of the server processes whose arguments name `marker`
+    (the server's own pid file: unique to a test). A server runs in a pid namespace of its own
+    (reaper.whole_tree), where the pid it writes is another number; bubblewrap, which starts it,
+    names the marker too and is left out."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0") if entry.name.isdigit() else []
+        except OSError:
+            continue
+        if str(marker).encode() in argv and not argv[0].endswith(b"bwrap"):
+            found.add(int(entry.name))
+    return found
+
+
 def test_without_the_sdk_configured_servers_are_one_notice_not_an_error(home, hub_closed, monkeypatch):
     monkeypatch.setitem(sys.modules, "mcp", None)  # what `import mcp` does when it is not installed
     box, events = toolbox(home, {"time": TIME})
@@ -230,22 +246,22 @@ def test_missing_server_is_a_notice_and_the_others_still_work(home, hub_closed):
 def test_a_crash_mid_call_is_reported_and_the_server_restarts(home, hub_closed):
     pidfile = home / "pid"
     box, _ = toolbox(home, {"f": fake("tools", pidfile)})
-    first_pid = pidfile.read_text()
+    first = server_pids(pidfile)
     out = box.execute("f__crash", "{}")
     assert out.is_error
     assert "MCP server f closed the connection (crashed or exited)" in out.content
     assert "restarted on the next call" in out.content
     assert box.execute("f__echo", '{"text": "again"}').content == "echo: again"
-    assert pidfile.read_text() != first_pid
+    assert server_pids(pidfile) - first
 
 
 def test_a_hanging_server_times_out_and_restarts(home, hub_closed):
     pidfile = home / "pid"
     box, _ = toolbox(home, {"f": fake("tools", pidfile, timeout=2)})
-    hung_pid = int(pidfile.read_text())
+    hung = server_pids(pidfile)
     out = box.execute("f__hang", "{}")
     assert out.is_error and "MCP server f no answer within 2s" in out.content
-    assert wait_gone(hung_pid), "the hung server was left running"
+    assert all(wait_gone(pid) for pid in hung), "the hung server was left running"
     assert box.execute("f__echo", '{"text": "back"}').content == "echo: back"
 
 
@@ -318,10 +334,10 @@ def test_servers_die_with_bantam_even_when_it_is_killed(home):
         deadline = time.monotonic() + 60
         while len(s.chat_requests()) < 1 and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert pidfile.exists()
+        running = wait_for(lambda: server_pids(pidfile), "the server's start for the call")
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-    assert wait_gone(int(pidfile.read_text())), "the MCP server outlived a SIGKILLed bantam"
+    assert all(wait_gone(pid) for pid in running), "the MCP server outlived a SIGKILLed bantam"
 
 
 # --- bantam as an MCP server ------------------------------------------------------------------

@@ -13,8 +13,9 @@ first lines) stays off the path to the first model request.
 A server that fails to start, dies, times out or breaks the protocol is closed and marked with
 the reason; the next call starts it again. An error the server answers with (a JSON-RPC error,
 or a result with isError) leaves it running. Servers end with bantam: closed at exit (stdin
-closed, then the SDK kills the process group), and a killed bantam closes their stdin pipe,
-which is end-of-input for every stdio server.
+closed, then the SDK kills the process group), and each stdio server runs through
+reaper.whole_tree, so that its whole process tree, sessions of its own included, dies with it
+and with bantam, however bantam ends.
 """
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ import asyncio
 import atexit
 import concurrent.futures
 import logging
+import os
+import shutil
 import threading
 from collections.abc import Callable
 from contextlib import AsyncExitStack
@@ -32,7 +35,7 @@ import mcp
 import mcp_types
 from mcp.shared.exceptions import MCPError
 
-from .. import __version__
+from .. import __version__, reaper
 from ..errors import ToolError
 from ..fsutil import bantam_home, private_dir
 from . import cache
@@ -139,7 +142,8 @@ class Connection:
             target: Any = streamable_http_client(spec.url, http_client=http)
         else:
             log = stack.enter_context(open(self.log_path, "w", encoding="utf-8"))  # this start's only
-            params = mcp.StdioServerParameters(command=spec.command, args=list(spec.args),
+            argv = reaper.whole_tree([_program(spec), *spec.args])  # started from this thread, which lives on
+            params = mcp.StdioServerParameters(command=argv[0], args=argv[1:],
                                                env=spec.env or None, cwd=spec.cwd or None)
             from mcp.client.stdio import stdio_client
             target = stdio_client(params, errlog=log)
@@ -233,6 +237,17 @@ class Connection:
                 return " | ".join(f.read().decode("utf-8", "replace").strip().splitlines()[-3:])
         except OSError:
             return ""
+
+
+def _program(spec: ServerSpec) -> str:
+    """The server's command, checked as its own PATH (and its cwd, for a relative path) finds it:
+    FileNotFoundError when there is no such program, as starting it would say (with bubblewrap
+    in between, that start would only be an exit)."""
+    path = spec.env.get("PATH", os.environ.get("PATH", os.defpath))
+    command = os.path.join(spec.cwd, spec.command) if spec.cwd and os.path.dirname(spec.command) else spec.command
+    if shutil.which(command, path=path) is None:
+        raise FileNotFoundError(spec.command)
+    return spec.command
 
 
 def _innermost(e: BaseException) -> BaseException:
