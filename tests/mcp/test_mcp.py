@@ -51,6 +51,14 @@ def tool_message(request) -> str:
     return request.body["messages"][-1]["content"]
 
 
+def started_once(home: Path) -> None:
+    """`bantam mcp list` starts every configured server and waits for it, which leaves its tools
+    cached: a run after it offers them with its first request (a server never seen before offers
+    its tools only once it has started, and the scripted model calls them at once)."""
+    r = run_bantam("mcp", "list", cwd=home)
+    assert r.returncode == 0, r.stderr
+
+
 @pytest.fixture
 def hub_closed():
     """In-process tests share the process's hub: stop its servers after each test."""
@@ -67,6 +75,7 @@ def hub_closed():
 def test_user_server_tools_are_offered_and_called(home):
     write_servers(user_file(home), {"time": TIME})
     args = {"source_timezone": "UTC", "time": "12:00", "target_timezone": "Asia/Tokyo"}
+    started_once(home)
     with FakeServer([tool_reply("time__convert_time", args), text_reply("21:00 in Tokyo")]) as s:
         write_cfg(home, **base_cfg(s))
         r = run_bantam("-p", "noon UTC in Tokyo?", cwd=home)
@@ -84,6 +93,7 @@ def test_user_server_tools_are_offered_and_called(home):
 
 def test_an_error_result_reaches_the_model_and_the_run_goes_on(home):
     write_servers(user_file(home), {"time": TIME})
+    started_once(home)
     with FakeServer([tool_reply("time__get_current_time", {"timezone": "Mars/Olympus"}),
                      text_reply("no such zone")]) as s:
         write_cfg(home, **base_cfg(s))
@@ -91,6 +101,32 @@ def test_an_error_result_reaches_the_model_and_the_run_goes_on(home):
         assert r.returncode == 0, r.stderr
         content = tool_message(s.chat_requests()[1])
     assert content.startswith("error:") and "Mars/Olympus" in content
+
+
+SILENT = "import os, sys, time; open(sys.argv[1], 'w').write('up'); time.sleep(3600)"  # runs, never speaks
+
+
+def test_a_silent_server_holds_up_neither_the_first_request_nor_the_end_of_the_run(home):
+    """A server whose process runs but never answers the handshake: the first request goes out
+    without it and with the other server's tools, those tools work, the run ends at the end of
+    its turn (not at the start's 30 s timeout), and nothing but the answer and usage is written."""
+    marker = home / "silent-up"
+    write_servers(user_file(home), {"time": TIME})
+    started_once(home)  # the time server's tools are cached; the silent one was never seen
+    write_servers(user_file(home), {"time": TIME, "silent": py_server("-c", SILENT, str(marker))})
+    with FakeServer([tool_reply("time__get_current_time", {"timezone": "UTC"}), text_reply("done")]) as s:
+        write_cfg(home, **base_cfg(s))
+        r = run_bantam("-p", "what time is it?", cwd=home)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout == "done\n"
+        first, second = s.chat_requests()
+    assert {"time__get_current_time", "shell_exec"} <= set(offered(first))
+    assert not any(name.startswith("silent__") for name in offered(first) + offered(second))
+    assert '"timezone": "UTC"' in tool_message(second)
+    assert marker.exists()  # it did start, and was never answered
+    assert "no answer within" not in r.stderr and "never retrieved" not in r.stderr
+    assert "Traceback" not in r.stderr and "silent" not in r.stderr, r.stderr
+    assert all(wait_gone(pid) for pid in server_pids(marker)), "the silent server outlived the run"
 
 
 def test_mcp_false_starts_nothing(home):
@@ -145,6 +181,7 @@ def test_project_servers_start_only_once_trusted(home):
 
         trusted = run_bantam("mcp", "trust", cwd=home)
         assert trusted.returncode == 0 and "trusted git" in trusted.stdout
+        started_once(home)
         after = run_bantam("-p", "status?", cwd=home)
         assert after.returncode == 0, after.stderr
         assert "not trusted" not in after.stderr
@@ -174,6 +211,7 @@ def test_mcp_list_shows_state_and_tools(home):
                     reason="npm install --prefix tests/node @modelcontextprotocol/server-everything")
 def test_everything_server_text_image_and_resource(home):
     write_servers(user_file(home), {"ev": {"command": "node", "args": [str(EVERYTHING)]}})
+    started_once(home)
     with FakeServer([tool_reply("ev__echo", {"message": "hello there"}),
                      tool_reply("ev__get-tiny-image", {}),
                      text_reply("a tiny MCP logo"),  # the side request that looks at the image
@@ -203,6 +241,12 @@ def toolbox(home: Path, servers: dict, **cfg):
     box = session.build(session.load_config(cfg, home), home, on_event=events.append, with_model=False,
                         tools=("shell_exec",)).toolbox  # the builder adds the MCP tools
     return box, events
+
+
+def has_tools(box, *names: str) -> None:
+    """Wait until the servers' starts have put these tools in the toolbox (servers never seen
+    before are not waited for when it is built)."""
+    wait_for(lambda: set(names) <= set(box.tools), f"the tools {names}")
 
 
 def fake(kind: str, pidfile: Path | None = None, **extra) -> dict:
@@ -238,6 +282,8 @@ def test_without_the_sdk_configured_servers_are_one_notice_not_an_error(home, hu
 def test_missing_server_is_a_notice_and_the_others_still_work(home, hub_closed):
     box, events = toolbox(home, {"gone": {"command": "/nonexistent/mcp-server"},
                                  "f": fake("tools", home / "pid")})
+    has_tools(box, "f__echo")
+    wait_for(lambda: events, "the notice")
     assert [e.message for e in events] == [
         "MCP server gone could not start: /nonexistent/mcp-server: command not found"]
     assert box.execute("f__echo", '{"text": "hi"}').content == "echo: hi"
@@ -246,6 +292,7 @@ def test_missing_server_is_a_notice_and_the_others_still_work(home, hub_closed):
 def test_a_crash_mid_call_is_reported_and_the_server_restarts(home, hub_closed):
     pidfile = home / "pid"
     box, _ = toolbox(home, {"f": fake("tools", pidfile)})
+    has_tools(box, "f__crash", "f__echo")
     first = server_pids(pidfile)
     out = box.execute("f__crash", "{}")
     assert out.is_error
@@ -258,6 +305,7 @@ def test_a_crash_mid_call_is_reported_and_the_server_restarts(home, hub_closed):
 def test_a_hanging_server_times_out_and_restarts(home, hub_closed):
     pidfile = home / "pid"
     box, _ = toolbox(home, {"f": fake("tools", pidfile, timeout=2)})
+    has_tools(box, "f__hang", "f__echo")
     hung = server_pids(pidfile)
     out = box.execute("f__hang", "{}")
     assert out.is_error and "MCP server f no answer within 2s" in out.content
@@ -267,6 +315,7 @@ def test_a_hanging_server_times_out_and_restarts(home, hub_closed):
 
 def test_invalid_json_rpc_is_reported_without_waiting_for_the_timeout(home, hub_closed):
     box, _ = toolbox(home, {"g": fake("garbage", timeout=600)})
+    has_tools(box, "g__answer")
     started = time.monotonic()
     out = box.execute("g__answer", "{}")
     assert out.is_error and "sent a line that is not JSON-RPC" in out.content
@@ -275,6 +324,7 @@ def test_invalid_json_rpc_is_reported_without_waiting_for_the_timeout(home, hub_
 
 def test_a_tool_list_change_is_picked_up(home, hub_closed):
     box, _ = toolbox(home, {"f": fake("tools", home / "pid")})
+    has_tools(box, "f__grow")
     assert "f__extra" not in box.tools
     assert box.execute("f__grow", "{}").content == "grown"
     deadline = time.monotonic() + 30
@@ -285,6 +335,7 @@ def test_a_tool_list_change_is_picked_up(home, hub_closed):
 
 def test_a_tool_list_change_from_an_older_server_is_picked_up(home, hub_closed):
     box, _ = toolbox(home, {"old": fake("legacy")})
+    has_tools(box, "old__grow")
     assert "old__extra" not in box.tools
     assert box.execute("old__grow", "{}").content == "grow done"
     deadline = time.monotonic() + 30
@@ -305,6 +356,8 @@ def test_streamable_http_server_with_headers(home, hub_closed):
     try:
         box, events = toolbox(home, {"web": {"url": url, "headers": {"X-Token": "t0k"}},
                                      "nokey": {"url": url}})
+        has_tools(box, "web__echo")
+        wait_for(lambda: events, "the notice")
         assert len(events) == 1 and events[0].message.startswith("MCP server nokey ")
         assert "401" in events[0].message
         assert box.execute("web__echo", '{"text": "over http"}').content == "echo: over http"
@@ -327,6 +380,7 @@ def wait_gone(pid: int, seconds: float = 30) -> bool:
 def test_servers_die_with_bantam_even_when_it_is_killed(home):
     pidfile = home / "pid"
     write_servers(user_file(home), {"f": fake("tools", pidfile)})
+    started_once(home)
     with FakeServer([tool_reply("f__hang", {}), text_reply("never")]) as s:
         write_cfg(home, **base_cfg(s))
         proc = subprocess.Popen([sys.executable, "-m", "bantam", "-p", "hang"], cwd=home,
@@ -388,8 +442,11 @@ def test_terminal_asks_before_a_project_server_starts_and_mcp_lists_it(home):
         term.expect("wants to start these MCP servers:")
         term.expect("Trust this project's files as they are now? [y/N]")
         term.child.send("y\r")
-        term.enter("/mcp")
-        term.expect("time  [ready]")
+        for _ in range(240):  # the server starts in the background: /mcp until it says ready
+            term.enter("/mcp")
+            if term.child.expect([r"time  \[ready\]", r"time  \[(starting|not started)\]"]) == 0:
+                break
+            time.sleep(0.25)
         term.expect("    time__get_current_time")
         term.enter("what time is it?")
         term.expect("it is now")
@@ -402,6 +459,7 @@ def test_terminal_asks_before_a_project_server_starts_and_mcp_lists_it(home):
 def test_ctrl_c_stops_a_hanging_mcp_call_and_the_server_still_answers(home):
     from tests.test_repl import Term
     write_servers(user_file(home), {"f": fake("tools", home / "pid")})
+    started_once(home)
     with FakeServer([tool_reply("f__hang", {}), tool_reply("f__echo", {"text": "still here"}),
                      text_reply("it answered")]) as s:
         write_cfg(home, **base_cfg(s))
@@ -427,10 +485,22 @@ def test_the_daemon_offers_the_users_mcp_tools(home, hub_closed):
         (home / "agent" / "config.json").write_text(json.dumps({**FAST, "api_base": s.url}))
         ready = prepare(home / "agent", {})
         agent = Agent(ready.agent, ready.settings, ready.cfg)
-    assert {"BASH", "time__convert_time"} <= set(agent.toolbox.tools)
+    has_tools(agent.toolbox, "BASH", "time__convert_time")
     out = agent.toolbox.execute("time__convert_time", json.dumps(
         {"source_timezone": "UTC", "time": "08:00", "target_timezone": "Asia/Kolkata"}))
     assert json.loads(out.content)["target"]["datetime"].endswith("13:30:00+05:30")
+
+
+def web_listing(web, nth: int) -> str:
+    """The `nth` listing of the time server in the browser view's event log."""
+    seen = []
+
+    def listing(event: dict) -> bool:
+        if event["type"] == "output" and "time  [" in event["text"]:
+            seen.append(event["text"])
+        return len(seen) == nth
+    web.events_until(listing, timeout=60)
+    return seen[-1]
 
 
 def test_the_browser_view_says_how_to_trust_and_mcp_trust_starts_them(home):
@@ -443,7 +513,14 @@ def test_the_browser_view_says_how_to_trust_and_mcp_trust_starts_them(home):
         try:
             web.events_until(lambda e: "`/mcp trust` (or `bantam trust`) trusts them" in e.get("message", ""))
             web.send("/mcp trust")
-            web.events_until(lambda e: e["type"] == "output" and "time  [ready]" in e["text"], timeout=60)
+            listed = web_listing(web, 1)  # what trusting prints; the server starts in the background
+            for times in range(2, 240):  # then /mcp until it says ready
+                if "time  [ready]" in listed:
+                    break
+                time.sleep(0.25)
+                web.send("/mcp")
+                listed = web_listing(web, times)
+            assert "time  [ready]" in listed and "    time__get_current_time" in listed
             web.idle(60)
             web.send("what time is it?")
             web.idle(60)

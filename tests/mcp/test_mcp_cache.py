@@ -1,4 +1,5 @@
-"""MCP tool lists cached by server configuration: the first model request does not wait for servers.
+"""MCP tool lists cached by server configuration: the first model request does not wait for servers,
+and offers the tools a server listed at its last start.
 
 A gated server (GATED below, built on the SDK's MCPServer) holds its start, before the handshake,
 until a file appears: a request the fake model receives while the gate is shut was sent before
@@ -76,13 +77,13 @@ def finish(proc: subprocess.Popen) -> tuple[int, str, str]:
     return proc.returncode, out, err
 
 
-def first_run(home: Path, s: FakeServer, gated: Gated) -> None:
-    """A run with no cache: it waits for the servers, as before, and leaves their tools cached."""
+def first_run(home: Path, gated: Gated) -> None:
+    """The servers' first start (`bantam mcp list` starts and waits for them), which leaves their
+    tools cached."""
     gated.gate.touch()
-    s.add(text_reply("first"))
-    r = run_bantam("-p", "hi", cwd=home)
+    r = run_bantam("mcp", "list", cwd=home)
     assert r.returncode == 0, r.stderr
-    assert {"gated__echo", "time__get_current_time"} <= set(offered(s.chat_requests()[-1]))
+    assert "    gated__echo" in r.stdout, r.stdout
     gated.gate.unlink()
 
 
@@ -91,13 +92,13 @@ def test_cached_tools_go_with_the_first_request_before_the_server_has_started(ho
     write_servers(user_file(home), {"time": TIME, "gated": gated.entry()})
     with FakeServer() as s:
         write_cfg(home, **base_cfg(s))
-        first_run(home, s, gated)
+        first_run(home, gated)
         assert len(cache_files(home)) == 2
 
         s.add(tool_reply("gated__echo", {"text": "hi"}), text_reply("done"))
         proc = bantam("-p", "hi", cwd=home)
         try:
-            request = wait_for(lambda: s.chat_requests()[1:2], "the second run's first request")[0]
+            request = wait_for(lambda: s.chat_requests()[0:1], "the run's first request")[0]
             assert not gated.gate.exists()  # so the gated server has not even answered the handshake
             assert {"gated__echo", "time__get_current_time", "time__convert_time"} <= set(offered(request))
             gated.gate.touch()  # the model's call to gated__echo waits for its server, which now starts
@@ -106,7 +107,7 @@ def test_cached_tools_go_with_the_first_request_before_the_server_has_started(ho
             proc.kill()
         assert code == 0, err
         assert out == "done\n"
-        assert tool_message(s.chat_requests()[2]) == "echo: hi"
+        assert tool_message(s.chat_requests()[1]) == "echo: hi"
 
 
 def test_a_server_whose_tools_changed_updates_the_cache_and_the_next_request(home):
@@ -114,13 +115,13 @@ def test_a_server_whose_tools_changed_updates_the_cache_and_the_next_request(hom
     write_servers(user_file(home), {"time": TIME, "gated": gated.entry()})
     with FakeServer() as s:
         write_cfg(home, **base_cfg(s))
-        first_run(home, s, gated)
+        first_run(home, gated)
         gated.tools(["echo", "extra"])  # the server changed; its configuration did not
         gated.gate.touch()
         s.add(tool_reply("gated__echo", {"text": "x"}), text_reply("done"))
         r = run_bantam("-p", "hi", cwd=home)
         assert r.returncode == 0, r.stderr
-        first, second = s.chat_requests()[1:]
+        first, second = s.chat_requests()
     assert "gated__extra" not in offered(first)  # the cached list went out at once
     # the call waited for the start, which found the new list: the model is told with the result,
     # and the very next request offers the new list
@@ -139,13 +140,13 @@ def test_a_server_that_fails_to_start_makes_its_tools_calls_clear_errors(home):
     write_servers(user_file(home), {"time": TIME, "gated": gated.entry()})
     with FakeServer() as s:
         write_cfg(home, **base_cfg(s))
-        first_run(home, s, gated)
+        first_run(home, gated)
         gated.tools("fail")
         gated.gate.touch()
         s.add(tool_reply("gated__echo", {"text": "x"}), text_reply("done"))
         r = run_bantam("-p", "hi", cwd=home)
         assert r.returncode == 0, r.stderr
-        first, second = s.chat_requests()[1:]
+        first, second = s.chat_requests()
     assert "gated__echo" in offered(first)
     result = tool_message(second)
     assert result.startswith("error: MCP server gated ")
@@ -162,17 +163,19 @@ def test_an_untrusted_projects_cached_tools_never_appear(home):
     with FakeServer() as s:
         write_cfg(home, **base_cfg(s))
         assert run_bantam("trust", cwd=home).returncode == 0
+        first_run(home, gated)
         gated.gate.touch()
         s.add(text_reply("trusted"))
         r = run_bantam("-p", "hi", cwd=home)
         assert r.returncode == 0, r.stderr
         assert "gated__echo" in offered(s.chat_requests()[0])
-        assert len(cache_files(home)) == 1 and gated.launches() == 1
+        assert len(cache_files(home)) == 1
 
         project.write_text(project.read_text() + "\n")  # the same servers, but the file is new: untrusted
+        launched = gated.launches()
         s.add(text_reply("untrusted"))
         r = run_bantam("-p", "hi", cwd=home)
         assert r.returncode == 0, r.stderr
         assert "bantam trust" in r.stderr
         assert not any(n.startswith("gated__") for n in offered(s.chat_requests()[1]))
-    assert gated.launches() == 1  # and it was never started
+    assert gated.launches() == launched  # and it was never started

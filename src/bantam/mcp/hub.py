@@ -7,13 +7,16 @@ calling thread on a future and gives up on Ctrl+C or the call's timeout.
 
 Each server is started as soon as it is asked for (`ensure`), its `started` future says when
 that first start has ended, and what it listed is written to the cache (cache.py) for the next
-run. The hub is made in launch.py's background thread, so that the SDK's import (this module's
-first lines) stays off the path to the first model request.
+run. Nothing waits for a start but a call to that server's tools (and `bantam mcp list`): a
+server that runs but never answers holds up only its own tools. The hub is made in launch.py's
+background thread, so that the SDK's import (this module's first lines) stays off the path to
+the first model request.
 
 A server that fails to start, dies, times out or breaks the protocol is closed and marked with
 the reason; the next call starts it again. An error the server answers with (a JSON-RPC error,
 or a result with isError) leaves it running. Servers end with bantam: closed at exit (stdin
-closed, then the SDK kills the process group), and each stdio server runs through
+closed, then the SDK kills the process group; a start still under way is given EXIT_GRACE to end,
+so that its tools reach the cache, then abandoned), and each stdio server runs through
 reaper.whole_tree, so that its whole process tree, sessions of its own included, dies with it
 and with bantam, however bantam ends.
 """
@@ -44,6 +47,7 @@ from .servers import ServerSpec
 
 START_TIMEOUT = 30.0   # seconds for a server to start and list its tools
 CLOSE_TIMEOUT = 8.0    # seconds for every server to shut down at exit (the SDK escalates to SIGKILL)
+EXIT_GRACE = 2.0       # seconds a start still under way at exit may go on, for the cache's sake
 LOG_TAIL = 400         # characters of a server's stderr quoted when it fails
 logging.getLogger("mcp").addHandler(logging.NullHandler())  # failures reach the user as one line
 BROKEN = {mcp_types.CONNECTION_CLOSED, mcp_types.REQUEST_TIMEOUT}  # the server must be restarted
@@ -65,6 +69,7 @@ class Connection:
         self._starting = asyncio.Lock()
         self.broken = ""  # why the server's stream was given up, when it broke the protocol
         self.http_error = ""  # the last error status a Streamable HTTP server answered with
+        self.closed = False  # bantam is done with it (exiting): an abandoned start is no failure
 
     @property
     def log_path(self) -> Path:
@@ -80,6 +85,7 @@ class Connection:
         self.state = "starting"
         self.broken = self.http_error = ""
         ready: asyncio.Future = asyncio.get_running_loop().create_future()
+        ready.add_done_callback(_seen)  # a start given up on still gets its reason later: not an error
         self._stop = asyncio.Event()
         self._task = asyncio.ensure_future(self._hold(ready, self._stop))
         try:
@@ -88,7 +94,8 @@ class Connection:
             self._remember()
         except Exception as e:
             await self.stop()
-            self.state = f"failed: {self._reason(e, f'no answer within {START_TIMEOUT:g}s')}"
+            self.state = "stopped" if self.closed else \
+                f"failed: {self._reason(e, f'no answer within {START_TIMEOUT:g}s')}"
         # still under the start's lock: a call that waited for this start sees what they did
         callbacks, self.on_started = self.on_started, []
         for callback in callbacks:
@@ -178,14 +185,23 @@ class Connection:
             callback(self)
 
     async def stop(self) -> None:
+        task, self._task = self._task, None
         if self._stop is not None:
             self._stop.set()
-        if self._task is not None:
+        if task is not None:
+            if self.client is None:  # still starting, where no one looks at the stop event
+                task.cancel()
             try:
-                await asyncio.wait_for(self._task, CLOSE_TIMEOUT)
-            except BaseException:  # a start that never finished: cancel it (the SDK still kills)
-                self._task.cancel()
-        self.client = self._task = self._stop = None
+                await asyncio.wait_for(task, CLOSE_TIMEOUT)  # the SDK's shutdown: stdin, then kill
+            except BaseException:  # a shutdown that never finished: cancel it (the SDK still kills)
+                task.cancel()
+        self.client = self._stop = None
+
+    async def close(self) -> None:
+        """For good (bantam is exiting): a start cut short here is not reported as a failure."""
+        self.closed = True
+        await self.stop()
+        self.state = "stopped"
 
     async def call(self, tool: str, args: dict[str, Any], timeout: float) -> mcp_types.CallToolResult:
         if self.client is None:
@@ -237,6 +253,11 @@ class Connection:
                 return " | ".join(f.read().decode("utf-8", "replace").strip().splitlines()[-3:])
         except OSError:
             return ""
+
+
+def _seen(future: asyncio.Future) -> None:
+    if not future.cancelled():
+        future.exception()
 
 
 def _program(spec: ServerSpec) -> str:
@@ -318,14 +339,15 @@ class Hub:
         return connections
 
     def close(self) -> None:
-        """Stop every server; a first start still under way is let finish (bounded by its own
-        timeout), so that its tool list reaches the cache."""
+        """Stop every server. A first start still under way is given EXIT_GRACE to end, so that
+        a server that is merely slow gets its tool list into the cache; one that never answers
+        then costs only that."""
         async def stop_all() -> None:
-            await asyncio.gather(*(c.stop() for c in self.connections.values()), return_exceptions=True)
+            await asyncio.gather(*(c.close() for c in self.connections.values()), return_exceptions=True)
         if self.loop.is_running() and self.connections:
             try:
                 starts = [c.started for c in self.connections.values() if c.started is not None]
-                concurrent.futures.wait(starts, START_TIMEOUT + 2)
+                concurrent.futures.wait(starts, EXIT_GRACE)
                 self.submit(stop_all(), CLOSE_TIMEOUT + 2)
             except BaseException:  # exiting anyway; a server's stdin closes with us
                 pass

@@ -6,7 +6,8 @@ making the first model request wait:
 - a server already running in this process: its own list;
 - else what its configuration's server listed last time (cache.py), offered at once while the
   server starts in the background (launch.py); a call waits only for its own server;
-- a server never seen before is waited for, as every run did before the cache.
+- a server never seen before offers its tools once it has started: nothing waits for it, so a
+  server that runs but never answers delays only its own tools (it has none until it answers).
 When a started server lists other tools than were offered, this toolbox's tools are swapped, so
 the next request carries the new list (the loop reads the list before each request); the model
 also learns of it from a note before the next result of that server's tools, and the user from
@@ -65,12 +66,10 @@ def tool_name(server: str, tool: str) -> str:
 
 
 def add_tools(box: Toolbox, servers: dict[str, ServerSpec]) -> None:
-    """Start these servers (those not running yet) and add their tools to `box`."""
+    """Start these servers (those not running yet) and add their tools to `box`: those known now
+    at once, the others as their servers' starts end."""
     pending = launch.launch(servers)
     offered = {key: _known(key, spec) for key, spec in servers.items()}
-    unknown = [key for key, listing in offered.items() if listing is None]
-    if unknown:  # never seen: wait for those (the others go on starting meanwhile)
-        offered.update(_wait_for(box, pending, unknown))
     notes: dict[str, list[str]] = {key: [] for key in servers}  # for the model, shared by a server's tools
     for key, spec in servers.items():
         _offer(box, key, spec, offered[key] or (), notes[key])
@@ -84,29 +83,6 @@ def _known(key: str, spec: ServerSpec) -> Listing | None:
         return running.infos()
     cached = cache.load(spec)
     return cached.tools if cached is not None else None
-
-
-def _wait_for(box: Toolbox, pending: concurrent.futures.Future, keys: list[str]) -> dict[str, Listing]:
-    try:
-        connections = launch.wait(pending, box.ctx.cancel)
-    except Exception as e:  # the SDK is there but would not import
-        tell(box.ctx, "sdk", f"MCP servers were not started: the mcp package failed to import ({e})")
-        return {key: () for key in keys}
-    found = {}
-    for key in keys:
-        c = connections[key]
-        if c.started is not None:
-            launch.wait(c.started, box.ctx.cancel)
-        found[key] = _reported(box, c)
-    return found
-
-
-def _reported(box: Toolbox, c: Connection) -> Listing:
-    """The started server's tools; a failed start is one notice (and no tools)."""
-    if c.state.startswith("failed"):
-        tell(box.ctx, c.spec.name, f"MCP server {c.spec.name} {c.state[8:]}")
-        return ()
-    return c.infos()
 
 
 def _offer(box: Toolbox, key: str, spec: ServerSpec, listing: Listing, note: list[str]) -> None:
@@ -138,8 +114,12 @@ def _reconcile(ref: weakref.ref, key: str, c: Connection, *, was: Listing | None
     if c.state.startswith("failed"):  # the cached tools stay; calling them says why they fail
         tell(box.ctx, c.spec.name, f"MCP server {c.spec.name} {c.state[8:]}")
         return
+    if c.state != "ready":  # stopped before its start ended: bantam is exiting
+        return
     now = c.infos()
-    if was is not None and now != was:
+    if was is None:  # never seen before: its tools arrive now, offered from the next request on
+        _offer(box, key, c.spec, now, note)
+    elif now != was:
         change = f"MCP server {c.spec.name}'s tools changed since the last run ({_difference(was, now)})"
         note.append(f"[bantam: {change}; the new list is offered from the next request]")
         _offer(box, key, c.spec, now, note)
