@@ -184,7 +184,8 @@ def test_unix_sockets_outside_are_closed_with_the_network_off(user, unix_servers
     out = shell(f"{sys.executable} -c \"{script}\"", sandbox="workspace")
     assert _received(stream, dgram) == b""
     assert "Operation not permitted" in out and out.endswith("exit: 1")
-    assert "[sandbox: Unix-domain sockets cannot be opened with the network off" in out
+    assert ("[sandbox: with the network off (sandbox_network=off), sockets other than IPv4/IPv6 on the "
+            "command's own loopback (Unix-domain, vsock, packet, ...) cannot be opened") in out
 
 
 @pytest.mark.parametrize("how", SEND)

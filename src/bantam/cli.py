@@ -12,6 +12,7 @@ import threading
 
 from .errors import BantamError, ConfigError, Refused, Terminated
 from .options import SUBCOMMANDS, Parser, flags, global_options, load_config, option_table
+from .sanitize import terminal_safe
 
 USAGE = r"""
 bantam                         interactive session
@@ -146,14 +147,16 @@ def _forwarded(word: str, before: list[str], takes: tuple[str, ...]) -> list[str
 
 
 def guarded(run) -> int:
-    """Run a front end; bantam's own errors become one line and an exit code, never a traceback."""
+    """Run a front end; bantam's own errors become one line and an exit code, never a traceback.
+    An error may quote what a project's file or a server said (a server name in .mcp.json, an
+    API's message), so it is written as sanitize.terminal_safe leaves it: no escape sequence."""
     try:
         return run()
     except ConfigError as e:
-        print(f"bantam: {e}", file=sys.stderr)
+        print(f"bantam: {terminal_safe(str(e))}", file=sys.stderr)
         return 2
     except BantamError as e:
-        print(f"bantam: {e}", file=sys.stderr)
+        print(f"bantam: {terminal_safe(str(e))}", file=sys.stderr)
         return 1
     except Terminated as e:
         print(f"\nbantam: stopped by {signal.Signals(e.signum).name}", file=sys.stderr)

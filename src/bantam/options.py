@@ -100,11 +100,14 @@ def common_options(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 
 def load_config(args: argparse.Namespace) -> "Config":
-    """The configuration, with this command line's options on top; its warnings go to stderr."""
+    """The configuration, with this command line's options on top; its warnings go to stderr.
+    A warning quotes what a project's file says (a value it may not set), so every character
+    that is not printable is shown as its escape (sanitize.visible), never sent to the terminal."""
     from . import config  # here: `bantam --version` and `--help` load no configuration code
+    from .sanitize import visible
     cfg = config.load(flags(args))
-    for line in cfg.warning.splitlines():
-        print(f"bantam: warning: {line}", file=sys.stderr)
+    for line in cfg.warning.split("\n") if cfg.warning else ():  # bantam's own lines; a value's \r stays one
+        print(f"bantam: warning: {visible(line)}", file=sys.stderr)
     return cfg
 
 

@@ -20,6 +20,7 @@ from .errors import ConfigError
 from .lineeditor import Reader, make_reader, on_terminal, typing_ahead
 from .providers import ModelFacts
 from .render import Renderer, make_renderer
+from .sanitize import visible_lines
 
 
 class Repl:
@@ -69,7 +70,10 @@ class Repl:
         return 0
 
     def print(self, text: str) -> None:
-        self.out.write(text + "\n")
+        """What the conversation shows (/cfg, /mcp, /undo's plan, a `!command`'s output, ...) holds
+        a project's values, file names and output: every character that is not printable is
+        shown as its escape (sanitize.visible_lines), so nothing in it drives the terminal."""
+        self.out.write(visible_lines(text) + "\n")
         self.out.flush()
 
 

@@ -13,7 +13,9 @@ for write_file, and the words that tell the model and the user where the boundar
 In both modes ~/.bantam and ~/.config/bantam (wherever $BANTAM_HOME and $XDG_CONFIG_HOME put them)
 are empty and read-only to commands, but for the folder of clipped tool output (the model is given
 those paths) and bantam_tools_dir; a writable root inside them is refused. With the network off,
-a seccomp filter (bantam.seccomp) also closes Unix-domain sockets, which are files, not network.
+a seccomp filter (bantam.seccomp) lets a command open only IPv4 and IPv6 sockets, which reach the
+command's own loopback, and netlink's route and socket-diagnostic sockets: Unix-domain sockets
+(files, not network), vsock, packet and every other family cannot be opened.
 
 One `Sandbox` serves one command: `wrap` builds the bubblewrap argv (and looks at the protected
 names in each writable root, at every depth), `settle` removes a protected name the command
@@ -159,7 +161,8 @@ class Sandbox:
                                     "set sandbox_writable) in a folder outside it")
 
     def _unix_socket_filter(self) -> list[str]:
-        """`--seccomp FD` with the filter that closes Unix sockets (bantam.seccomp), the fd kept
+        """`--seccomp FD` with the filter that refuses every socket family but IPv4, IPv6 and
+        netlink's route and socket-diagnostic protocols (bantam.seccomp), the fd kept
         in self.fds for the start. Raises ToolError when bubblewrap cannot apply it here."""
         code = seccomp.program()
         if code is None:  # an architecture the filter does not know: describe() says so
@@ -208,8 +211,9 @@ class Sandbox:
             found.append(f"[sandbox: the network is off for commands (sandbox_network=off), localhost "
                          f"included; {self.ask_hint}]")
         if not self.network and SOCKET_REFUSED in output and "socket" in output.lower():
-            found.append(f"[sandbox: Unix-domain sockets cannot be opened with the network off "
-                         f"(sandbox_network=off), so no socket outside the sandbox can be reached; "
+            found.append(f"[sandbox: with the network off (sandbox_network=off), sockets other than "
+                         f"IPv4/IPv6 on the command's own loopback (Unix-domain, vsock, packet, ...) "
+                         f"cannot be opened, so no socket outside the sandbox can be reached; "
                          f"{self.ask_hint}]")
         return found
 
@@ -539,7 +543,7 @@ def warn_once(text: str) -> None:
 
 @functools.cache
 def filter_unavailable() -> str:
-    """"" when bubblewrap applies the Unix-socket filter here; otherwise what is wrong (checked
+    """"" when bubblewrap applies the socket filter here; otherwise what is wrong (checked
     once). Without it the network-off promise cannot be kept, so network-off commands do not run."""
     code = seccomp.program()
     if code is None or unavailable():
@@ -556,17 +560,18 @@ def filter_unavailable() -> str:
     if probe.returncode == 0:
         return ""
     said = probe.stderr.decode("utf-8", "replace").strip().splitlines()
-    return (f"bubblewrap cannot apply the seccomp filter that closes Unix sockets with the network "
-            f"off ({said[-1] if said else f'exit {probe.returncode}'}); set sandbox_network=on "
-            "(Unix sockets and the network open) or sandbox=off (--yolo)")
+    return (f"bubblewrap cannot apply the seccomp filter that refuses every socket family but IPv4/IPv6 "
+            f"(Unix-domain, vsock, packet, ...) with the network off "
+            f"({said[-1] if said else f'exit {probe.returncode}'}); set sandbox_network=on "
+            "(the network and every socket family open) or sandbox=off (--yolo)")
 
 
 def unix_sockets_note() -> str:
     """Words after "network off" when the filter cannot be built for this machine."""
     if seccomp.program() is not None:
         return ""
-    return (f" (but Unix sockets stay reachable: bantam's seccomp filter does not know this "
-            f"machine's architecture, {platform.machine()})")
+    return (f" (but every socket family stays open, Unix-domain, vsock and packet among them: "
+            f"bantam's seccomp filter does not know this machine's architecture, {platform.machine()})")
 
 
 def _within(path: Path, root: Path) -> bool:

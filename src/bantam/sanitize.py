@@ -85,6 +85,13 @@ def visible(text: str) -> str:
 _ASCII_CONTROL_ALL = re.compile(r"[\x00-\x1f\x7f]")
 
 
+def visible_lines(text: str) -> str:
+    """`text` of several lines (a listing, a command's output) with nothing hidden: each line as
+    `visible` shows it, the newlines between the lines and the tabs within them kept as they are
+    (a tab moves the cursor on, over nothing). The result holds no control character but those."""
+    return "\n".join("\t".join(visible(part) for part in line.split("\t")) for line in text.split("\n"))
+
+
 def _escaped(match: re.Match) -> str:
     return _escaped_char(match.group())
 
