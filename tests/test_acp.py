@@ -244,8 +244,9 @@ def test_a_bad_line_and_bad_requests_get_json_rpc_errors_and_stdout_is_only_json
 
 
 def test_mcp_servers_from_the_editor_budgets_and_commands(home, server):
-    """The editor's MCP server is started and its tools offered; a spent tool budget stops the
-    turn as max_turn_requests; /clear empties the conversation without asking the model."""
+    """The editor's MCP server, never seen before, is started and waited for by session/new, so
+    the first request offers its tools; a spent tool budget stops the turn as max_turn_requests;
+    /clear empties the conversation without asking the model."""
     time_server = str(Path(sys.executable).with_name("mcp-server-time"))
     server.add(tool_reply("time__get_current_time", {"timezone": "UTC"}), text_reply("noon"),
                tool_reply("shell_exec", {"command": "true"}), tool_reply("shell_exec", {"command": "true"},
@@ -269,6 +270,51 @@ def test_mcp_servers_from_the_editor_budgets_and_commands(home, server):
     assert (timed.stop_reason, spent.stop_reason, cleared.stop_reason) == ("end_turn", "max_turn_requests", "end_turn")
     assert "conversation cleared" in editor.said(sid)
     assert len(server.chat_requests()) == 4  # /clear asked no model
+
+
+SILENT = "import sys, time; open(sys.argv[1], 'w').write('up'); time.sleep(3600)"  # runs, never speaks
+
+
+@pytest.mark.slow  # the bound, then the silent server's stop at close: about 15 s
+def test_session_new_waits_for_the_editors_new_servers_up_to_its_bound(home, server, monkeypatch):
+    """In process, with the bound made short: session/new waits for the servers the editor names
+    and bantam has never seen, so the toolbox it answers with holds their tools; a server that
+    runs but never answers holds the answer up until the bound, no longer, and offers nothing. A
+    server seen before is not waited for: its cached tools are offered at once."""
+    pytest.importorskip("mcp")
+    from bantam import mcp
+    from bantam.acp import Agent, conversation
+    from bantam.acp.rpc import Connection
+    bound = 8.0
+    monkeypatch.setattr(conversation, "SERVERS_WAIT", bound)
+    marker = home / "silent-up"
+    servers = [{"name": "time", "command": str(Path(sys.executable).with_name("mcp-server-time")), "args": []},
+               {"name": "silent", "command": sys.executable, "args": ["-c", SILENT, str(marker)]}]
+    to_agent, from_client = os.pipe()
+    to_client, from_agent = os.pipe()
+    conn = Connection(to_agent, from_agent)
+    agent = Agent(conn, {"endpoint": server.url, "model": "test-model"})
+    try:
+        started = time.monotonic()
+        answer = agent.new({"cwd": str(home), "mcpServers": servers})
+        waited = time.monotonic() - started
+        tools = set(agent.sessions[answer.result["sessionId"]].session.toolbox.tools)
+        assert {"time__get_current_time", "time__convert_time"} <= tools
+        assert not any(name.startswith("silent__") for name in tools)
+        assert marker.exists()  # it did start, and was never answered
+        assert bound <= waited < bound + 10, waited
+        again = time.monotonic()  # a server seen before offers its cached tools: nothing waits
+        second = agent.new({"cwd": str(home), "mcpServers": servers[:1]})
+        assert time.monotonic() - again < 3
+        assert "time__get_current_time" in agent.sessions[second.result["sessionId"]].session.toolbox.tools
+    finally:
+        hub = sys.modules.get("bantam.mcp.hub")
+        if hub is not None and hub._hub is not None:
+            hub._hub.close()  # the servers end with this test, not with the test process
+        mcp._told.clear()
+        conn.reader.close()
+        for fd in (from_client, to_client, from_agent):
+            os.close(fd)
 
 
 def test_stop_reasons_say_a_cut_answer_a_cut_tool_call_and_a_refusal(home, server):

@@ -3,7 +3,8 @@
 The editor (Zed, a JetBrains IDE, Neovim, Emacs...) starts `bantam acp` and speaks JSON-RPC 2.0
 on its stdin and stdout. Every `session/new` is a bantam session (session.build) in the folder
 the editor names, with that folder's project configuration under the trust rules, the user's
-configuration, and the MCP servers the editor passes; several live in one process at once.
+configuration, and the MCP servers the editor passes (the answer waits, bounded, for those never
+seen before: conversation.py); several live in one process at once.
 
     rpc.py           the JSON-RPC transport (threads, requests both ways)
     conversation.py  one session: the loop's events as updates, approvals as permission requests,

@@ -16,11 +16,19 @@ editor. Shell commands do not go to the editor's terminals: bantam runs them in 
 with its scrubbed environment, its process-group kill and its bounded, redacted output, none of
 which a command the editor starts would have (the sandbox's seccomp filter is a descriptor
 handed to bubblewrap; an editor terminal inherits the editor's environment, keys included).
+
+The MCP servers the editor names in `session/new` (or `session/load`) are started there, and the
+answer waits, at most SERVERS_WAIT, for those bantam has never seen with that configuration: the
+editor shows the session once it has the answer, so its first prompt offers their tools. A server
+seen before offers its cached tools at once and starts in the background, as the user's own do;
+one that never answers holds the session's start up for SERVERS_WAIT and no longer, and its
+tools are offered if its start ever ends.
 """
 from __future__ import annotations
 
 import os
 import threading
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -41,6 +49,7 @@ from .rpc import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, Connection, Rp
 # ToolResult is not one: a tool that has finished keeps its step).
 STOP_AT = (RequestStarted, Text, Reasoning, ToolCall, Retry)
 REFUSED = ("content_filter", "refusal")  # finish reasons of a model that declined to answer
+SERVERS_WAIT = 30.0  # seconds a session's start waits for the editor's new MCP servers (a start's own limit)
 MODES = {  # the sandbox's modes as the editor offers them (config.Config.sandbox)
     "read-only": ("Read only", "commands run in the sandbox and may write nothing"),
     "workspace": ("Workspace", "commands run in the sandbox and may write only the project folder"),
@@ -81,22 +90,52 @@ class EditorSession:
         self.approvals = Approvals(ask=self.ask)
         self.log = sessions.SessionLog(session_id, folder)
         self.messages: list[dict] = []
-        self.configure()
+        self.configure(first=True)
         self.messages = self.session.messages()
 
     # --- building -------------------------------------------------------------------------------
 
-    def configure(self) -> None:
-        """(Re)build the bantam session from the flags: at the start, and for /model."""
+    def configure(self, first: bool = False) -> None:
+        """(Re)build the bantam session from the flags: at the start (`first`: the editor waits
+        for the answer, and the servers it named start), and for /model."""
         cfg = session.load_config(self.flags, self.folder)
         self.session = session.build(cfg, self.folder, on_event=self.on_event, approvals=self.approvals,
                                      undo=undo.session_key(self.id), buffers=self.buffers)
         self.window = context_window_later(self.session.provider, cfg) if self.session.provider else None
         if self.mcp_servers:
+            if first:
+                self.start_servers()
             self.add_mcp(self.session.toolbox)
         if self.messages:
             self.messages[0] = {"role": "system", "content": self.session.system}
         self.stopper.watch(self.session.provider)
+
+    def servers(self) -> dict[str, Any]:
+        """The editor's servers, keyed by session in the process's one hub, so that two sessions'
+        servers of one name coexist."""
+        return {f"{self.id}/{name}": spec for name, spec in self.mcp_servers.items()}
+
+    def start_servers(self) -> None:
+        """Start the editor's servers and wait, at most SERVERS_WAIT in all, for those whose tools
+        bantam does not know (neither running nor cached), so that the toolbox built next offers
+        them from the first request. A server still starting at the bound, or failed, is left to
+        add_mcp: its tools come when its start ends, its failure is one notice."""
+        from .. import mcp
+        if not mcp.has_sdk():
+            return
+        from ..mcp import cache, launch
+        unseen = {key: spec for key, spec in self.servers().items()
+               if launch.running(key, spec) is None and cache.load(spec) is None}
+        if not unseen:
+            return
+        deadline = time.monotonic() + SERVERS_WAIT
+        try:  # the SDK's import first (waiting starts it at once), then every start, in parallel
+            connections = launch.wait(launch.launch(unseen), timeout=SERVERS_WAIT)
+            for c in connections.values():
+                if c.started is not None:
+                    launch.wait(c.started, timeout=max(deadline - time.monotonic(), 0.0))
+        except Exception:  # past the bound, or the SDK failed to import (add_mcp says so)
+            return
 
     def add_mcp(self, box: Any) -> None:
         """The editor's MCP servers, started like the user's own trusted ones; children get them too."""
@@ -105,13 +144,12 @@ class EditorSession:
             return mcp.tell(box.ctx, "acp-sdk", "the editor's MCP servers were not started: the mcp "
                             "package is not installed (pip install 'bantam[mcp]')")
         from ..mcp.tools import add_tools
-        # keyed by session in the process's one hub, so two sessions' servers of one name coexist
-        add_tools(box, {f"{self.id}/{name}": spec for name, spec in self.mcp_servers.items()})
+        add_tools(box, self.servers())
         base = box.ctx.extend
 
         def extend(child: Any) -> Any:
             child = base(child) if base is not None else child
-            add_tools(child, {f"{self.id}/{name}": spec for name, spec in self.mcp_servers.items()})
+            add_tools(child, self.servers())
             return child
         box.ctx.extend = extend
 

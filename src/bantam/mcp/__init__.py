@@ -10,8 +10,11 @@
     cli.py      `bantam mcp [serve|list|trust]`
 
 The SDK (`pip install 'bantam[mcp]'`) is imported only when an MCP file exists, so a run
-without one pays two stat calls; and when every configured server's tools are cached, only in
-a background thread, so the first model request waits for neither the SDK nor the servers.
+without one pays two stat calls; and then in a background thread, as the servers start, so the
+first model request waits for neither the SDK nor the servers. It offers the tools known by then
+(a running server's, or its cached list); a server never seen before offers its tools from the
+first request after its start has ended (`bantam mcp list` starts every server and caches its
+tools; an editor's session/new waits, bounded, for the servers it names, acp/conversation.py).
 """
 from __future__ import annotations
 

@@ -1,10 +1,12 @@
 """Servers started off the critical path: the SDK is imported, and the hub made, in a thread.
 
-`import mcp` costs most of a second and each server one to four more; a run whose servers' tools
-are cached (cache.py) offers those at once and lets this module start the servers meanwhile.
-`launch(servers)` returns at once; `connection(key, spec)` is what a tool call waits for: the
-hub, then its own server's start (an already running server costs nothing more). At exit, a start
-still under way is let finish, so that what the server listed reaches the cache for the next run.
+`import mcp` costs most of a second and each server one to four more; a run offers the tools it
+knows at once (a running server's, or the list cache.py kept from the server's last start) and
+lets this module start the servers meanwhile; a server never seen before offers its tools once
+its start has ended. `launch(servers)` returns at once; `connection(key, spec)` is what a tool call
+waits for: the hub, then its own server's start (an already running server costs nothing more).
+At exit, a start still under way is given the hub's EXIT_GRACE to end, so that a merely slow
+server's tools reach the cache for the next run, and is then abandoned.
 """
 from __future__ import annotations
 
@@ -89,7 +91,7 @@ def _make_hub() -> None:
 
 
 def _finish() -> None:
-    """At exit: let the import finish, then close the hub (which lets first starts finish)."""
+    """At exit: let the import finish, then close the hub (which gives starts under way EXIT_GRACE)."""
     if _thread is not None:
         _thread.join()
     if _hub.done() and _hub.exception() is None:
