@@ -39,17 +39,25 @@ class SlowServer(FakeServer):
         return super().next_response(body)
 
 
+def setup(url: str, work: str) -> tuple[list[str], dict[str, str]]:
+    """The folder configured for the server, and bantam's command and environment (HOME is the
+    folder, no configuration of the person running the bench). spawn_agent is turned on as a user
+    does it, on the command line: a project file may not add a tool until the user trusts it."""
+    Path(work, ".bantam.cfg").write_text(f"endpoint={url}\nmodel=test-model\n")
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("LLM_", "BANTAM_", "AGENT_")) and k != "XDG_CONFIG_HOME"}
+    return [BANTAM, "--set", "tools=shell_exec,write_file,spawn_agent"], {**env, "HOME": work}
+
+
 def parent_run(children: int) -> float:
     calls = [{"index": i, "id": f"call_{i}", "type": "function",
               "function": {"name": "spawn_agent", "arguments": json.dumps({"task": f"subtask {i}"})}}
              for i in range(children)]
     script = [sse([chunk(tool_calls=calls), chunk(finish="tool_calls")]), text_reply("all done")]
     with SlowServer(script) as server, tempfile.TemporaryDirectory() as work:
-        Path(work, ".bantam.cfg").write_text(
-            f"endpoint={server.url}\nmodel=test-model\ntools=shell_exec,write_file,spawn_agent\n")
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("LLM_", "BANTAM_", "AGENT_"))}
+        command, env = setup(server.url, work)
         t0 = time.perf_counter()
-        p = subprocess.run([BANTAM, "-p", "go"], cwd=work, env={**env, "HOME": work},
+        p = subprocess.run([*command, "-p", "go"], cwd=work, env=env,
                            stdin=subprocess.DEVNULL, capture_output=True, text=True)
         elapsed = time.perf_counter() - t0
         if p.returncode != 0 or len(server.chat_requests()) != children + 2:

@@ -113,11 +113,21 @@ def conversation(runner) -> float:
     return seconds
 
 
+def bantam_setup(url: str, work: str) -> tuple[list[str], dict[str, str]]:
+    """The folder configured for the server, and bantam's command and environment (HOME is the
+    folder, no configuration of the person running the bench). --yolo: the floor runs its
+    commands bare, so bantam runs them without the sandbox (whose cost is bench_sandbox.py's
+    table), switched off as a user does it: a project file's sandbox=off is ignored until the
+    user trusts the folder."""
+    Path(work, ".bantam.cfg").write_text(f"endpoint={url}\nmodel=test-model\n")
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("LLM_", "BANTAM_", "AGENT_")) and k != "XDG_CONFIG_HOME"}
+    return [BANTAM, "--yolo"], {**env, "HOME": work}
+
+
 def run_bantam(url: str, work: str) -> float:
-    # sandbox=off: the floor runs its commands bare; the sandbox's cost is bench_sandbox.py's table
-    Path(work, ".bantam.cfg").write_text(f"endpoint={url}\nmodel=test-model\nsandbox=off\n")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("LLM_", "BANTAM_", "AGENT_"))}
-    return timed([BANTAM, "-p", "go"], cwd=work, env={**env, "HOME": work})
+    command, env = bantam_setup(url, work)
+    return timed([*command, "-p", "go"], cwd=work, env=env)
 
 
 def run_floor(url: str, work: str) -> float:

@@ -162,10 +162,12 @@ def command(program: str, url: str, work: str) -> list[str]:
         Path(work, "floor.py").write_text(FLOOR_PEER)
         return [PY, str(Path(work, "floor.py")), url]
     if program == "bantam":
-        # sandbox=off: the peers run their commands bare too
-        Path(work, ".bantam.cfg").write_text(f"endpoint={url}\nmodel=test-model\ntools=shell_exec\n"
-                                             f"max_al_iterations=1000\ntool_budget=1000\nsandbox=off\n")
-        return [BANTAM, "-p", "go"]
+        # all on the command line, as Codex's are (a project file may only narrow the boundary's
+        # settings until the user trusts the folder, nor send the user's key to its endpoint):
+        # --yolo, no sandbox and no approvals, since the peers run their commands bare too (Codex
+        # with its bypass flag), one tool, and budgets no run here reaches
+        return [BANTAM, "--endpoint", url, "--model", "test-model", "--yolo", "--set", "tools=shell_exec",
+                "--set", "max_al_iterations=1000", "--set", "tool_budget=1000", "-p", "go"]
     if program == "codex":
         Path(work, ".codex").mkdir(exist_ok=True)
         provider = f'{{name="bench",base_url="{url}",wire_api="responses"}}'

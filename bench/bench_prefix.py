@@ -201,15 +201,25 @@ def shell_steps(per_turn: int, tool: str = "shell_exec") -> Callable[[dict, int]
 # --- the modes ---------------------------------------------------------------------------------
 
 def clean_env(work: str) -> dict[str, str]:
+    """HOME is the folder, and no configuration of the person running the bench applies (with no
+    XDG_CONFIG_HOME, the user's file is the one under that HOME)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LLM_", "BANTAM_", "AGENT_", "OPENAI_",
-                                                                       "ANTHROPIC_"))}
+                                                                       "ANTHROPIC_")) and k != "XDG_CONFIG_HOME"}
     return {**env, "HOME": work, "NO_COLOR": "1", "TERM": "xterm", "PROMPT_TOOLKIT_NO_CPR": "1"}
 
 
 def config(work: str, url: str, **extra: Any) -> None:
+    """The folder's .bantam.cfg names the server; the settings that draw bantam's boundary (the
+    sandbox off, the tools, the budgets: config.BOUNDARY_KEYS) go in the user's own file under
+    HOME, as a user sets them: a project file may only narrow those until the user trusts it."""
+    from bantam.config import ALIASES, BOUNDARY_KEYS
     values = {"endpoint": url, "model": "test-model", "sandbox": "off", "retry_delays": "0,0,0",
               "tool_budget": 1000, "max_al_iterations": 1000, **extra}
-    Path(work, ".bantam.cfg").write_text("".join(f"{k}={v}\n" for k, v in values.items()))
+    user = {k: v for k, v in values.items() if ALIASES.get(k, k) in BOUNDARY_KEYS}
+    user_file = Path(work, ".config", "bantam", "config")
+    user_file.parent.mkdir(parents=True, exist_ok=True)
+    user_file.write_text("".join(f"{k}={v}\n" for k, v in user.items()))
+    Path(work, ".bantam.cfg").write_text("".join(f"{k}={v}\n" for k, v in values.items() if k not in user))
 
 
 def bantam(work: str, *args: str) -> None:

@@ -39,13 +39,14 @@ def server():
 
 
 def write_cfg(directory: Path, name: str = ".bantam.cfg", trusted: bool = True, **values) -> Path:
-    """A project config file. A test that sets a boundary key (sandbox=off, ...) is the user
-    choosing it, so the folder is trusted as the user would (`bantam trust`) unless `trusted`
-    is False (the tests of an untrusted project)."""
+    """A project config file. A test that sets a boundary key (config.BOUNDARY_KEYS: sandbox=off,
+    tools=, the budgets, ..., under any of their names) is the user choosing it, so the folder is
+    trusted as the user would (`bantam trust`) unless `trusted` is False (the tests of an
+    untrusted project)."""
     from bantam import config, trust
     path = Path(directory, name)
     path.write_text("".join(f"{k}={v}\n" for k, v in values.items()))
-    if trusted and set(values) & set(config.BOUNDARY_KEYS):
+    if trusted and {config.ALIASES.get(k, k) for k in values} & set(config.BOUNDARY_KEYS):
         trust.trust(directory)
     return path
 

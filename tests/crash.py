@@ -42,8 +42,25 @@ class Worker(FakeServer):
 
 
 def env_for(directory: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("LLM_", "BANTAM_", "AGENT_"))}
+    """HOME is the scenario's own, and with no XDG_CONFIG_HOME the user's file is the one under it."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("LLM_", "BANTAM_", "AGENT_")) and k != "XDG_CONFIG_HOME"}
     return {**env, "HOME": str(directory / "home"), "NO_COLOR": "1"}
+
+
+def configure(work: Path, url: str, tools: str) -> None:
+    """The project's file names the server; the tools are the user's choice, in the user's own
+    file: a project file the user has not trusted may narrow the tools, never add spawn_agent."""
+    (work / ".bantam.cfg").write_text(f"endpoint={url}\nmodel=test-model\nretry_delays=0\n")
+    user = work / "home" / ".config" / "bantam" / "config"
+    user.parent.mkdir(parents=True, exist_ok=True)
+    user.write_text(f"tools={tools}\n")
+
+
+def spawned(records: list[dict]) -> bool:
+    """Did the conversation call spawn_agent?"""
+    return any((c.get("function") or {}).get("name") == "spawn_agent"
+               for m in records for c in m.get("tool_calls") or [])
 
 
 def check_files(directory: Path) -> list[str]:
@@ -85,9 +102,8 @@ def crash_trials(kills: int, seed: int, directory: Path) -> tuple[int, list[str]
             scenario += 1
             work = directory / f"s{scenario}"
             (work / "home").mkdir(parents=True)
-            tools = "shell_exec,write_file,spawn_agent" if scenario % 2 else "shell_exec,write_file"
-            (work / ".bantam.cfg").write_text(f"endpoint={server.url}\nmodel=test-model\ntools={tools}\n"
-                                              "retry_delays=0\n")
+            with_child = bool(scenario % 2)  # every other scenario spawns a durable sub-agent
+            configure(work, server.url, "shell_exec,write_file,spawn_agent" if with_child else "shell_exec,write_file")
             args = ["--thread", "job", "-p", "do the twelve steps"]
             for _ in range(rng.randint(2, 6)):
                 proc = subprocess.Popen([sys.executable, "-m", "bantam", *args], cwd=work, env=env_for(work),
@@ -111,4 +127,7 @@ def crash_trials(kills: int, seed: int, directory: Path) -> tuple[int, list[str]
             if final.returncode not in (0, 2) or history[-1].get("content") != "all steps done":
                 problems.append(f"scenario {scenario}: resume ended with exit {final.returncode}, last "
                                 f"message {history[-1] if history else None}: {final.stderr[-300:]}")
+            elif spawned(history) != with_child:
+                problems.append(f"scenario {scenario}: spawn_agent "
+                                + ("never called" if with_child else "called though not offered"))
     return survived, problems

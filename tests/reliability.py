@@ -24,15 +24,23 @@ CLOSED_PORT_URL = "http://127.0.0.1:9/v1"
 
 
 def env_for(home: Path) -> dict[str, str]:
+    """No configuration of the person running the tests: HOME is the case's own, and with no
+    XDG_CONFIG_HOME the user's file is the one under it."""
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("LLM_", "BANTAM_", "AGENT_", "OPENAI_", "ANTHROPIC_"))}
+           if not k.startswith(("LLM_", "BANTAM_", "AGENT_", "OPENAI_", "ANTHROPIC_")) and k != "XDG_CONFIG_HOME"}
     return {**env, "HOME": str(home), "TERM": "xterm", "PROMPT_TOOLKIT_NO_CPR": "1", "NO_COLOR": "1"}
 
 
 def configure(directory: Path, url: str, wire: str, tools: str = "shell_exec,write_file") -> None:
+    """The project's file names the server; the tools are the user's choice, so they go in the
+    user's own file (~/.config/bantam/config under the case's HOME): a project file the user has
+    not trusted may narrow the tools, never add one (spawn_agent)."""
     (directory / ".bantam.cfg").write_text(
         f"endpoint={url}\nmodel=test-model\nprovider={wire}\ntimeout=1\nretry_delays=0,0,0\n"
-        f"tools={tools}\napi_key=sk-reliability-secret-1234\n")
+        "api_key=sk-reliability-secret-1234\n")
+    user = directory / "home" / ".config" / "bantam" / "config"
+    user.parent.mkdir(parents=True, exist_ok=True)
+    user.write_text(f"tools={tools}\n")
 
 
 def bantam(directory: Path, *args: str) -> subprocess.CompletedProcess:

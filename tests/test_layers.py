@@ -212,7 +212,7 @@ def test_loading_the_configuration_imports_nothing_above_it(tmp_path: Path) -> N
     against the registry load no provider and no tool module."""
     import subprocess
     import sys
-    (tmp_path / ".bantam.cfg").write_text("tools=read_file,shell_exec\n")
+    (tmp_path / ".bantam.cfg").write_text("tools=shell_exec\n")  # within the defaults: applied, untrusted
     code = ("import sys; from bantam import config; config.load(); "
             "print(' '.join(m for m in sys.modules if m.startswith('bantam')))")
     env = {"HOME": str(tmp_path), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(SRC)}
