@@ -67,6 +67,7 @@ BEGIN, END = "<!-- bench_tasks:begin -->", "<!-- bench_tasks:end -->"
 MODELS = Path(os.environ.get("BANTAM_BENCH_MODELS", "/work/models"))
 DEFAULT_MODEL = os.environ.get("BANTAM_BENCH_MODEL", str(MODELS / "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"))
 AGENTS = ("bantam", "mini", "llm")
+CACHE_BYTES = 48 << 20  # the server's prompt cache, as it counts it (see server_command)
 
 # llm's tools: bench_peers' shell tool, and a write-file tool as bantam and mini-swe-agent's
 # heredocs have one (a small model writes files far more reliably through an argument than
@@ -422,11 +423,14 @@ def free_port() -> int:
 def server_command(model: Path, port: int, alias: str, n_ctx: int, threads: int, seed: int) -> list[str]:
     # No --chat_format: the GGUF's own chat template (Qwen2.5's, with its tools section and
     # <tool_response> turns) formats every request. --cache keeps the evaluated prompts of recent
-    # requests (2 GB), so each agent's own system prompt and history are reused from one of its
-    # requests to the next even with the other agents' runs in between: without it every run
-    # after another agent's paid its whole prompt again (a 330-token prompt: 9.4 s, 1.6 s with it).
+    # requests, so each agent's system prompt and history are reused from one of its requests to
+    # the next with the other agents' runs in between: without it every run after another agent's
+    # paid its whole prompt again (a 330-token prompt: 9.4 s, 1.6 s with it). Its size counts only
+    # llama.cpp's state (7 MB for 600 tokens of the 0.5B), not the logits array each entry also
+    # copies (n_batch x vocabulary floats: 311 MB with Qwen's 152k tokens), so the default 2 GB
+    # grew the server to 23 GB and the kernel killed it; CACHE_BYTES holds it to a few entries.
     return [PY, "-m", "llama_cpp.server", "--model", str(model), "--model_alias", alias, "--n_ctx", str(n_ctx),
-            "--cache", "True",
+            "--cache", "True", "--cache_size", str(CACHE_BYTES),
             "--n_threads", str(threads), "--n_threads_batch", str(threads), "--seed", str(seed),
             "--host", "127.0.0.1", "--port", str(port), "--verbose", "False"]
 
@@ -865,6 +869,7 @@ def main() -> None:
     ap.add_argument("--loop-stop", type=int, default=5,
                     help="stop a run whose model made the same tool call this many times in a row (0: never)")
     ap.add_argument("--logs", default="", help="folder for transcripts (default: a new one under /tmp)")
+    ap.add_argument("--resume", action="store_true", help="keep the runs already in --logs' results.jsonl")
     ap.add_argument("--write", action="store_true", help="update bench/RESULTS.md")
     args = ap.parse_args()
     if args.list:
@@ -893,11 +898,21 @@ def main() -> None:
     server = start_server(cmd, port, logs / "server.log")
     proxy = Proxy(port, args.seed, args.max_tokens, args.loop_stop)
     results: list[dict] = []
-    t_start = time.monotonic()
+    if args.resume and (logs / "results.jsonl").exists():
+        wanted = {(a, t.name) for a in agents for t in tasks}
+        results = [r for line in (logs / "results.jsonl").read_text().splitlines() if line.strip()
+                   for r in [json.loads(line)] if (r["agent"], r["task"]) in wanted]
+        print(f"bench: resuming: {len(results)} runs already in {logs / 'results.jsonl'}", flush=True)
+    done = {(r["agent"], r["task"]) for r in results}
     try:
         for task in tasks:  # each task for every agent in turn: drift on the machine hits all alike
             for agent in agents:
+                if (agent, task.name) in done:
+                    continue
                 r = run_task(agent, task, proxy, alias, args.steps, args.time_limit, logs)
+                if server.poll() is not None:  # a run that lost its model is no measurement
+                    sys.exit(f"bench: the model server died (exit {server.returncode}) during {agent} {task.name}; "
+                             f"see {logs / 'server.log'}; rerun with --resume --logs {logs}")
                 results.append(r)
                 with (logs / "results.jsonl").open("a") as f:
                     f.write(json.dumps(r) + "\n")
@@ -908,18 +923,24 @@ def main() -> None:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=30)
         proxy.server.shutdown()
-    total = time.monotonic() - t_start
+    total = sum(r["wall"] for r in results)
     load = os.getloadavg()
     versions = ", ".join(["bantam " + subprocess.run([BANTAM, "--version"], capture_output=True, text=True).stdout.split()[-1],
                           *([f"mini-swe-agent {peer_version('mini')}"] if "mini" in agents else []),
                           *([f"llm {peer_version('llm')}"] if "llm" in agents else [])])
     import llama_cpp
-    command = f"`.venv/bin/python bench/bench_tasks.py {shlex.join(a for a in sys.argv[1:] if a != '--write')} --write`"
+    shown, skip = [], False
+    for a in sys.argv[1:]:  # the command that gives this section: without where its transcripts went
+        if skip or a in ("--write", "--resume", "--logs"):
+            skip = a == "--logs"
+            continue
+        shown.append(a)
+    command = f"`.venv/bin/python bench/bench_tasks.py {shlex.join(shown)} --write`"
     section = "\n".join([
         f"## Work done: {len(tasks)} small real tasks, {', '.join(agents)} on one model", "",
         f"Command: {command}", "",
         f"Machine: {machine()} Load average at the end: {load[0]:.1f}, {load[1]:.1f}, {load[2]:.1f} (1, 5, 15 min; "
-        f"the machine is shared). The whole run took {total / 60:.0f} min.", "",
+        f"the machine is shared). The runs took {total / 60:.0f} min in all.", "",
         f"Model: `{model.name}` ({model.stat().st_size:,} bytes, SHA-256 `{digest}`), served by llama-cpp-python "
         f"{llama_cpp.__version__}'s `llama_cpp.server` with the GGUF's chat template (no --chat_format), "
         f"n_ctx {args.n_ctx}, {args.threads} threads, behind this script's proxy: greedy (temperature 0, seed {args.seed}), "
