@@ -702,7 +702,7 @@ def agent_command(agent: str, task: Task, url: str, model: str, home: Path, step
         config = home / ".config" / "bantam" / "config"
         config.parent.mkdir(parents=True, exist_ok=True)
         config.write_text(f"endpoint={url}\nmodel={model}\ntemperature=0\nseed=1\nmax_al_iterations={steps}\n")
-        return [BANTAM, "--yolo", "-p", task.prompt]
+        return [PY, "-m", "bantam", "--yolo", "-p", task.prompt] if PINNED else [BANTAM, "--yolo", "-p", task.prompt]
     if agent == "mini":
         return [str(PEERS / "mini" / "bin" / "mini"), "-m", f"openai/{model}", "-t", task.prompt, "-y",
                 "--exit-immediately", "-c", "mini.yaml", "-c", f"model.model_kwargs.api_base={url}",
@@ -719,8 +719,27 @@ def agent_command(agent: str, task: Task, url: str, model: str, home: Path, step
     raise ValueError(agent)
 
 
-def agent_env(home: Path) -> dict[str, str]:
+PINNED: dict[str, str] = {}  # --bantam-at: {"commit": ..., "src": the snapshot's src folder}
+
+
+def pin_bantam(commit: str) -> str:
+    """Run bantam from `commit`'s sources (a snapshot under /tmp), not the working tree that others
+    may be editing while the benchmark runs; returns the full commit id."""
+    full = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--verify", f"{commit}^{{commit}}"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    folder = Path(tempfile.gettempdir(), f"bench-tasks-bantam-{full[:12]}")
+    if not (folder / "src" / "bantam").is_dir():
+        folder.mkdir(exist_ok=True)
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", full, "src"], capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
+    PINNED.update(commit=full, src=str(folder / "src"))
+    return full
+
+
+def agent_env(home: Path, agent: str = "") -> dict[str, str]:
     env = {k: v for k, v in clean_env(str(home)).items() if not k.startswith("XDG_")}
+    if agent == "bantam" and PINNED:
+        env["PYTHONPATH"] = PINNED["src"]
     # litellm fetches its price list from GitHub at import unless told to use its bundled copy;
     # offline that is a timeout, not a result
     return {**env, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
@@ -760,7 +779,7 @@ def run_task(agent: str, task: Task, proxy: Proxy, model: str, steps: int, time_
     proxy.record = rec
     t0 = time.monotonic()
     with (out / "stdout.txt").open("wb") as so, (out / "stderr.txt").open("wb") as se:
-        p = subprocess.Popen(cmd, cwd=work, env=agent_env(home), stdin=subprocess.DEVNULL, stdout=so, stderr=se,
+        p = subprocess.Popen(cmd, cwd=work, env=agent_env(home, agent), stdin=subprocess.DEVNULL, stdout=so, stderr=se,
                              start_new_session=True)
         timed_out = False
         try:
@@ -773,6 +792,10 @@ def run_task(agent: str, task: Task, proxy: Proxy, model: str, steps: int, time_
             except subprocess.TimeoutExpired:
                 os.killpg(p.pid, signal.SIGKILL)
                 p.wait()
+        except BaseException:  # the benchmark itself is stopped: the agent goes with it
+            os.killpg(p.pid, signal.SIGKILL)
+            shutil.rmtree(base, ignore_errors=True)
+            raise
     wall = time.monotonic() - t0
     proxy.idle()
     proxy.record = None
@@ -869,6 +892,8 @@ def main() -> None:
     ap.add_argument("--loop-stop", type=int, default=5,
                     help="stop a run whose model made the same tool call this many times in a row (0: never)")
     ap.add_argument("--logs", default="", help="folder for transcripts (default: a new one under /tmp)")
+    ap.add_argument("--bantam-at", metavar="COMMIT", default="",
+                    help="run bantam from this commit's sources instead of the working tree (e.g. HEAD)")
     ap.add_argument("--resume", action="store_true", help="keep the runs already in --logs' results.jsonl")
     ap.add_argument("--write", action="store_true", help="update bench/RESULTS.md")
     args = ap.parse_args()
@@ -888,6 +913,9 @@ def main() -> None:
         sys.exit(f"bench: {model} is not a GGUF file (--model PATH or $BANTAM_BENCH_MODEL)")
     if {"mini", "llm"} & set(agents):
         ensure_peers()
+    if args.bantam_at:
+        pin_bantam(args.bantam_at)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so that the server and the agent stop too
     logs = Path(args.logs or tempfile.mkdtemp(prefix=f"bench-tasks-{model.stem}-"))
     logs.mkdir(parents=True, exist_ok=True)
     digest = sha256(model)
@@ -925,7 +953,10 @@ def main() -> None:
         proxy.server.shutdown()
     total = sum(r["wall"] for r in results)
     load = os.getloadavg()
-    versions = ", ".join(["bantam " + subprocess.run([BANTAM, "--version"], capture_output=True, text=True).stdout.split()[-1],
+    where = (f"at commit {PINNED['commit'][:12]}" if PINNED else "from the working tree at "
+             + subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty"], capture_output=True,
+                              text=True).stdout.strip())
+    versions = ", ".join([f"bantam {where}",
                           *([f"mini-swe-agent {peer_version('mini')}"] if "mini" in agents else []),
                           *([f"llm {peer_version('llm')}"] if "llm" in agents else [])])
     import llama_cpp
@@ -934,7 +965,7 @@ def main() -> None:
         if skip or a in ("--write", "--resume", "--logs"):
             skip = a == "--logs"
             continue
-        shown.append(a)
+        shown.append(PINNED["commit"][:12] if shown and shown[-1] == "--bantam-at" else a)
     command = f"`.venv/bin/python bench/bench_tasks.py {shlex.join(shown)} --write`"
     section = "\n".join([
         f"## Work done: {len(tasks)} small real tasks, {', '.join(agents)} on one model", "",
