@@ -20,8 +20,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.skipif(not available(), reason="the 
 # words that it is done; or its call runs on (`echo -n && echo -n && ...`) until it no longer parses.
 # So these are expected to fail, strictly: the day the embedded model does one, its test passes,
 # the run fails, and the mark comes off to keep that work.
-NOT_YET = pytest.mark.xfail(strict=True, raises=AssertionError, reason="SmolLM2-135M-Instruct (the bundled model) solves none of "
-                                                "bench/bench_tasks.py's tasks yet")
+NOT_YET = pytest.mark.xfail(strict=True, raises=AssertionError,
+                            reason="SmolLM2-135M-Instruct (the bundled model) solves none of bench/bench_tasks.py's tasks yet")
 SAMPLE = [pytest.param("write-greeting", marks=NOT_YET), pytest.param("run-script", marks=NOT_YET),
           pytest.param("fix-bug", marks=NOT_YET)]
 
