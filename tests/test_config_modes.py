@@ -81,11 +81,11 @@ def test_run_bad_values_are_one_line_naming_file_section_and_key(tmp_path, text,
     assert "\n" not in str(info.value)
 
 
-def test_the_readme_table_names_every_key_and_alias():
+def test_the_configuration_reference_names_every_key_and_alias():
     from pathlib import Path
 
     from bantam import config
-    readme = Path(__file__).resolve().parent.parent.joinpath("README.md").read_text()
-    table = readme[readme.index("## Configuration"):readme.index("## The local model")]
+    reference = Path(__file__).resolve().parent.parent.joinpath("docs", "configuration.md").read_text()
+    table = reference[reference.index("## Keys\n"):reference.index("## Keys bantam does not know")]
     for name in [*config.KEYS, *config.ALIASES]:
         assert f"`{name}`" in table, name
