@@ -81,6 +81,17 @@ def test_third_identical_call_is_refused(home):
     assert "3 times in a row" in messages[-2]["content"]
 
 
+def test_a_turn_that_keeps_repeating_a_refused_call_ends_saying_so(home):
+    """A small model that repeats one call after every refusal ends the turn, not the iteration limit."""
+    same = {"command": "echo x >> count.txt"}
+    model = ScriptedProvider(*[tool("shell_exec", same, call_id=f"c{i}") for i in range(20)])
+    run, messages, _ = agent(model, limits=loop.Limits(max_iterations=50, retry_delays=()))
+    with pytest.raises(LimitReached, match="kept repeating shell_exec"):
+        run()
+    assert Path("count.txt").read_text() == "x\nx\n"
+    assert len(model.requests) == 2 + loop.REFUSALS_TO_STOP  # run twice, then refused until the turn stops
+
+
 def test_max_iterations(home):
     model = ScriptedProvider(tool("shell_exec", {"command": "true 1"}), tool("shell_exec", {"command": "true 2"}))
     run, messages, _ = agent(model, limits=loop.Limits(max_iterations=2, retry_delays=()))

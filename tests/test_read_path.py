@@ -227,6 +227,7 @@ OWN_READS = {
     "batch/agent.py:saved_result": "a task's result in ~/.bantam/threads",
     "batch/agent.py:run": "opens its own descriptor",
     "batch/tasks.py:identity": "the batch's own state file, in ~/.bantam",
+    "bundled.py:join": "an embedded model's chunks (package data, checked against the pinned SHA-256) and the joined file",
     "cache.py:_read": "~/.bantam/cache",
     "config.py:write_value": "the config file the user asked /cfg to change (read to keep its lines)",
     "daemon/bg.py:lost": "the daemon's bg/ records, written by the daemon",

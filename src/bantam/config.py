@@ -53,6 +53,9 @@ __all__ = ["Config", "load", "KEYS", "ALIASES", "Key", "Kind", "Flag", "Number",
 
 DEFAULT_ENDPOINT = "https://api.kilo.ai/api/openrouter"  # seed 001's default
 DEFAULT_MODEL = "openrouter/free"
+# A tool result a local model sees, at most (the rest in a file the result names): a 30,000-byte
+# `cat README.md` overflowed the embedded model's window, where 6,000 bytes are about 1,500 tokens
+LOCAL_TOOL_OUTPUT = 6_000
 LOCAL_TEMPERATURE = 0.2  # small local models wander at the seed's 0.7 (SmolLM2's authors use 0.2)
 ANTHROPIC_ENDPOINT = "https://api.anthropic.com/v1"  # when provider=anthropic names no endpoint
 OPENAI_ENDPOINT = "https://api.openai.com/v1"
@@ -316,8 +319,12 @@ def read_entries(path: Path, own: bool = False) -> list[tuple[str, str, str]]:
     return entries
 
 
-EMBEDDED_NOTICE = ("no endpoint configured: answering with the bundled SmolLM2-135M-Instruct on this "
-                   "machine (set endpoint= and model= in .bantam.cfg, or --endpoint, for a remote model)")
+def embedded_notice(cfg: "Config") -> str:
+    """The one line that says a run answers on this machine, naming the model it loads."""
+    model = bundled.default_model()
+    name = Path(cfg.model_path).name if cfg.model_path else model.name if model else "the embedded model"
+    return (f"no endpoint configured: answering with {name} on this machine (set endpoint=, model= and "
+            f"api_key= in {user_config_path()}, or pass --endpoint, for a remote model)")
 
 
 def exposed_key_warning(path: Path | None, entries: list[tuple[str, str, str]]) -> str:
@@ -378,8 +385,9 @@ def load(flags: Mapping[str, str] | None = None, directory: str | os.PathLike = 
     if not values.get("provider"):
         seed_url = raw.get("endpoint", ("", "", ""))[1] == f"environment variable {SEED_URL}"
         values["provider"] = infer_provider(values.get("endpoint", DEFAULT_ENDPOINT), seed_url)
-    if values["provider"] == "local" and "temperature" not in values:
-        values["temperature"] = LOCAL_TEMPERATURE
+    if values["provider"] == "local":
+        values.setdefault("temperature", LOCAL_TEMPERATURE)
+        values.setdefault("tool_output_limit", LOCAL_TOOL_OUTPUT)
     elif values["provider"] == "anthropic" and "endpoint" not in values:
         values["endpoint"] = ANTHROPIC_ENDPOINT
     withheld = ""

@@ -122,7 +122,7 @@ class Conversation:
         where = "this machine" if self.cfg.provider == "local" else self.cfg.endpoint
         self.say(f"bantam {__version__} · {self.provider.model} at {where} · /help for commands")
         if self.cfg.embedded:
-            self.say(config.EMBEDDED_NOTICE)
+            self.say(config.embedded_notice(self.cfg))
         self.cmd_sandbox("")
         if offer_continue and sessions.exists(self.autosave.id):
             self.say("this project has a saved conversation: " + self.continue_hint)

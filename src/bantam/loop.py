@@ -33,6 +33,7 @@ from .sanitize import loads, sanitize
 from .tools import Outcome, Toolbox
 
 REPEAT_LIMIT = 3  # the same call this many times in a row is refused, not run again
+REFUSALS_TO_STOP = 3  # repeats refused in one turn before the turn ends
 OUTPUT_ATTEMPTS = 3  # seed 003: at most three generations of an answer cut at the output limit
 CUT = ("length", "max_tokens")  # finish reasons of an answer cut at the output limit
 Checkpoint = Callable[[list[dict]], None]
@@ -316,18 +317,26 @@ class ToolBudget:
 
 
 class RepeatGuard:
-    """The same tool with the same arguments REPEAT_LIMIT times in a row is refused."""
+    """The same tool with the same arguments REPEAT_LIMIT times in a row is refused; once
+    REFUSALS_TO_STOP calls have been refused so, the model is not getting anywhere and the turn
+    ends, saying so, instead of running on to the iteration limit (a small model asked for
+    `sleep 30` ran `exit` 80 times)."""
 
     def __init__(self) -> None:
         self.last: tuple[str, str] | None = None
         self.times = 0
+        self.refused = 0
 
     def before_request(self, messages: list[dict]) -> None:
-        pass
+        if self.refused >= REFUSALS_TO_STOP and self.last is not None:
+            name, arguments = self.last
+            raise LimitReached(f"stopped: the model kept repeating {name} {arguments[:200]} ({self.refused} "
+                               "repeats refused), so this turn would not get further")
 
     def before_call(self, name: str, arguments: str) -> str | None:
         if self.count(name, arguments) < REPEAT_LIMIT:
             return None
+        self.refused += 1
         return (f"this exact call was made {REPEAT_LIMIT} times in a row and was not run again; its "
                 "result will not change. Try a different approach.")
 

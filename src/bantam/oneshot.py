@@ -15,7 +15,7 @@ from typing import IO, BinaryIO
 
 from . import loop, session, sessions
 from .compact import is_context_overflow
-from .config import EMBEDDED_NOTICE, FALLBACK_CONTEXT_WINDOW, Config
+from .config import FALLBACK_CONTEXT_WINDOW, Config, embedded_notice
 from .envpolicy import user_env
 from .fsutil import read_up_to
 from .errors import ConfigError, LimitReached, ProviderError
@@ -101,7 +101,7 @@ def answer(cfg: Config, provider, prompt: str | None, render: OnEvent, thread_id
         # a request, a turn cut off between steps, or a step saved before its calls ran
         raise ConfigError(f"thread {thread_id} has no unanswered request to resume; give a prompt")
     if cfg.embedded:
-        render(Notice(message=EMBEDDED_NOTICE))
+        render(Notice(message=embedded_notice(cfg)))
     if thread:
         thread.checkpoint(messages)  # the request is on disk before any work starts
     try:

