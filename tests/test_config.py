@@ -12,11 +12,14 @@ def test_defaults(home):
     cfg = load(environ={})
     embedded = available()  # with the local extra, nothing configured means the bundled model
     assert cfg == Config(provider="local" if embedded else "openai", embedded=embedded,
-                         temperature=0.2 if embedded else 0.7)
+                         temperature=0.2 if embedded else 0.7, tool_output_limit=6000 if embedded else 30_000)
     assert (cfg.endpoint, cfg.model, cfg.stream, cfg.color) == (
         "https://api.kilo.ai/api/openrouter", "openrouter/free", True, "auto")
     assert load({"endpoint": "http://x/v1"}, environ={}).temperature == 0.7
     assert load({"provider": "local", "temperature": "0.9"}, environ={}).temperature == 0.9
+    # a local model's window is small: its tool results are clipped sooner, unless set
+    assert load({"provider": "local"}, environ={}).tool_output_limit == 6000
+    assert load({"provider": "local", "tool_output_limit": "9000"}, environ={}).tool_output_limit == 9000
     assert (cfg.timeout, cfg.shell_timeout, cfg.max_al_iterations, cfg.reasoning_effort) == (300, 120, 1000, "high")
     assert (cfg.tool_budget, cfg.max_fanout, cfg.context_window) == (200, 8, None)
     assert cfg.tools == ("shell_exec", "write_file", "run_subagent")
