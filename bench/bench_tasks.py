@@ -39,6 +39,7 @@ requests and answers, each agent's output) are kept under --logs for reading.
 from __future__ import annotations
 
 import argparse
+import datetime
 import hashlib
 import http.client
 import json
@@ -821,7 +822,8 @@ def run_task(agent: str, task: Task, proxy: Proxy, model: str, steps: int, time_
     shutil.rmtree(base, ignore_errors=True)
     result = {"agent": agent, "task": task.name, "kind": task.kind, "solved": solved, "why": why, "ending": ending,
               "exit": p.returncode, "wall": round(wall, 1), "requests": rec.requests,
-              "prompt_tokens": rec.prompt_tokens, "completion_tokens": rec.completion_tokens}
+              "prompt_tokens": rec.prompt_tokens, "completion_tokens": rec.completion_tokens,
+              "at": round(time.time()), "load": round(os.getloadavg()[0], 1)}
     (out / "result.json").write_text(json.dumps(result, indent=1) + "\n")
     return result
 
@@ -895,6 +897,8 @@ def main() -> None:
     ap.add_argument("--bantam-at", metavar="COMMIT", default="",
                     help="run bantam from this commit's sources instead of the working tree (e.g. HEAD)")
     ap.add_argument("--resume", action="store_true", help="keep the runs already in --logs' results.jsonl")
+    ap.add_argument("--report", action="store_true",
+                    help="run nothing: the section from the runs in --logs' results.jsonl (a partial run's too)")
     ap.add_argument("--write", action="store_true", help="update bench/RESULTS.md")
     args = ap.parse_args()
     if args.list:
@@ -911,26 +915,39 @@ def main() -> None:
     model = Path(args.model)
     if not model.is_file() or model.open("rb").read(4) != b"GGUF":
         sys.exit(f"bench: {model} is not a GGUF file (--model PATH or $BANTAM_BENCH_MODEL)")
+    if args.report and not args.logs:
+        sys.exit("bench: --report needs --logs DIR (the folder of a run's results.jsonl)")
     if {"mini", "llm"} & set(agents):
         ensure_peers()
     if args.bantam_at:
         pin_bantam(args.bantam_at)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so that the server and the agent stop too
     logs = Path(args.logs or tempfile.mkdtemp(prefix=f"bench-tasks-{model.stem}-"))
     logs.mkdir(parents=True, exist_ok=True)
     digest = sha256(model)
-    alias = model.stem
-    port = free_port()
-    cmd = server_command(model, port, alias, args.n_ctx, args.threads, args.seed)
     print(f"bench: model {model} (sha256 {digest}); transcripts in {logs}", flush=True)
-    server = start_server(cmd, port, logs / "server.log")
-    proxy = Proxy(port, args.seed, args.max_tokens, args.loop_stop)
     results: list[dict] = []
-    if args.resume and (logs / "results.jsonl").exists():
+    if (args.resume or args.report) and (logs / "results.jsonl").exists():
         wanted = {(a, t.name) for a in agents for t in tasks}
         results = [r for line in (logs / "results.jsonl").read_text().splitlines() if line.strip()
                    for r in [json.loads(line)] if (r["agent"], r["task"]) in wanted]
-        print(f"bench: resuming: {len(results)} runs already in {logs / 'results.jsonl'}", flush=True)
+        print(f"bench: {len(results)} runs already in {logs / 'results.jsonl'}", flush=True)
+    if not args.report:
+        run_all(args, agents, tasks, model, logs, results)
+    section = report(args, agents, tasks, model, digest, results, logs)
+    print(section)
+    if args.write:
+        write_results(section, BEGIN, END)
+
+
+def run_all(args: argparse.Namespace, agents: list[str], tasks: list[Task], model: Path, logs: Path,
+            results: list[dict]) -> None:
+    """Every task for every agent not yet in `results`, on one server started here."""
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so that the server and the agent stop too
+    alias = model.stem
+    port = free_port()
+    server = start_server(server_command(model, port, alias, args.n_ctx, args.threads, args.seed), port,
+                          logs / "server.log")
+    proxy = Proxy(port, args.seed, args.max_tokens, args.loop_stop)
     done = {(r["agent"], r["task"]) for r in results}
     try:
         for task in tasks:  # each task for every agent in turn: drift on the machine hits all alike
@@ -949,10 +966,24 @@ def main() -> None:
                       f"{'' if r['solved'] else r['why'][:90]}", flush=True)
     finally:
         os.killpg(server.pid, signal.SIGTERM)
-        server.wait(timeout=30)
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:  # uvicorn waits for an answer still being generated
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
         proxy.server.shutdown()
+
+
+def report(args: argparse.Namespace, agents: list[str], tasks: list[Task], model: Path, digest: str,
+           results: list[dict], logs: Path) -> str:
     total = sum(r["wall"] for r in results)
-    load = os.getloadavg()
+    ends = [r.get("at") or (logs / r["agent"] / r["task"] / "result.json").stat().st_mtime for r in results]
+    loads = [r["load"] for r in results if "load" in r]
+    load = (f"1-minute load average {min(loads):.1f} to {max(loads):.1f} at the runs' ends" if loads else
+            f"load average {os.getloadavg()[0]:.1f} when this was written (these runs did not record theirs)")
+    utc = datetime.UTC
+    span = (f"{datetime.datetime.fromtimestamp(min(ends) - results[ends.index(min(ends))]['wall'], utc):%Y-%m-%d %H:%M}-"
+            f"{datetime.datetime.fromtimestamp(max(ends), utc):%H:%M} UTC" if results else "no runs")
     where = (f"at commit {PINNED['commit'][:12]}" if PINNED else "from the working tree at "
              + subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty"], capture_output=True,
                               text=True).stdout.strip())
@@ -962,16 +993,19 @@ def main() -> None:
     import llama_cpp
     shown, skip = [], False
     for a in sys.argv[1:]:  # the command that gives this section: without where its transcripts went
-        if skip or a in ("--write", "--resume", "--logs"):
+        if skip or a in ("--write", "--resume", "--logs", "--report"):
             skip = a == "--logs"
             continue
         shown.append(PINNED["commit"][:12] if shown and shown[-1] == "--bantam-at" else a)
     command = f"`.venv/bin/python bench/bench_tasks.py {shlex.join(shown)} --write`"
-    section = "\n".join([
+    planned = len(agents) * len(tasks)
+    partial = ([f"**A partial run: {len(results)} of the {planned} runs** (the empty cells below were not run; "
+                f"`--resume --logs DIR` goes on where it stopped).", ""] if len(results) < planned else [])
+    return "\n".join([
         f"## Work done: {len(tasks)} small real tasks, {', '.join(agents)} on one model", "",
-        f"Command: {command}", "",
-        f"Machine: {machine()} Load average at the end: {load[0]:.1f}, {load[1]:.1f}, {load[2]:.1f} (1, 5, 15 min; "
-        f"the machine is shared). The runs took {total / 60:.0f} min in all.", "",
+        f"Command: {command}", "", *partial,
+        f"Machine: {machine()} Runs {span}, {total / 60:.0f} min in all; {load} (the machine is shared: timings "
+        f"are of this machine then).", "",
         f"Model: `{model.name}` ({model.stat().st_size:,} bytes, SHA-256 `{digest}`), served by llama-cpp-python "
         f"{llama_cpp.__version__}'s `llama_cpp.server` with the GGUF's chat template (no --chat_format), "
         f"n_ctx {args.n_ctx}, {args.threads} threads, behind this script's proxy: greedy (temperature 0, seed {args.seed}), "
@@ -985,9 +1019,6 @@ def main() -> None:
         "'Per solved task' divides everything every run spent by the tasks solved; 'a solved run' averages the "
         "solved runs alone. A loop: the run's last three model answers were the same tool call.", "",
         summary(results, agents, tasks)])
-    print(section)
-    if args.write:
-        write_results(section, BEGIN, END)
 
 
 if __name__ == "__main__":
