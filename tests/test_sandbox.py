@@ -354,7 +354,9 @@ def test_terminal_approvals_yes_no_always_edit(home, server):
     assert sorted(p.name for p in home.glob("*.txt")) == ["a.txt", "c.txt", "d.txt", "edited.txt"]
     results = [m["content"] for m in server.chat_requests()[-1].body["messages"] if m["role"] == "tool"]
     assert results[1] == "error: not run: the user declined: not that one"
-    assert results[0] == results[2] == results[3] == results[4] == "\n\nexit: 0"
+    assert results[0] == results[2] == results[3] == "\n\nexit: 0"
+    # the edited command ran, and the model is told so: it must not take `touch edited.txt` for its `mkdir`
+    assert results[4] == "[the user replaced your command before it ran; what ran instead: touch edited.txt]\n\n\nexit: 0"
 
 
 def test_always_remembers_a_prefix_but_never_a_compound_command(home):

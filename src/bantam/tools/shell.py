@@ -84,8 +84,11 @@ class ShellExec:
                                      cwd=ctx.folder)
         if ctx.fence is not None:
             box = ctx.fence(box)
-        return run_shell(command, ctx.cfg.shell_timeout, ctx.cfg.tool_output_limit,
-                         ctx.cancel, on_start=ctx.on_process, sandbox=box, cwd=ctx.folder).for_model()
+        result = run_shell(command, ctx.cfg.shell_timeout, ctx.cfg.tool_output_limit,
+                           ctx.cancel, on_start=ctx.on_process, sandbox=box, cwd=ctx.folder).for_model()
+        if command != args["command"]:  # the person edited it: the model must not take it for its own
+            return f"[the user replaced your command before it ran; what ran instead: {command}]\n{result}"
+        return result
 
 
 def run_named(ws: "Workspace", name: str) -> Outcome:
