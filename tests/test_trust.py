@@ -73,7 +73,7 @@ def test_env_passthrough_names_a_variable_the_model_may_use(home, monkeypatch):
     turn, _ = one_shot(home, model, "x")
     assert turn is not None and turn.text == "done"
     result = scripted_results(model)[0]
-    assert "GITHUB_TOKEN=ghp_github0123456789" in result  # the user asked for it
+    assert "GITHUB_TOKEN=***" in result  # the command has it (the user asked); its value is not the model's
     assert "sk-env-key-0123456789" not in result and "DB_PASSWORD" not in result
 
 
@@ -389,7 +389,7 @@ def test_the_daemon_sends_a_key_only_to_its_own_endpoint(home):
 
 def test_the_policy_keeps_what_is_no_secret():
     from bantam.envpolicy import tool_env
-    env = tool_env({"PATH": "/bin", "GIT_AUTHOR_NAME": "Jane Developer", "PWD": "/w", "SSH_AUTH_SOCK": "/s",
+    env = tool_env(environ={"PATH": "/bin", "GIT_AUTHOR_NAME": "Jane Developer", "PWD": "/w", "SSH_AUTH_SOCK": "/s",
                     "AWS_SECRET_ACCESS_KEY": "x" * 20, "NPM_TOKEN": "y" * 20, "GH_PAT": "z" * 20,
                     "LANG": "C.UTF-8", "HTTP_PROXY": "http://u:p4ssw0rd@proxy:3128"})
     assert {k: env[k] for k in ("PATH", "GIT_AUTHOR_NAME", "PWD", "LANG")} == \

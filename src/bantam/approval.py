@@ -117,7 +117,7 @@ def check_command(cfg: Config, approvals: Approvals, command: str, escalate: str
                             f"({box.describe()}); do it within the sandbox or tell the user what you need")
         verdict = approvals.decide(Request("escape", command, _every_time(f"the model asks to run this outside "
                                            f"the sandbox: {escalate.strip()}", own), prefix))
-        return verdict.text or command, Sandbox()
+        return verdict.text or command, Sandbox(passthrough=box.passthrough)
     if cfg.approval == "always":
         verdict = approvals.decide(Request("run", command, _every_time("approval=always", own), prefix))
         return verdict.text or command, box

@@ -473,11 +473,11 @@ def _route_env_key(values: dict[str, Any], environ: Mapping[str, str]) -> None:
 
 
 def _protect(values: dict[str, Any]) -> None:
-    """Secrets become *** wherever bantam writes; the passthrough list shapes the tool environment."""
+    """Secrets become *** wherever bantam writes (the passthrough list is the session's: its
+    Sandbox carries it to each command)."""
     from . import envpolicy
     envpolicy.register_secret(values.get("api_key"))
     envpolicy.register_secret(values.get("web_password"))
-    envpolicy.set_passthrough(values.get("env_passthrough", ()))
 
 
 def layers(flags: Mapping[str, str] | None, directory: str | os.PathLike,

@@ -7,15 +7,19 @@
 The policy (after Codex CLI's shell_environment_policy): inherit bantam's environment, then
 - drop bantam's own credentials always (OPENAI_API_KEY, ANTHROPIC_API_KEY, LLM_API_KEY, and any
   variable whose value is a secret bantam registered: the api_key, web_password, telegram token);
-- drop every variable whose name looks secret (SECRET_PATTERNS) unless `env_passthrough` names it
-  (`env_passthrough=GH_TOKEN,AWS_*`: a user whose agent must run `gh`);
+- drop every variable whose name looks secret (SECRET_PATTERNS) unless the session's
+  `env_passthrough` names it (`env_passthrough=GH_TOKEN,AWS_*`: a user whose agent must run `gh`);
+  the list is a value each session passes in (its Sandbox carries it), never process state, so
+  two sessions in one process (ACP folders, a batch's configurations) each get their own;
 - strip `user:password@` from URLs in the variables that stay (HTTPS_PROXY=http://u:p@proxy);
 - add NON_INTERACTIVE (no pager, no editor, no git password prompt).
 The user's own `!cmd` is not the model's: it gets the user's environment (`user_env`).
 
-The secret values (registered ones, values of the variables dropped above, passwords found in
-URLs) are replaced by *** wherever bantam writes or prints: tool results, threads, sessions,
-daemon files, run directories, --json and the terminal.
+The secret values (registered ones, values of every secret-looking variable, passed through or
+not, and passwords found in URLs) are replaced by *** wherever bantam writes or prints: tool
+results, threads, sessions, daemon files, run directories, --json and the terminal. A passed
+variable is there for the command to use (`gh` reads GH_TOKEN); its value is not the model's to
+read.
 """
 from __future__ import annotations
 
@@ -39,8 +43,7 @@ MIN_ENV_SECRET = 8    # values of dropped variables: `PASSWORD_MIN=8` or `AUTH=1
 URL_CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<user>[^/@\s:]*)"
                              r"(?::(?P<password>[^/@\s]*))?@")
 
-_registered: set[str] = set()
-_passthrough: tuple[str, ...] = ()
+_registered: set[str] = set()  # only grows: redacting a value one more session knows costs nothing
 
 
 def register_secret(value: str | None) -> None:
@@ -49,26 +52,21 @@ def register_secret(value: str | None) -> None:
         _registered.add(value)
 
 
-def set_passthrough(names: Iterable[str]) -> None:
-    """The `env_passthrough` configuration key: names (or globs) passed although they look secret."""
-    global _passthrough
-    _passthrough = tuple(n.strip().upper() for n in names if n.strip())
-
-
 def looks_secret(name: str) -> bool:
     upper = name.upper()
     return upper not in NOT_SECRET and any(fnmatch.fnmatchcase(upper, p) for p in SECRET_PATTERNS)
 
 
-def passed_through(name: str) -> bool:
-    return any(fnmatch.fnmatchcase(name.upper(), p) for p in _passthrough)
+def passed_through(name: str, passthrough: Iterable[str]) -> bool:
+    """`passthrough`: the `env_passthrough` names or globs (GH_TOKEN, AWS_*)."""
+    return any(fnmatch.fnmatchcase(name.upper(), p.strip().upper()) for p in passthrough if p.strip())
 
 
-def dropped(name: str, value: str) -> bool:
+def dropped(name: str, value: str, passthrough: Iterable[str] = ()) -> bool:
     """True when `name=value` must not reach a command the model starts."""
     if name in OWN_CREDENTIALS or value in _registered:
         return True
-    return looks_secret(name) and not passed_through(name)
+    return looks_secret(name) and not passed_through(name, passthrough)
 
 
 def strip_url_credentials(value: str) -> str:
@@ -76,10 +74,12 @@ def strip_url_credentials(value: str) -> str:
     return URL_CREDENTIALS.sub(lambda m: m.group("scheme"), value) if "@" in value else value
 
 
-def tool_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment of every command the model starts (see the module docstring)."""
+def tool_env(passthrough: Iterable[str] = (), environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of every command the model starts, given the session's `env_passthrough`
+    (see the module docstring)."""
     environ = os.environ if environ is None else environ
-    env = {k: strip_url_credentials(v) for k, v in environ.items() if not dropped(k, v)}
+    passthrough = tuple(passthrough)
+    env = {k: strip_url_credentials(v) for k, v in environ.items() if not dropped(k, v, passthrough)}
     return {**env, **NON_INTERACTIVE}
 
 
@@ -108,7 +108,7 @@ _cache: tuple[tuple, list[str]] = ((), [])
 def _secrets_now() -> list[str]:
     """known_secrets(), computed again only when the registry or the environment changed size."""
     global _cache
-    key = (len(_registered), _passthrough, len(os.environ))
+    key = (len(_registered), len(os.environ))
     if _cache[0] != key:
         _cache = (key, known_secrets())
     return _cache[1]

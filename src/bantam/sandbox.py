@@ -86,6 +86,7 @@ class Sandbox:
     concealed: tuple[Path, ...] = ()  # files commands see as empty (the daemon's config.json: its keys)
     reveal: tuple[Path, ...] = ()  # shown again, read-only, inside a hidden guarded dir (bantam_tools_dir)
     fds: list[int] = field(default_factory=list)  # open for the wrapped command's start (the seccomp filter)
+    passthrough: tuple[str, ...] = ()  # env_passthrough: secret-looking variables commands still see
 
     @classmethod
     def for_config(cls, cfg: Config, cwd: str | os.PathLike | None = None) -> Sandbox:
@@ -98,7 +99,7 @@ class Sandbox:
                 or (base,)
         tools = cfg.bantam_tools_dir  # the model is told to run these: visible even under ~/.bantam
         reveal = (Path(os.path.realpath(Path(tools).expanduser())),) if tools else ()
-        return cls(cfg.sandbox, roots, cfg.sandbox_network, reveal=reveal)
+        return cls(cfg.sandbox, roots, cfg.sandbox_network, reveal=reveal, passthrough=tuple(cfg.env_passthrough))
 
     @property
     def on(self) -> bool:

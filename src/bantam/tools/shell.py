@@ -101,16 +101,16 @@ def run_named(ws: "Workspace", name: str) -> Outcome:
     return Outcome(text, code != 0, clipped=clipped, exit_code=code, facts=ws.command_facts(output))
 
 
-def clean_env() -> dict[str, str]:
+def clean_env(passthrough: Iterable[str] = ()) -> dict[str, str]:
     """Every model-started command's environment (bantam.envpolicy), and no stray .pyc files."""
-    return {**tool_env(), "PYTHONDONTWRITEBYTECODE": "1"}
+    return {**tool_env(passthrough), "PYTHONDONTWRITEBYTECODE": "1"}
 
 
 def run_argv(argv: list[str], cwd: Path, timeout: float, sandbox: "Sandbox | None" = None) -> tuple[bytes, int]:
     """A fixed argument array, no shell, credentials kept out: (output, exit code). Output past
     4 MiB is clipped by run_process."""
     try:
-        result = run_process(argv, timeout, 4 << 20, cwd=cwd, env=clean_env(),
+        result = run_process(argv, timeout, 4 << 20, cwd=cwd, env=clean_env(sandbox.passthrough if sandbox else ()),
                              sandbox=replace(sandbox) if sandbox else None)
     except ToolError as e:  # the sandbox cannot work here: the check is not run, and says why
         return str(e).encode(), 126
@@ -140,13 +140,15 @@ def run_process(argv: list[str], timeout: float, output_limit: int,
     whose parent was interrupted: then KeyboardInterrupt), and when the program returns (so nothing
     it started is left behind). `on_start` is told the process as soon as it exists (the daemon
     records its pid). If bantam itself dies (any signal, SIGKILL too) the group dies with it
-    (bantam.reaper). `env` defaults to the model's tool environment (bantam.envpolicy.tool_env);
+    (bantam.reaper). `env` defaults to the model's tool environment (bantam.envpolicy.tool_env,
+    with the variables the sandbox's `passthrough` names);
     the user's own `!cmd` passes envpolicy.user_env(). A program that cannot start raises OSError.
     With a `sandbox`, the program runs inside it (bubblewrap; ToolError when that cannot work) and
     its result is settled there. `pass_fds` stay open in the program; `started` is called as soon
     as it exists."""
     if sandbox is not None:
         argv = sandbox.wrap(argv)
+        env = tool_env(sandbox.passthrough) if env is None else env
         try:  # the filter's descriptor goes to bubblewrap and is closed here once it started
             result = run_process(argv, timeout, output_limit, cancel, on_start, cwd, env,
                                  pass_fds=sandbox.fds, started=sandbox.release)
