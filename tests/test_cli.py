@@ -210,8 +210,10 @@ def test_models_command(cfg, server):
 
 
 def test_version():
+    import tomllib
     r = subprocess.run([sys.executable, "-m", "bantam", "--version"], capture_output=True, text=True)
-    assert r.returncode == 0 and r.stdout.startswith("bantam ")
+    project = tomllib.loads(Path(__file__).parents[1].joinpath("pyproject.toml").read_text())["project"]
+    assert r.returncode == 0 and r.stdout.startswith(f"bantam {project['version']}")  # one version, said twice
 
 
 def test_broken_pipe_is_quiet(cfg, server):

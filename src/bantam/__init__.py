@@ -12,7 +12,7 @@ Names are imported on first use, so `import bantam` stays as cheap as the comman
 """
 from __future__ import annotations
 
-__version__ = "0.1.0"
+__version__ = "0.4.0"
 
 # name -> the module that defines it
 _PUBLIC = {
