@@ -12,7 +12,10 @@ approval is refused with a result the model can read, never run and never waited
 The answers: yes, no [reason], always (yes, and the same for this command prefix or directory for
 the rest of the session), edit (run an edited command instead). "Always" never covers bantam's own
 folders (fsutil.guarded_dirs) nor the protected names (sandbox.PROTECTED_NAMES) at any depth: a
-write there, or a command that names one, is asked every time and offers no "always".
+write there, or a command that names one, is asked every time and offers no "always". For a
+command that destroys what it touches (`rm`, `dd`, `mkfs`, `git push --force`: DESTRUCTIVE,
+`destructive`), "always" covers that exact command only, and no earlier "always" for its prefix
+covers it: `always 'git push'` does not let `git push --force` through.
 """
 from __future__ import annotations
 
@@ -33,6 +36,17 @@ if TYPE_CHECKING:
     from .config import Config
 
 SHELL_SYNTAX = set(";&|<>`$(){}\n")  # a command with these may do more than its first words say
+# Programs whose every use may destroy what they touch: an "always" for their prefix would let any
+# later target through (`rm -rf build` today, `rm -rf ~` next), so it covers the exact command only.
+DESTRUCTIVE = frozenset({"rm", "rmdir", "unlink", "shred", "dd", "truncate", "mkfs", "mke2fs", "mkswap",
+                         "wipefs", "fdisk", "sfdisk", "sgdisk", "parted", "kill", "pkill", "killall",
+                         "reboot", "shutdown", "halt", "poweroff"})
+# git subcommands, and the words that make them discard work or rewrite what others see ("" : any use).
+DESTRUCTIVE_GIT = {"push": ("-f", "--force", "--force-with-lease", "--mirror", "--delete", "-d", "--prune"),
+                   "reset": ("--hard", "--keep", "--merge"), "clean": ("",), "restore": ("",),
+                   "checkout": ("--", ".", "-f", "--force"), "branch": ("-D", "-d", "--delete", "-f", "--force"),
+                   "stash": ("drop", "clear"), "filter-branch": ("",), "filter-repo": ("",),
+                   "update-ref": ("-d",), "reflog": ("expire", "delete"), "rebase": ("",)}
 
 
 @dataclass(frozen=True)
@@ -42,6 +56,7 @@ class Request:
     why: str      # why a person is asked
     prefix: str   # what "always" allows from now on: the command's first words, or a directory;
                   # "" when no "always" is offered, and then no earlier one covers the request
+    exact: bool = False  # "always" covers this very command only, and only such an "always" covers it
 
 
 @dataclass(frozen=True)
@@ -59,7 +74,7 @@ Ask = Callable[[Request], Verdict]
 class Approvals:
     """One session's person: how to ask them, and which prefixes they allowed for the session."""
     ask: Ask | None = None
-    allowed: set[tuple[str, str]] = field(default_factory=set)
+    allowed: set[tuple[str, str, bool]] = field(default_factory=set)  # (action, prefix, exact)
     lock: threading.Lock = field(default_factory=threading.Lock)  # parallel sub-agents ask in turn
 
     def decide(self, request: Request) -> Verdict:
@@ -73,7 +88,7 @@ class Approvals:
         with self.lock:
             verdict = self.ask(request)
         if verdict.allowed and verdict.remember and request.prefix:
-            self.allowed.add((request.action, request.prefix))
+            self.allowed.add((request.action, request.prefix, request.exact))
         if not verdict.allowed:
             reason = f": {verdict.text}" if verdict.text else ""
             raise ToolError(f"{_refused(request)}: the user declined{reason}")
@@ -84,12 +99,12 @@ class Approvals:
         if not request.prefix or SHELL_SYNTAX & set(request.text):
             return ""  # offers no "always" itself (`ls; rm -rf ~` must not pass as `ls`)
         if request.action == "write":
-            return max((where for action, where in self.allowed
+            return max((where for action, where, _ in self.allowed
                         if action == "write" and _inside(request.prefix, where)), key=len, default="")
         words = request.text.split()
         # "always" for a command in the sandbox never lets it out: the action must match too
-        return next((p for action, p in self.allowed
-                     if action == request.action and words[:len(p.split())] == p.split()), "")
+        return next((p for action, p, exact in self.allowed if action == request.action and (
+            " ".join(words) == p if exact or request.exact else words[:len(p.split())] == p.split())), "")
 
 
 def command_prefix(command: str) -> str:
@@ -103,6 +118,36 @@ def command_prefix(command: str) -> str:
     return words[0] if words else ""
 
 
+def destructive(command: str) -> str:
+    """Why "always" may cover only this exact `command` (a word of it is a DESTRUCTIVE program,
+    as a path too: `/bin/rm`; or git discards or rewrites with it: DESTRUCTIVE_GIT), or ""."""
+    words = command.split()
+    for n, word in enumerate(words):
+        program = os.path.basename(word)
+        if program in DESTRUCTIVE or program.startswith("mkfs."):
+            return f"{program} destroys what it touches"
+        if program == "git" and (sub := _git_destroys(words[n + 1:])):
+            return f"git {sub} may discard work or rewrite what others see"
+    if "find" in (os.path.basename(w) for w in words) and "-delete" in words:
+        return "find -delete destroys what it finds"
+    return ""
+
+
+def _git_destroys(words: list[str]) -> str:
+    """The subcommand of `git WORDS` when DESTRUCTIVE_GIT marks it (`push --force`, `reset --hard`,
+    `push origin +main`), else ""; git's own options before it (`-C DIR`, `-c k=v`) are passed over."""
+    n = 0
+    while n < len(words) and words[n].startswith("-"):
+        n += 2 if words[n] in ("-C", "-c", "--git-dir", "--work-tree") else 1
+    if n >= len(words):
+        return ""
+    sub, rest = words[n], words[n + 1:]
+    marks = DESTRUCTIVE_GIT.get(sub, ())
+    if "" in marks or any(w in marks or (sub == "push" and w.startswith("+")) for w in rest):
+        return sub
+    return ""
+
+
 def check_command(cfg: Config, approvals: Approvals, command: str, escalate: str = "",
                   cwd: str | os.PathLike | None = None) -> tuple[str, Sandbox]:
     """How the model's command runs: (the command, the sandbox around it). Raises ToolError with
@@ -110,16 +155,19 @@ def check_command(cfg: Config, approvals: Approvals, command: str, escalate: str
     box = Sandbox.for_config(cfg, cwd)
     box.can_escalate = box.on and approvals.ask is not None and cfg.approval != "never"
     own = names_own(command, cwd)
-    prefix = "" if own else command_prefix(command)
+    danger = "" if own else destructive(command)
+    prefix = "" if own or not command_prefix(command) else " ".join(command.split()) if danger \
+        else command_prefix(command)
     if escalate.strip() and box.on:
         if cfg.approval == "never":
             raise ToolError(f"not run: approval=never, so no command runs outside the sandbox "
                             f"({box.describe()}); do it within the sandbox or tell the user what you need")
-        verdict = approvals.decide(Request("escape", command, _every_time(f"the model asks to run this outside "
-                                           f"the sandbox: {escalate.strip()}", own), prefix))
+        why = f"the model asks to run this outside the sandbox: {escalate.strip()}"
+        verdict = approvals.decide(Request("escape", command, _every_time(why, own, danger), prefix, bool(danger)))
         return verdict.text or command, Sandbox(passthrough=box.passthrough)
     if cfg.approval == "always":
-        verdict = approvals.decide(Request("run", command, _every_time("approval=always", own), prefix))
+        verdict = approvals.decide(Request("run", command, _every_time("approval=always", own, danger), prefix,
+                                           bool(danger)))
         return verdict.text or command, box
     return command, box
 
@@ -155,7 +203,9 @@ def own_path(path: str, cwd: str | os.PathLike | None = None) -> str:
     return ""
 
 
-def _every_time(why: str, own: str) -> str:
+def _every_time(why: str, own: str, danger: str = "") -> str:
+    if danger:
+        return f"{why}; {danger}, so 'always' covers only this exact command"
     return f"{why}; {own}, so it is asked every time" if own else why
 
 
@@ -211,8 +261,8 @@ def terminal_ask(read: Callable[[str], str], show: Callable[[str], None]) -> Ask
                     "write": "write this?"}[request.action]
         show(f"approval needed ({request.why}): {request.text}")
         edit = "" if request.action == "write" else " / [e]dit"
-        always = "" if not request.prefix else f" / [a]lways '{request.prefix}'" \
-            if request.action != "write" else f" / [a]lways in {request.prefix}"
+        always = "" if not request.prefix else " / [a]lways this exact command" if request.exact \
+            else f" / [a]lways '{request.prefix}'" if request.action != "write" else f" / [a]lways in {request.prefix}"
         choices = f"{ANSWERS}{always}{edit}"
         while True:
             try:
