@@ -3,10 +3,16 @@ the session, the session's /tmp, the working directory and the notes a refused c
 bubblewrap, real shell commands, bantam in a real pseudo-terminal against a real local server."""
 from __future__ import annotations
 
+import shutil
+import tempfile
+from pathlib import Path
+
 import pytest
 
-from bantam.approval import Verdict
+from bantam.approval import Approvals, Verdict
+from bantam.config import Config
 from bantam.sandbox import unavailable
+from bantam.tools import ToolContext, make_toolbox
 from tests.conftest import base_cfg, write_cfg
 from tests.fakes.openai_server import text_reply, tool_reply
 from tests.test_repl import Term
@@ -62,3 +68,29 @@ def test_always_for_a_prefix_never_covers_its_destructive_form(home):
     assert shell(box, "git push origin main").endswith("exit: 128")  # covered: not asked
     assert shell(box, "git push --force origin main") == "error: not run: the user declined: not forced"
     assert [(r.prefix, r.exact) for r in asked] == [("git push", False), ("git push --force origin main", True)]
+
+
+# --- the working directory, wherever it lives ------------------------------------------------------
+
+@pytest.fixture
+def project_in_tmp():
+    path = Path(tempfile.mkdtemp(prefix="bantam-project-", dir="/tmp"))
+    (path / "data.txt").write_text("payload\n")
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.mark.parametrize("mode, writable", [("read-only", ()), ("workspace", None), ("workspace", ("elsewhere",))])
+def test_the_project_is_the_working_directory_wherever_it_lives(home, project_in_tmp, mode, writable):
+    """A project under /tmp (which commands see private) is still there, at its own path, and is
+    the command's folder: read-only unless it is a writable root."""
+    if writable:
+        (project_in_tmp / "elsewhere").mkdir()
+    values = {"sandbox": mode, **({"sandbox_writable": writable} if writable else {})}
+    box = make_toolbox(["shell_exec"], ToolContext(Config(**values), approvals=Approvals(), folder=project_in_tmp))
+    result = shell(box, "pwd; cat data.txt; echo x > ro.txt")
+    assert result.startswith(f"{project_in_tmp}\npayload\n"), result
+    if mode == "workspace" and not writable:
+        assert result.endswith("exit: 0") and (project_in_tmp / "ro.txt").read_text() == "x\n"
+    else:
+        assert "ro.txt: Read-only file system" in result and not (project_in_tmp / "ro.txt").exists()

@@ -107,9 +107,12 @@ class Sandbox:
 
     # --- commands --------------------------------------------------------------------------
 
-    def wrap(self, argv: list[str]) -> list[str]:
-        """`argv` inside bubblewrap. Raises ToolError (never runs unsandboxed) when bubblewrap
-        cannot work here."""
+    def wrap(self, argv: list[str], cwd: str | os.PathLike | None = None) -> list[str]:
+        """`argv` inside bubblewrap, started in `cwd` (default: the process's folder). The working
+        directory is visible, read-only where it is not writable, at its own path wherever it
+        lives (under /tmp too, which the command sees private), and is the command's folder: a
+        command never starts elsewhere because its folder is hidden. Raises ToolError (never runs
+        unsandboxed) when bubblewrap cannot work here."""
         if not self.on:
             return argv
         problem = unavailable()
@@ -122,8 +125,10 @@ class Sandbox:
         self.release()
         self.looked = [look(root) for root in self.roots]  # before the command: `settle` compares
         hidden = self.hidden()
-        prefix = bwrap_prefix(self.roots, self.network, self.protected(), [*interpreter_under_tmp(), *named_under_tmp(argv)],
-                              hidden, revealed(hidden, self.reveal))
+        here = Path(os.path.realpath(cwd if cwd is not None else os.curdir))
+        shown = [*interpreter_under_tmp(), *named_under_tmp(argv), *([] if self._in_root(here) else under_tmp([here]))]
+        prefix = bwrap_prefix(self.roots, self.network, self.protected(), shown, hidden, revealed(hidden, self.reveal))
+        prefix += ["--chdir", str(here)]
         for path in self.concealed:  # after the roots and protected binds: this mount wins
             if path.is_file():
                 prefix += ["--ro-bind", "/dev/null", str(path)]
@@ -491,9 +496,14 @@ def interpreter_under_tmp() -> list[Path]:
     virtualenv, or an editable install of a clone made there): they stay visible, read-only, so
     that a controlled run's `{python}` check still starts and may import bantam (a run's test
     helpers: bantam.runs.testing)."""
-    tmp = Path("/tmp")
     package = Path(__file__).resolve().parent.parent  # the folder that holds bantam/
-    return sorted({Path(os.path.realpath(p)) for p in (sys.prefix, sys.base_prefix, package)
+    return under_tmp(Path(p) for p in (sys.prefix, sys.base_prefix, package))
+
+
+def under_tmp(paths: Iterable[Path]) -> list[Path]:
+    """Those of `paths` (links resolved) that lie below /tmp, which the private /tmp would hide."""
+    tmp = Path("/tmp")
+    return sorted({Path(os.path.realpath(p)) for p in paths
                    if _within(Path(os.path.realpath(p)), tmp) and Path(os.path.realpath(p)) != tmp})
 
 

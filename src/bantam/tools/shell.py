@@ -147,7 +147,7 @@ def run_process(argv: list[str], timeout: float, output_limit: int,
     its result is settled there. `pass_fds` stay open in the program; `started` is called as soon
     as it exists."""
     if sandbox is not None:
-        argv = sandbox.wrap(argv)
+        argv = sandbox.wrap(argv, cwd)
         env = tool_env(sandbox.passthrough) if env is None else env
         try:  # the filter's descriptor goes to bubblewrap and is closed here once it started
             result = run_process(argv, timeout, output_limit, cancel, on_start, cwd, env,
