@@ -16,7 +16,10 @@ from bantam.tools import ToolContext, make_toolbox
 from tests.conftest import base_cfg, write_cfg
 from tests.fakes.openai_server import text_reply, tool_reply
 from tests.test_repl import Term
+from tests import test_sandbox
 from tests.test_sandbox import shell, toolbox
+
+listener, outside = test_sandbox.listener, test_sandbox.outside  # the fixtures: a host server, a folder outside
 
 if unavailable():
     pytest.skip(f"bubblewrap cannot run here: {unavailable()}", allow_module_level=True)
@@ -31,6 +34,13 @@ def answer(term: Term, question: str, reply: str) -> str:
     before = term.expect(question)
     term.child.send(reply + "\r")
     return before
+
+
+def converse(term: Term, *steps: tuple[str, str]) -> None:
+    """Type each line in turn, and wait for what bantam says to it."""
+    for line, said in steps:
+        term.enter(line)
+        term.expect(said)
 
 
 # --- "always" for a destructive command ---------------------------------------------------------
@@ -68,6 +78,37 @@ def test_always_for_a_prefix_never_covers_its_destructive_form(home):
     assert shell(box, "git push origin main").endswith("exit: 128")  # covered: not asked
     assert shell(box, "git push --force origin main") == "error: not run: the user declined: not forced"
     assert [(r.prefix, r.exact) for r in asked] == [("git push", False), ("git push --force origin main", True)]
+
+
+# --- changing the boundary from the session -----------------------------------------------------
+
+def test_a_person_changes_the_boundary_for_the_session_and_nothing_is_written(home, server, listener, outside):
+    """`/sandbox read-only`, `/sandbox off` take effect at once and say so, and write no file; `/cfg
+    sandbox_network on` in a project not trusted writes the one line asked for and is in force for
+    this session too (a person's own command is not a repository's file), and says what a later
+    start will do with it."""
+    config = write_cfg(home, **base_cfg(server))  # no boundary key: the project is not trusted
+    before = config.read_text()
+    connect = f"exec 3<>/dev/tcp/127.0.0.1/{listener} && head -1 <&3"
+    server.add(tool_reply("shell_exec", {"command": "touch ro.txt"}), text_reply("TRIED-RO"),
+               tool_reply("shell_exec", {"command": connect}), text_reply("TRIED-NET"),
+               tool_reply("shell_exec", {"command": f"touch {outside}/free.txt"}), text_reply("TRIED-OFF"))
+    term = Term(home)
+    converse(term, ("/sandbox read-only", "for this session (nothing written): sandbox=read-only: commands may write only"),
+             ("write a file", "TRIED-RO"),
+             ("/cfg sandbox_network on", "sandbox_network=true (written to .bantam.cfg; in force for this session; "
+                                         ".bantam.cfg is not trusted as it is now, so a later start ignores it until /trust)"),
+             ("reach the host", "TRIED-NET"),
+             ("/sandbox off", "for this session (nothing written): sandbox off: commands the model starts run with "
+                              "your full rights"),
+             ("write outside", "TRIED-OFF"),
+             ("/sandbox bogus", "usage: /sandbox [off|workspace|read-only] [network on|off]"))
+    assert term.quit() == 0
+    results = tool_results(server)
+    assert "Read-only file system" in results[0] and not (home / "ro.txt").exists()
+    assert results[1].startswith("hello from the host\n")
+    assert results[2].endswith("exit: 0") and (outside / "free.txt").exists()
+    assert config.read_text() == before + "sandbox_network=on\n"  # /cfg's one line; /sandbox wrote nothing
 
 
 # --- the working directory, wherever it lives ------------------------------------------------------

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .errors import ToolError
+from .errors import ConfigError, ToolError
 from .fsutil import Boundary
 from .sandbox import PROTECTED_NAMES, Sandbox, guarded_dirs
 
@@ -247,6 +247,39 @@ def _refused(request: Request) -> str:
 
 def _inside(path: str, directory: str) -> bool:
     return path == directory or path.startswith(directory.rstrip("/") + "/")
+
+
+# --- a person changing the boundary from the session (/sandbox), as Codex's /approvals does ---
+
+SANDBOX_USAGE = ("usage: /sandbox [off|workspace|read-only] [network on|off] [approval never|on-request|always] "
+                 "[forget]: for this session only, nothing is written (/cfg writes a key to a file)")
+SANDBOX_WORDS = {"sandbox": ("off", "workspace", "read-only"), "sandbox_network": ("on", "off"),
+                 "approval": ("never", "on-request", "always")}
+
+
+def boundary_words(arg: str) -> tuple[dict[str, str], bool]:
+    """`/sandbox ARG` read as (the configuration keys it sets, whether "forget" was said: this
+    session's "always" answers are dropped). ConfigError with the usage for anything else."""
+    words, keys, forget = arg.lower().split(), {}, False
+    while words:
+        word = words.pop(0)
+        key = "sandbox" if word in SANDBOX_WORDS["sandbox"] else {"network": "sandbox_network",
+                                                                   "approval": "approval"}.get(word, "")
+        value = word if key == "sandbox" else words.pop(0) if key and words else ""
+        if word == "forget":
+            forget = True
+        elif not key or value not in SANDBOX_WORDS[key]:
+            raise ConfigError(SANDBOX_USAGE)
+        else:
+            keys[key] = value
+    return keys, forget
+
+
+def remembered(approvals: Approvals) -> str:
+    """This session's "always" answers, in words, or ""."""
+    said = {"run": "run '{}'", "escape": "run '{}' outside the sandbox", "write": "write in {}"}
+    return ", ".join(said[action].format(prefix) + (" (exactly)" if exact else "")
+                     for action, prefix, exact in sorted(approvals.allowed))
 
 
 # --- asking in a terminal (and the browser, which lends the terminal's `read`) ---------------

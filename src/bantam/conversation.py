@@ -20,13 +20,14 @@ different folders run side by side in one process.
 """
 from __future__ import annotations
 
+import os
 import threading
 import time
 from pathlib import Path
 from typing import Callable
 
 from . import __version__, compact, config, session, sessions, undo
-from .approval import Approvals, terminal_ask
+from .approval import Approvals, boundary_words, remembered, terminal_ask
 from .commands import trust_project
 from .errors import BantamError, ConfigError, LimitReached, ProviderError
 from .events import Done, Error, Notice, Usage, quiet
@@ -50,7 +51,9 @@ HELP = """\
 /endpoint [url]     show or set the API endpoint
 /models             the endpoint's models, the current one marked with *
 /cost               what this session has cost, when the model list gives prices (OpenRouter)
-/sandbox            the boundary around the model's commands, and when you are asked
+/sandbox [off|workspace|read-only] [network on|off] [approval never|on-request|always] [forget]  the boundary around
+                    the model's commands, and when you are asked; with words, change them for this session
+                    (nothing is written); forget: drop your "always" answers
 !<command>          run a shell command; its output is not added to the conversation
 /run GOAL           start a controlled run in ./runs/ (options: --workspace DIR --config FILE --scripted FILE)
 /fix ERROR          a correction run on the last run's goal and workspace
@@ -267,7 +270,19 @@ class Conversation:
                  "no prices known: the endpoint's model list gives none for this model")
 
     def cmd_sandbox(self, arg: str) -> None:
-        self.say(f"{self.session.sandbox().describe()}; approval={self.cfg.approval}")
+        """/sandbox: the boundary in force; with words, the person's own change for this session
+        (the flags' layer, above every file, so no project file's trust is in question), said back
+        as it took effect. Nothing is written: /cfg writes a key to a file."""
+        keys, forget = boundary_words(arg)
+        if forget:
+            self.approvals.allowed.clear()
+        if keys:
+            self.flags.update(keys)  # a /model or /trust later rebuilds with them still
+            self.configure(session.load_config(self.flags, self.folder))
+        scope = "for this session (nothing written): " if keys else ""
+        self.say(f"{scope}{self.session.sandbox().describe()}; approval={self.cfg.approval}")
+        if arg.strip() or self.approvals.allowed:
+            self.say(f"your \"always\" answers this session: {remembered(self.approvals) or 'none'}")
 
     def cmd_models(self, arg: str) -> None:
         for name in self.provider.list_models():
@@ -294,10 +309,24 @@ class Conversation:
             return self.show(f"{key}={self.shown(key)}")
         path = config.write_value(key, value.strip(), self.folder, user=user)
         self.flags.pop(key, None)  # the value just set must win over a flag given at start
+        boundary = config.ALIASES.get(key, key) in config.BOUNDARY_KEYS
+        if boundary:  # the person's own value holds in this session, whatever the file's trust
+            self.flags[key] = value.strip()
         self.configure(session.load_config(self.flags, self.folder))
-        self.say(f"{key}={self.shown(key)} (written to {path if user else path.name})")
+        later = self.later(key, path) if boundary and not user else ""
+        self.say(f"{key}={self.shown(key)} (written to {path if user else path.name}{later})")
         if self.cfg.warning:  # e.g. a project endpoint your environment's key is not sent to
             self.say(f"warning: {self.cfg.warning}")
+
+    def later(self, key: str, path: Path) -> str:
+        """What boundary key `key`, just written to the project's file, does at the next start
+        when that is nothing: a file not trusted as it is now (an edit, this one too, asks again)
+        may narrow the boundary, never widen it."""
+        ignored: list[str] = []
+        config.layers({}, self.folder, os.environ, ignored)  # each entry: "FILE:LINE KEY=VALUE"
+        if not any(f" {key}=" in entry for entry in ignored):
+            return ""
+        return f"; in force for this session; {path.name} is not trusted as it is now, so a later start ignores it until /trust"
 
     def shown(self, key: str) -> str:
         """`key`'s value as /cfg shows it: any name /cfg accepts (alias.NAME too), secrets as ***."""
