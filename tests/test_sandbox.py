@@ -179,7 +179,7 @@ CONNECT = "exec 3<>/dev/tcp/127.0.0.1/{port} && head -1 <&3"
 def test_network_off_cannot_reach_localhost(home, listener):
     result = shell(toolbox(sandbox="workspace"), CONNECT.format(port=listener))
     assert "hello from the host" not in result
-    assert "[sandbox: the network is off for commands (sandbox_network=off), localhost included;" in result
+    assert "[sandbox: the network is off for commands (sandbox_network=off), localhost included:" in result
 
 
 def test_network_on_reaches_localhost(home, listener):

@@ -4,6 +4,7 @@ bubblewrap, real shell commands, bantam in a real pseudo-terminal against a real
 from __future__ import annotations
 
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
@@ -135,3 +136,37 @@ def test_the_project_is_the_working_directory_wherever_it_lives(home, project_in
         assert result.endswith("exit: 0") and (project_in_tmp / "ro.txt").read_text() == "x\n"
     else:
         assert "ro.txt: Read-only file system" in result and not (project_in_tmp / "ro.txt").exists()
+
+
+# --- notes on a refused command --------------------------------------------------------------------
+
+@pytest.mark.parametrize("command", [
+    "curl -sS http://127.0.0.1:{port}/",
+    "wget -q http://127.0.0.1:{port}/",
+    f"{sys.executable} -c \"import socket; socket.create_connection(('127.0.0.1', {{port}}))\"",
+])
+def test_a_connection_that_fails_with_the_network_off_says_the_network_is_off(home, listener, command):
+    program = command.split()[0]
+    if not shutil.which(program):
+        pytest.skip(f"{program} is not installed")
+    result = shell(toolbox(sandbox="workspace"), command.format(port=listener))
+    assert "hello from the host" not in result
+    assert "[sandbox: the network is off for commands (sandbox_network=off), localhost included: 127.0.0.1 is " \
+        "the command's own loopback, not the host's;" in result
+
+
+def test_reading_bantams_own_folder_names_it_wherever_home_is(home, monkeypatch):
+    """With HOME under /var/tmp, a read of ~/.bantam is explained as bantam's own folder, not as the
+    private /tmp (whose name a path like /var/tmp/... holds)."""
+    user = Path(tempfile.mkdtemp(prefix="bantam-home-", dir="/var/tmp"))
+    try:
+        monkeypatch.setenv("HOME", str(user))
+        (user / ".bantam").mkdir()
+        (user / ".bantam" / "trust.json").write_text("{}")
+        result = shell(toolbox(sandbox="workspace"), "cat ~/.bantam/trust.json")
+        assert f"cat: {user}/.bantam/trust.json: No such file or directory" in result
+        assert f"[sandbox: {user}/.bantam is bantam's own folder (its keys, sessions and trust decisions): " \
+            "commands see it empty and cannot change it, whatever the mode;" in result
+        assert "/tmp is private" not in result
+    finally:
+        shutil.rmtree(user, ignore_errors=True)

@@ -28,6 +28,7 @@ import collections
 import functools
 import os
 import platform
+import re
 import shutil
 import stat
 import subprocess
@@ -41,7 +42,7 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from . import seccomp
 from .errors import Refused, ToolError
-from .fsutil import ANYWHERE, Boundary, bantam_home, guarded_dirs, private_dir, read_inside
+from .fsutil import ANYWHERE, Boundary, bantam_home, guarded_dirs, private_dir, read_inside, user_config_dir
 
 if TYPE_CHECKING:
     from .config import Config
@@ -69,8 +70,15 @@ PROTECTED_WHY = {  # the model is told why a protected name it created was remov
 }
 # What a command's output says when the boundary stopped it (the kernel's and common tools' words).
 WRITE_REFUSED = ("Read-only file system",)
-NETWORK_REFUSED = ("Network is unreachable", "Could not resolve host", "Temporary failure in name resolution",
-                   "Name or service not known", "Connection refused", "No address associated with hostname")
+# A failed command's output that names a connection or a name lookup (curl's "Couldn't connect to
+# server", Python's "ConnectionRefusedError", Node's "ECONNREFUSED", "Could not resolve host", ...),
+# or a command line that reaches for the network (a URL, an address, a program that only talks to
+# one): with the network off, the model is told that this is why, localhost included.
+NETWORK_REFUSED = re.compile(r"connect|resolv|unreachable|getaddrinfo|name resolution|no route to host|"
+                             r"name or service not known|network", re.IGNORECASE)
+NETWORK_COMMAND = re.compile(r"://|\blocalhost\b|\b\d{1,3}(\.\d{1,3}){3}\b|"
+                             r"(^|[\s;&|(])(curl|wget|nc|ncat|ssh|scp|sftp|rsync|ping|telnet|ftp|dig|nslookup)\b")
+TMP_PATH = re.compile(r"(?<![\w.~/-])/tmp/")  # a path under /tmp itself (not /var/tmp/...)
 SOCKET_REFUSED = "Operation not permitted"  # EPERM: the seccomp filter (bantam.seccomp) refused a socket
 INSTALL_HINT = "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap)"
 
@@ -86,6 +94,7 @@ class Sandbox:
     concealed: tuple[Path, ...] = ()  # files commands see as empty (the daemon's config.json: its keys)
     reveal: tuple[Path, ...] = ()  # shown again, read-only, inside a hidden guarded dir (bantam_tools_dir)
     fds: list[int] = field(default_factory=list)  # open for the wrapped command's start (the seccomp filter)
+    argv: list[str] = field(default_factory=list)  # the command as `wrap` was given it, for `settle`'s notes
     passthrough: tuple[str, ...] = ()  # env_passthrough: secret-looking variables commands still see
 
     @classmethod
@@ -123,6 +132,7 @@ class Sandbox:
             raise ToolError(f"not run: sandbox_writable names no directory at {', '.join(missing)}")
         self._refuse_roots_in_guarded()
         self.release()
+        self.argv = list(argv)
         self.looked = [look(root) for root in self.roots]  # before the command: `settle` compares
         hidden = self.hidden()
         here = Path(os.path.realpath(cwd if cwd is not None else os.curdir))
@@ -200,22 +210,32 @@ class Sandbox:
             notes.append(f"[sandbox: the command created {path}, which is protected at any depth "
                          f"({PROTECTED_WHY[path.name]}), so it was removed; {self.ask_hint}]")
         if result.exit_code != 0 and self.on:
-            notes += self.explain(result.output)
+            notes += self.explain(result.output, " ".join(self.argv))
         if notes:
             result.output = result.output.rstrip("\n") + "\n" + "\n".join(notes)
         return result
 
-    def explain(self, output: str) -> list[str]:
+    def explain(self, output: str, command: str = "") -> list[str]:
+        """Notes for the model on a failed command whose output (or `command`) shows the boundary
+        as the likely cause: a refused write, a path under the private /tmp, bantam's own folders
+        (empty to commands), a connection or name lookup with the network off, a refused socket."""
         found = []
         if any(words in output for words in WRITE_REFUSED):
             found.append(f"[sandbox: writes are refused outside {self.writable_text()}, and to "
                          f".git, .bantam.cfg, model.cfg and .mcp.json; {self.ask_hint}]")
-        if "/tmp/" in output and "No such file or directory" in output:
+        # bantam's own folders as the shell spelled them or resolved; not the clipped output nor the
+        # session's /tmp, which live there and which commands do see
+        own = [str(d) for d in dict.fromkeys((*guarded_dirs(), bantam_home(), user_config_dir()))
+               if re.search(re.escape(str(d)) + r"(?!/tool-output/|/tmp/)", output)]
+        if own:
+            found.append(f"[sandbox: {own[0]} is bantam's own folder (its keys, sessions and trust decisions): "
+                         f"commands see it empty and cannot change it, whatever the mode; {self.ask_hint}]")
+        if TMP_PATH.search(output) and "No such file or directory" in output:
             found.append("[sandbox: /tmp is private to each command: the host's /tmp and what earlier "
                          "commands left there are not visible; use the working directory instead]")
-        if not self.network and any(words in output for words in NETWORK_REFUSED):
+        if not self.network and (NETWORK_REFUSED.search(output) or NETWORK_COMMAND.search(command)):
             found.append(f"[sandbox: the network is off for commands (sandbox_network=off), localhost "
-                         f"included; {self.ask_hint}]")
+                         f"included: 127.0.0.1 is the command's own loopback, not the host's; {self.ask_hint}]")
         if not self.network and SOCKET_REFUSED in output and "socket" in output.lower():
             found.append(f"[sandbox: with the network off (sandbox_network=off), sockets other than "
                          f"IPv4/IPv6 on the command's own loopback (Unix-domain, vsock, packet, ...) "
