@@ -3,6 +3,7 @@ the session, the session's /tmp, the working directory and the notes a refused c
 bubblewrap, real shell commands, bantam in a real pseudo-terminal against a real local server."""
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 import tempfile
@@ -110,6 +111,27 @@ def test_a_person_changes_the_boundary_for_the_session_and_nothing_is_written(ho
     assert results[1].startswith("hello from the host\n")
     assert results[2].endswith("exit: 0") and (outside / "free.txt").exists()
     assert config.read_text() == before + "sandbox_network=on\n"  # /cfg's one line; /sandbox wrote nothing
+
+
+# --- the session's /tmp ----------------------------------------------------------------------------
+
+def test_the_sessions_tmp_outlives_its_commands_and_the_result_says_where(home, server):
+    """A file a command writes to /tmp is there for the session's next command, after a change of
+    the boundary too, and on the host in ~/.bantam/tmp, which the result names."""
+    write_cfg(home, **base_cfg(server))
+    name = f"report-{os.getpid()}.txt"
+    server.add(tool_reply("shell_exec", {"command": f"echo draft > /tmp/{name}"}), text_reply("WROTE-IT"),
+               tool_reply("shell_exec", {"command": f"cat /tmp/{name}"}), text_reply("READ-IT"))
+    term = Term(home)
+    converse(term, ("write the report", "WROTE-IT"), ("/sandbox read-only", "for this session"),
+             ("read the report", "READ-IT"))
+    assert term.quit() == 0
+    [folder] = Path(os.environ["HOME"], ".bantam", "tmp").iterdir()
+    assert (folder / name).read_text() == "draft\n" and not Path("/tmp", name).exists()
+    assert tool_results(server) == [
+        f"\n[sandbox: /tmp is this session's own folder, kept between its commands: on the host it is {folder} "
+        f"(the host's /tmp is not visible to commands); new there: {name}]\n\nexit: 0",
+        "draft\n\n\nexit: 0"]
 
 
 # --- the working directory, wherever it lives ------------------------------------------------------

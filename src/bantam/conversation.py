@@ -107,8 +107,10 @@ class Conversation:
         self.render: Renderer = self.make_renderer(cfg, self.window)
         if hasattr(self.render, "session_cost"):
             self.render.session_cost = spent  # a new model or endpoint: the session's cost goes on
+        before: session.Session | None = getattr(self, "session", None)
+        tmp = before.toolbox.ctx.tmp if before is not None else None  # one /tmp for the whole conversation
         self.session = session.build(cfg, self.folder, on_event=self.render, provider=self.provider,
-                                     approvals=self.approvals, undo=self.undo_key())
+                                     approvals=self.approvals, undo=self.undo_key(), tmp=tmp)
         self.toolbox = self.session.toolbox
         if self.messages:
             self.messages[0] = self.system()

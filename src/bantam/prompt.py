@@ -58,7 +58,7 @@ def agents_md(directory: str | os.PathLike) -> str:
     return _read(Path(directory), AGENTS_FILE, AGENTS_LIMIT * 4)[:AGENTS_LIMIT]
 
 
-def system_prompt(cfg: Config, directory: str | os.PathLike, can_ask: bool = False) -> str:
+def system_prompt(cfg: Config, directory: str | os.PathLike, can_ask: bool = False, tmp: Path | None = None) -> str:
     """The prompt for a conversation in the project at `directory`; `can_ask`: a person is there to
     approve (the terminal, the browser), so the tools offer a way to ask and the prompt may describe it."""
     home = agent_dir()
@@ -72,7 +72,7 @@ def system_prompt(cfg: Config, directory: str | os.PathLike, can_ask: bool = Fal
     if rules:
         parts.append(f"Contents of {AGENTS_FILE}, instructions from the people who own the project; "
                      f"respect them:\n{rules}")
-    boundary = Sandbox.for_config(cfg, directory).for_prompt(cfg.approval, can_ask)
+    boundary = Sandbox.for_config(cfg, directory, tmp).for_prompt(cfg.approval, can_ask)
     if boundary:
         parts.append(boundary)
     tools_dir = cfg.bantam_tools_dir

@@ -3,12 +3,17 @@ for write_file, and the words that tell the model and the user where the boundar
 
     sandbox=off        the seeds' way: commands run with the user's full rights
     sandbox=workspace  the filesystem is read-only except the writable roots (sandbox_writable,
-                       default the working directory) and a private /tmp; .git, .bantam.cfg,
+                       default the working directory) and the session's /tmp; .git, .bantam.cfg,
                        model.cfg, .mcp.json, ~/.bantam and ~/.config/bantam stay read-only inside
                        them (for file writes at any depth; a write never leaves them by a link);
                        network off unless sandbox_network=on; a private process namespace; the
                        command dies with bantam
-    sandbox=read-only  nothing writable but a private /tmp
+    sandbox=read-only  nothing writable but the session's /tmp
+
+/tmp is private: the host's is not visible (its sockets, other users' files). A session's commands
+share one /tmp of their own, a folder kept between them in ~/.bantam/tmp (`session_tmp`; the
+result of a command that leaves a new file there says where it is on the host); a command run
+without a session (a controlled run's checks, the daemon) gets an empty tmpfs of its own.
 
 In both modes ~/.bantam and ~/.config/bantam (wherever $BANTAM_HOME and $XDG_CONFIG_HOME put them)
 are empty and read-only to commands, but for the folder of clipped tool output (the model is given
@@ -25,7 +30,9 @@ a working bubblewrap a sandboxed command is not run, and the result says why and
 from __future__ import annotations
 
 import collections
+import contextlib
 import functools
+import itertools
 import os
 import platform
 import re
@@ -95,12 +102,15 @@ class Sandbox:
     reveal: tuple[Path, ...] = ()  # shown again, read-only, inside a hidden guarded dir (bantam_tools_dir)
     fds: list[int] = field(default_factory=list)  # open for the wrapped command's start (the seccomp filter)
     argv: list[str] = field(default_factory=list)  # the command as `wrap` was given it, for `settle`'s notes
+    tmp: Path | None = None  # the session's folder that commands see as /tmp; None: an empty tmpfs each
+    tmp_seen: set[str] = field(default_factory=set)  # what `wrap` found in it (and its mount points)
     passthrough: tuple[str, ...] = ()  # env_passthrough: secret-looking variables commands still see
 
     @classmethod
-    def for_config(cls, cfg: Config, cwd: str | os.PathLike | None = None) -> Sandbox:
+    def for_config(cls, cfg: Config, cwd: str | os.PathLike | None = None, tmp: Path | None = None) -> Sandbox:
         """The boundary `cfg` asks for, around a command run in `cwd`, the session's folder (every
-        front end passes one; None only for a library caller's hand-built context: paths as given)."""
+        front end passes one; None only for a library caller's hand-built context: paths as given),
+        with `tmp` as its /tmp (the session's, `session_tmp`; None: an empty one per command)."""
         base = Path(os.path.realpath(cwd if cwd is not None else os.curdir))
         roots: tuple[Path, ...] = ()
         if cfg.sandbox == "workspace":
@@ -108,7 +118,8 @@ class Sandbox:
                 or (base,)
         tools = cfg.bantam_tools_dir  # the model is told to run these: visible even under ~/.bantam
         reveal = (Path(os.path.realpath(Path(tools).expanduser())),) if tools else ()
-        return cls(cfg.sandbox, roots, cfg.sandbox_network, reveal=reveal, passthrough=tuple(cfg.env_passthrough))
+        return cls(cfg.sandbox, roots, cfg.sandbox_network, reveal=reveal, passthrough=tuple(cfg.env_passthrough),
+                   tmp=tmp)
 
     @property
     def on(self) -> bool:
@@ -137,7 +148,11 @@ class Sandbox:
         hidden = self.hidden()
         here = Path(os.path.realpath(cwd if cwd is not None else os.curdir))
         shown = [*interpreter_under_tmp(), *named_under_tmp(argv), *([] if self._in_root(here) else under_tmp([here]))]
-        prefix = bwrap_prefix(self.roots, self.network, self.protected(), shown, hidden, revealed(hidden, self.reveal))
+        if self.tmp is not None:  # bubblewrap makes the mount points of what it binds below /tmp in it
+            self.tmp_seen = {*_entries(private_dir(self.tmp)), *(p.parts[2] for p in (*shown, *self.roots)
+                                                                 if p.parts[:2] == ("/", "tmp") and len(p.parts) > 2)}
+        prefix = bwrap_prefix(self.roots, self.network, self.protected(), shown, hidden, revealed(hidden, self.reveal),
+                              self.tmp)
         prefix += ["--chdir", str(here)]
         for path in self.concealed:  # after the roots and protected binds: this mount wins
             if path.is_file():
@@ -209,6 +224,11 @@ class Sandbox:
             _remove_made(root, path, ident)
             notes.append(f"[sandbox: the command created {path}, which is protected at any depth "
                          f"({PROTECTED_WHY[path.name]}), so it was removed; {self.ask_hint}]")
+        new = sorted(_entries(self.tmp) - self.tmp_seen) if self.tmp is not None and self.on else []
+        if new:
+            notes.append(f"[sandbox: /tmp is this session's own folder, kept between its commands: on the host "
+                         f"it is {self.tmp} (the host's /tmp is not visible to commands); new there: "
+                         f"{', '.join(new[:10])}{' ...' if len(new) > 10 else ''}]")
         if result.exit_code != 0 and self.on:
             notes += self.explain(result.output, " ".join(self.argv))
         if notes:
@@ -231,7 +251,9 @@ class Sandbox:
             found.append(f"[sandbox: {own[0]} is bantam's own folder (its keys, sessions and trust decisions): "
                          f"commands see it empty and cannot change it, whatever the mode; {self.ask_hint}]")
         if TMP_PATH.search(output) and "No such file or directory" in output:
-            found.append("[sandbox: /tmp is private to each command: the host's /tmp and what earlier "
+            found.append(f"[sandbox: /tmp is this session's own ({self.tmp} on the host): the host's /tmp is "
+                         "not visible; use the working directory for files the user needs]" if self.tmp else
+                         "[sandbox: /tmp is private to each command: the host's /tmp and what earlier "
                          "commands left there are not visible; use the working directory instead]")
         if not self.network and (NETWORK_REFUSED.search(output) or NETWORK_COMMAND.search(command)):
             found.append(f"[sandbox: the network is off for commands (sandbox_network=off), localhost "
@@ -275,9 +297,13 @@ class Sandbox:
         """What the model can do about a refusal: escalate where a person can be asked, else say so."""
         return ASK_HINT if self.can_escalate else NO_ASK_HINT
 
-    def writable_text(self) -> str:
+    def writable_text(self, where: bool = True) -> str:
+        """The writable roots and /tmp in words; `where`: with the host folder of the session's /tmp
+        (not in the prompt, which stays the same from one session to the next)."""
         roots = ", ".join(str(r) for r in self.roots)
-        return f"{roots} and a private /tmp" if roots else "a private /tmp"
+        tmp = "a private /tmp" if not self.tmp else f"this session's /tmp ({self.tmp} on the host)" if where \
+            else "this session's own /tmp (kept between your commands)"
+        return f"{roots} and {tmp}" if roots else tmp
 
     def describe(self) -> str:
         """One line for the user: what boundary is in force."""
@@ -309,7 +335,7 @@ class Sandbox:
         ask = ("To run one command outside the sandbox, call shell_exec with `escalate` set to the "
                "reason; the user is asked." if approval != "never" and can_ask else
                "Nothing runs outside the sandbox; if you need more, say so in your answer.")
-        return (f"Sandbox: your commands and file writes may go only to {self.writable_text()} "
+        return (f"Sandbox: your commands and file writes may go only to {self.writable_text(where=False)} "
                 f"(.git, .bantam.cfg, model.cfg and .mcp.json stay read-only, at any depth); the network is {net}; background "
                 f"processes end when the command returns. {ask}")
 
@@ -322,8 +348,9 @@ NO_ASK_HINT = ("nothing runs outside the sandbox here: if the task needs this, t
 
 def bwrap_prefix(roots: Iterable[Path], network: bool, protected: Iterable[Path],
                  visible: Iterable[Path] = (), hidden: Iterable[Path] = (),
-                 reveal: Iterable[tuple[Path, Path]] = ()) -> list[str]:
-    """The bubblewrap arguments: everything read-only, a private /tmp, /dev and /proc, the
+                 reveal: Iterable[tuple[Path, Path]] = (), tmp: Path | None = None) -> list[str]:
+    """The bubblewrap arguments: everything read-only, a private /tmp (`tmp` bound there, else an
+    empty tmpfs), /dev and /proc, the
     `visible` paths again inside the private /tmp, then the writable roots, then the protected
     paths inside them, and last the `hidden` dirs as empty read-only tmpfs with the `reveal`
     (source, destination) pairs bound read-only inside them (later mounts win, so nothing bound
@@ -331,7 +358,8 @@ def bwrap_prefix(roots: Iterable[Path], network: bool, protected: Iterable[Path]
     its capabilities a command could remount / read-write. The IPC namespace is the command's own
     (the host's System V shared memory, semaphores and message queues are a way out that no mount
     closes), and so are the hostname (UTS) and, where the kernel has one, the cgroup namespace."""
-    args = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
+    args = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+            *(("--bind", str(tmp), "/tmp") if tmp is not None else ("--tmpfs", "/tmp")),
             "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
             "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
     for path in visible:
@@ -518,6 +546,29 @@ def interpreter_under_tmp() -> list[Path]:
     helpers: bantam.runs.testing)."""
     package = Path(__file__).resolve().parent.parent  # the folder that holds bantam/
     return under_tmp(Path(p) for p in (sys.prefix, sys.base_prefix, package))
+
+
+TMP_KEEP = 7 * 86400  # seconds: a session's /tmp left unchanged this long goes when a new one is made
+_tmp_numbers = itertools.count(1)
+
+
+def session_tmp() -> Path:
+    """A new session's /tmp: a name in ~/.bantam/tmp (the folder is made at its first command).
+    The others there that nothing changed for TMP_KEEP are removed (their sessions are long over:
+    a session whose folder went is given an empty one at its next command)."""
+    folder = bantam_home() / "tmp"
+    with contextlib.suppress(OSError), os.scandir(folder) as entries:
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False) and entry.stat(follow_symlinks=False).st_mtime < time.time() - TMP_KEEP:
+                shutil.rmtree(entry.path, ignore_errors=True)
+    return folder / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{next(_tmp_numbers)}"
+
+
+def _entries(folder: Path | None) -> set[str]:
+    try:
+        return set(os.listdir(folder)) if folder is not None else set()
+    except OSError:
+        return set()
 
 
 def under_tmp(paths: Iterable[Path]) -> list[Path]:

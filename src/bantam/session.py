@@ -29,7 +29,7 @@ from .config import Config
 from .events import OnEvent, ignore
 from .prompt import system_prompt
 from .providers import Provider, make_provider
-from .sandbox import Sandbox
+from .sandbox import Sandbox, session_tmp
 from .tools import ToolContext, Toolbox, make_toolbox
 from .tools.files import Buffers
 
@@ -54,7 +54,7 @@ class Session:
 
     def sandbox(self) -> Sandbox:
         """The boundary around this session's commands (its writable roots are placed from the folder)."""
-        return Sandbox.for_config(self.cfg, self.folder)
+        return Sandbox.for_config(self.cfg, self.folder, self.toolbox.ctx.tmp)
 
     def messages(self, history: Iterable[dict] = ()) -> list[dict]:
         """A conversation: this session's system prompt, then `history` (any system message in it dropped)."""
@@ -95,20 +95,24 @@ def build(cfg: Config, folder: str | os.PathLike, *, on_event: OnEvent = ignore,
           provider: Provider | None = None, with_model: bool = True, approvals: Approvals | None = None,
           tools: Iterable[str] | None = None, system: str | None = None, with_mcp: bool = True,
           toolbox: Callable[[ToolContext], Toolbox] | None = None, durable: Any = None,
-          cancel: threading.Event | None = None, undo: str | None = None, buffers: Buffers | None = None) -> Session:
+          cancel: threading.Event | None = None, undo: str | None = None, buffers: Buffers | None = None,
+          tmp: Path | None = None) -> Session:
     """A session in `folder`. `provider`: the model (None: made from `cfg`; with_model=False: none,
     a tools-only session). `tools`: the core tools offered (default `cfg.tools`); `toolbox`: a front end's own
     toolbox from the context instead (the daemon's). `system`: the prompt (default: built from
     `cfg` and the folder's AGENTS.md). `with_mcp`: the MCP servers' tools are added to this
     toolbox and every child's (when `cfg.mcp` and a server is configured). `undo`: the key its
     turns' file changes are recorded under, for `bantam undo` (bantam.undo; None: not recorded).
-    `buffers`: an editor's, which the file tools read and write through (tools/files.Buffers)."""
+    `buffers`: an editor's, which the file tools read and write through (tools/files.Buffers).
+    `tmp`: the folder its commands share as /tmp (default: a new one, sandbox.session_tmp; a front
+    end that builds its session again keeps the one it had)."""
     where = workspace(folder)
     model = provider if provider is not None or not with_model else make_provider(cfg)
     approvals = approvals if approvals is not None else Approvals()
-    prompt = system if system is not None else system_prompt(cfg, where, can_ask=approvals.ask is not None)
+    tmp = tmp if tmp is not None else session_tmp()
+    prompt = system if system is not None else system_prompt(cfg, where, can_ask=approvals.ask is not None, tmp=tmp)
     ctx = ToolContext(cfg, model, prompt, on_event, approvals=approvals, folder=where, durable=durable,
-                      extend=mcp.offer if with_mcp else None, run_loop=loop.run, buffers=buffers)
+                      extend=mcp.offer if with_mcp else None, run_loop=loop.run, buffers=buffers, tmp=tmp)
     if cancel is not None:
         ctx.cancel = cancel
     box = toolbox(ctx) if toolbox is not None else make_toolbox(tuple(cfg.tools if tools is None else tools), ctx)

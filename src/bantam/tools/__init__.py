@@ -81,6 +81,9 @@ class ToolContext:
     on_process: "Callable[[subprocess.Popen], Any] | None" = None
     # Narrows the sandbox of every command the model runs (the daemon: its own files read-only).
     fence: "Callable[[Sandbox], Sandbox] | None" = None
+    # The session's /tmp (sandbox.session_tmp): the host folder its sandboxed commands share as
+    # /tmp, sub-agents' too. None: each command gets an empty one.
+    tmp: Path | None = None
 
     def child(self, on_event: OnEvent, label: str = "sub-agent") -> "ToolContext":
         """A sub-agent's context: its events are labelled and quiet (its answer is the result)."""

@@ -82,6 +82,7 @@ class ShellExec:
         from ..approval import check_command
         command, box = check_command(ctx.cfg, ctx.approvals, args["command"], args.get("escalate") or "",
                                      cwd=ctx.folder)
+        box.tmp = ctx.tmp if box.on else None
         if ctx.fence is not None:
             box = ctx.fence(box)
         result = run_shell(command, ctx.cfg.shell_timeout, ctx.cfg.tool_output_limit,
