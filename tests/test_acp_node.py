@@ -124,3 +124,24 @@ def test_the_editor_is_asked_and_its_answer_decides(home, server, answer):
     assert [r["stopReason"] for r in responses(lines, "session/prompt")] == ["end_turn"]
     # the model is told what happened and answers once more
     assert server.chat_requests()[-1].body["messages"][-1]["role"] == "tool"
+
+
+def test_a_permission_request_shows_the_command_and_the_diff_of_a_write(home, server):
+    (home / "notes.txt").write_text("one\ntwo\n")
+    server.add(tool_reply("shell_exec", {"command": "rm -f notes.bak && echo gone"}),
+               tool_reply("write_file", {"path": "new.txt", "content": "fresh\n"}, call_id="call_2"),
+               tool_reply("edit_file", {"path": "notes.txt", "old_string": "two", "new_string": "2"}, call_id="call_3"),
+               text_reply("asked thrice"))
+    lines = drive(server, home, "do three things", permission="reject_once",
+                  extra=("--set", "approval=always", "--set", "tools=shell_exec,write_file,edit_file"))
+    run, write, edit = [line["params"]["toolCall"] for line in lines if line["type"] == "request"]
+    calls = {u["toolCallId"]: u for u in updates(lines, "tool_call")}
+    assert set(calls) == {run["toolCallId"], write["toolCallId"], edit["toolCallId"]}
+    assert run["content"] == [{"type": "content", "content": {"type": "text",
+                                                             "text": "```sh\nrm -f notes.bak && echo gone\n```"}}]
+    assert run["rawInput"] == {"command": "rm -f notes.bak && echo gone"}
+    assert write["content"] == [{"type": "diff", "path": str(home / "new.txt"), "oldText": None, "newText": "fresh\n"}]
+    assert edit["content"] == [{"type": "diff", "path": str(home / "notes.txt"), "oldText": "one\ntwo\n",
+                                "newText": "one\n2\n"}]
+    # rejected, each changed nothing
+    assert not (home / "new.txt").exists() and (home / "notes.txt").read_text() == "one\ntwo\n"

@@ -81,8 +81,8 @@ class EditorSession:
         self.busy = threading.Lock()    # one prompt at a time
         self.stopper = Stopper()        # cancel: the flag, and the sockets of responses in flight
         self.cancelled = self.stopper.event
-        self.calls: dict[str, tuple[str, Path | None, str | None]] = {}  # id -> (tool, file, old text)
-        self.current_call = ""
+        self.calls: dict[str, tuple[str, Path | None, str | None, dict]] = {}  # id -> (tool, file, old text, arguments)
+        self.running: dict[int, str] = {}  # thread -> the call it runs (sub-agents run in threads of their own)
         self.usage: Any = None
         self.early: list[str] = []      # notices from before the client knows this session
         self.announced = False
@@ -326,9 +326,8 @@ class EditorSession:
         args = updates.arguments(event.arguments)
         where = self.session.toolbox.ctx.at(args["path"]) if isinstance(args.get("path"), str) else None
         old = updates.read_text(where) if where is not None and event.name in updates.EDITS else None
-        self.calls[call_id] = (event.name, where, old)  # the text before the write, for its diff
-        if not event.agent:
-            self.current_call = call_id
+        self.calls[call_id] = (event.name, where, old, args)  # the text before the write, for its diff
+        self.running[threading.get_ident()] = call_id  # the tool runs in the thread that announced it
         self.update(updates.started(call_id, event.name, args, where))
         if event.name in DELEGATING and not event.agent:  # a sub-agent's task: a step of the plan
             self.plan.append({"content": str(args.get("task") or args.get("prompt") or "")[:500], "priority": "medium",
@@ -337,7 +336,7 @@ class EditorSession:
 
     def tool_finished(self, event: ToolResult) -> None:
         call_id = f"{event.agent}/{event.id}" if event.agent else event.id
-        name, where, old = self.calls.pop(call_id, (event.name, None, None))
+        name, where, old, _ = self.calls.pop(call_id, (event.name, None, None, {}))
         diff = None
         if where is not None and name in updates.EDITS:
             new: str | None
@@ -404,8 +403,13 @@ class EditorSession:
             shown = f"'{request.prefix}'" if request.action != "write" else f"writes in {request.prefix}"
             options.insert(1, {"optionId": "allow_always", "name": f"Always allow {shown} in this session",
                                "kind": "allow_always"})
-        call = {"toolCallId": self.current_call or "approval", "status": "pending",
-                "title": f"{request.why}: {request.text}"}
+        call_id = self.running.get(threading.get_ident(), "")
+        name, where, old, args = self.calls.get(call_id, ("", None, None, {}))
+        call: dict[str, Any] = {"toolCallId": call_id or "approval", "status": "pending",
+                                "title": f"{request.why}: {request.text}",
+                                "content": updates.asked(request.action, request.text, name, args, where, old)}
+        if args:
+            call["rawInput"] = args
         answer = self.conn.request("session/request_permission",
                                    {"sessionId": self.id, "toolCall": call, "options": options},
                                    cancel=self.cancelled)
@@ -416,9 +420,8 @@ class EditorSession:
         chosen = outcome.get("optionId")
         if chosen not in ("allow_once", "allow_always"):
             return Verdict(False, "the user rejected it in the editor")
-        if self.current_call:
-            self.update({"sessionUpdate": "tool_call_update", "toolCallId": self.current_call,
-                         "status": "in_progress"})
+        if call_id:
+            self.update({"sessionUpdate": "tool_call_update", "toolCallId": call_id, "status": "in_progress"})
         return Verdict(True, request.text, remember=chosen == "allow_always")
 
     # --- loading --------------------------------------------------------------------------------

@@ -75,6 +75,24 @@ def diff(path: Path, old: str | None, new: str | None) -> dict | None:
     return {"type": "diff", "path": str(path), "oldText": old, "newText": new}
 
 
+def asked(action: str, text: str, name: str, args: dict, where: Path | None, old: str | None) -> list[dict]:
+    """What a permission request shows besides its title: the command line in full, or the
+    write's diff (the file's text before, from the call's start, and after, from its arguments;
+    for an edit whose old text is unknown, the replaced piece and its replacement)."""
+    if action != "write":
+        return [{"type": "content", "content": {"type": "text", "text": f"```sh\n{text}\n```"}}]
+    new = None
+    if name == "write_file" and isinstance(args.get("content"), str):
+        new = args["content"]
+    elif name == "edit_file" and isinstance(args.get("old_string"), str) and isinstance(args.get("new_string"), str):
+        before, after = args["old_string"], args["new_string"]
+        if old is None or before not in old:
+            return [{"type": "diff", "path": str(where or text), "oldText": before, "newText": after}]
+        new = old.replace(before, after, -1 if args.get("replace_all") else 1)
+    shown = diff(where or Path(text), old, new)
+    return [shown] if shown is not None else [{"type": "content", "content": {"type": "text", "text": text}}]
+
+
 def prompt_text(blocks: list) -> tuple[str, list[str]]:
     """The user's message from a prompt's content blocks, and notes on what was left out. Text
     as it is; an embedded resource (a file the user attached) as its text under its URI; a
