@@ -35,17 +35,18 @@ pytestmark = [
 
 
 def drive(server: FakeServer, cwd: Path, *prompts: str, permission: str = "reject_once",
-          extra: tuple[str, ...] = ()) -> list[dict]:
-    """Run the node client's scenario (initialize, session/new in `cwd`, each prompt in turn) on
-    a fresh `bantam acp`; the lines it printed, in order. The agent's own arguments are written
-    here rather than taken from test_acp.py, which skips itself without the Python SDK."""
+          extra: tuple[str, ...] = (), client: tuple[str, ...] = (), env: dict[str, str] | None = None) -> list[dict]:
+    """Run the node client's scenario (initialize, session/new in `cwd`, each prompt in turn, then
+    the steps in `client`: its options, such as `--call METHOD JSON`) on a fresh `bantam acp`; the
+    lines it printed, in order. The agent's own arguments are written here rather than taken from
+    test_acp.py, which skips itself without the Python SDK."""
     agent = [sys.executable, "-m", "bantam", "acp", "--endpoint", server.url, "--model", "test-model",
              "--set", "retry_delays=0,0,0", *extra]
     command = [str(NODE), str(CLIENT), "--cwd", str(cwd), "--permission", permission,
-               *[a for p in prompts for a in ("--prompt", p)], "--", *agent]
+               *[a for p in prompts for a in ("--prompt", p)], *client, "--", *agent]
     # its own session, so that a hung run is ended with the agent the client started
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=dict(os.environ), start_new_session=True)
+                            env={**os.environ, **(env or {})}, start_new_session=True)
     try:
         out, err = proc.communicate(timeout=120)
     except subprocess.TimeoutExpired:
@@ -54,7 +55,8 @@ def drive(server: FakeServer, cwd: Path, *prompts: str, permission: str = "rejec
         raise AssertionError(f"the node client did not finish:\n{out[-3000:]}\n{err[-3000:]}") from None
     assert proc.returncode == 0, f"client.mjs failed ({proc.returncode}):\n{err[-3000:]}"
     lines = [json.loads(line) for line in out.splitlines()]
-    assert lines and lines[-1] == {"type": "exit", "code": 0, "signal": None}, err[-3000:]
+    assert lines and {k: v for k, v in lines[-1].items() if k != "t"} == {"type": "exit", "code": 0, "signal": None}, \
+        err[-3000:]
     assert not [line for line in lines if line["type"] == "sdk_complaint"], lines
     return lines
 
@@ -96,7 +98,8 @@ def test_a_shell_command_is_reported_as_a_tool_call_and_its_result(home, server)
     [call] = updates(lines, "tool_call")
     assert (call["kind"], call["status"], call["title"]) == ("execute", "in_progress", "echo made > made.txt && echo ran")
     assert call["rawInput"] == {"command": "echo made > made.txt && echo ran"}
-    [result] = updates(lines, "tool_call_update")
+    shown, result = updates(lines, "tool_call_update")  # its output as it came, then the result
+    assert shown["status"] == "in_progress" and shown["content"][0]["content"]["text"] == "ran\n"
     assert result["toolCallId"] == call["toolCallId"] and result["status"] == "completed"
     assert "ran" in result["content"][0]["content"]["text"]
     assert not [line for line in lines if line["type"] == "request"]  # nothing to approve in the project folder
@@ -145,3 +148,54 @@ def test_a_permission_request_shows_the_command_and_the_diff_of_a_write(home, se
                                 "newText": "one\n2\n"}]
     # rejected, each changed nothing
     assert not (home / "new.txt").exists() and (home / "notes.txt").read_text() == "one\ntwo\n"
+
+
+TICKS = "for i in 1 2 3 4; do echo tick $i; sleep 1; done"
+
+
+def test_a_commands_output_shows_in_the_call_while_it_runs(home, server):
+    server.add(tool_reply("shell_exec", {"command": TICKS}), text_reply("counted"))
+    lines = drive(server, home, "count slowly")
+    shown = [line for line in lines if line["type"] == "notification"
+             and line["params"]["update"]["sessionUpdate"] == "tool_call_update"]
+    *running, last = shown
+    assert last["params"]["update"]["status"] == "completed"
+    texts = [line["params"]["update"]["content"][0]["content"]["text"] for line in running]
+    assert all(line["params"]["update"]["status"] == "in_progress" for line in running)
+    # one update a line as it comes, each with the output so far, the first seconds before the end
+    assert texts == ["tick 1\n", "tick 1\ntick 2\n", "tick 1\ntick 2\ntick 3\n", "tick 1\ntick 2\ntick 3\ntick 4\n"]
+    assert last["t"] - running[0]["t"] > 2500
+    assert "tick 4" in last["params"]["update"]["content"][0]["content"]["text"]
+
+
+def test_with_the_clients_terminals_the_output_shows_in_one_and_the_command_stays_in_bantam(home, server):
+    # the editor's environment holds a key; a command the editor ran itself would see it
+    server.add(tool_reply("shell_exec", {"command": 'echo "[$ACP_TEST_TOKEN]"; ' + TICKS}), text_reply("counted"))
+    lines = drive(server, home, "count slowly", client=("--terminal",), env={"ACP_TEST_TOKEN": "hunter2"})
+    [create] = [line for line in lines if line["type"] == "request" and line["method"] == "terminal/create"]
+    terminal = create["answer"]["terminalId"]
+    assert create["params"]["command"] == "cat"  # the editor shows a pipe; bantam runs the command
+    [call] = updates(lines, "tool_call")
+    shown, last = updates(lines, "tool_call_update")
+    assert shown["content"] == [{"type": "terminal", "terminalId": terminal}]
+    assert last["status"] == "completed"
+    assert last["content"] == [{"type": "terminal", "terminalId": terminal},
+                               {"type": "content", "content": {"type": "text", "text": "exit: 0"}}]
+    [release] = [line for line in lines if line["type"] == "request" and line["method"] == "terminal/release"]
+    assert release["output"] == "[]\ntick 1\ntick 2\ntick 3\ntick 4\n"
+    assert release["t"] - create["t"] > 2500  # opened at the first line, not at the end
+    # the model got the output as always
+    assert "tick 4" in server.chat_requests()[-1].body["messages"][-1]["content"]
+
+
+def test_zeds_agent_fed_terminal_gets_the_output_piece_by_piece(home, server):
+    server.add(tool_reply("shell_exec", {"command": TICKS + "; exit 3"}), text_reply("counted"))
+    lines = drive(server, home, "count slowly", client=("--terminal", "--terminal-output"))
+    assert not [line for line in lines if line["type"] == "request"]  # no terminal of the editor's runs anything
+    [call] = updates(lines, "tool_call")
+    first, *pieces, last = updates(lines, "tool_call_update")
+    terminal = {"type": "terminal", "terminalId": call["toolCallId"]}
+    assert first["content"] == [terminal] and first["_meta"]["terminal_info"]["cwd"] == str(home)
+    assert [p["_meta"]["terminal_output"]["data"] for p in pieces] == [f"tick {i}\n" for i in (1, 2, 3, 4)]
+    assert last["status"] == "completed" and last["content"][0] == terminal
+    assert last["_meta"]["terminal_exit"] == {"terminal_id": call["toolCallId"], "exit_code": 3, "signal": None}

@@ -10,6 +10,7 @@ seen before: conversation.py); several live in one process at once.
     conversation.py  one session: the loop's events as updates, approvals as permission requests,
                      cancel, slash commands, saving and loading
     updates.py       the update payloads (tool kinds, titles, diffs, the replay of a saved session)
+    output.py        a running command's output, shown as it comes
 
 The protocol is spoken directly, in plain dicts: the `agent-client-protocol` SDK builds about
 two hundred pydantic models on import (a second of start-up, six times bantam's own), and an
@@ -71,7 +72,7 @@ class Agent:
         self.conn, self.flags = conn, flags
         self.sessions: dict[str, Any] = {}
         self.lock = threading.Lock()
-        self.client_fs: dict = {}  # initialize's clientCapabilities.fs: which file requests the editor serves
+        self.client: dict = {}  # initialize's clientCapabilities: which file and terminal requests the editor serves
 
     def handlers(self) -> dict:
         return {"initialize": self.initialize, "session/new": self.new, "session/load": self.load,
@@ -80,8 +81,7 @@ class Agent:
 
     def initialize(self, params: dict) -> Later:
         capabilities = params.get("clientCapabilities")
-        fs = capabilities.get("fs") if isinstance(capabilities, dict) else None
-        self.client_fs = fs if isinstance(fs, dict) else {}
+        self.client = capabilities if isinstance(capabilities, dict) else {}
         return Later(self.capabilities(), warm_up)
 
     def capabilities(self) -> dict:
@@ -119,7 +119,7 @@ class Agent:
         from .conversation import EditorSession
         servers = mcp_specs(params.get("mcpServers") or [], folder)
         try:
-            chat = EditorSession(self.conn, session_id, folder, self.flags, servers, self.client_fs)
+            chat = EditorSession(self.conn, session_id, folder, self.flags, servers, self.client)
         except BantamError as e:  # a bad configuration: the editor shows why
             raise RpcError(INTERNAL_ERROR, f"bantam: {e}") from None
         with self.lock:

@@ -12,10 +12,11 @@ unfinished step as it does for Ctrl+C. The conversation is an ordinary saved ses
 Where the editor offers `fs/read_text_file` and `fs/write_text_file`, the model's read_file,
 write_file and edit_file go through it (tools/files.Buffers), after bantam's own checks: the
 model reads the buffer the person sees, unsaved changes included, and a write shows in the
-editor. Shell commands do not go to the editor's terminals: bantam runs them in its sandbox,
-with its scrubbed environment, its process-group kill and its bounded, redacted output, none of
-which a command the editor starts would have (the sandbox's seccomp filter is a descriptor
-handed to bubblewrap; an editor terminal inherits the editor's environment, keys included).
+editor. Shell commands are not run by the editor: bantam runs them in its sandbox, with its
+scrubbed environment, its process-group kill and its bounded, redacted output, none of which a
+command the editor starts would have (the sandbox's seccomp filter is a descriptor handed to
+bubblewrap; an editor terminal inherits the editor's environment, keys included). Their output
+is shown while they run, in one of the editor's terminals when it offers them (output.py).
 
 The MCP servers the editor names in `session/new` (or `session/load`) are started there, and the
 answer waits, at most SERVERS_WAIT, for those bantam has never seen with that configuration: the
@@ -43,6 +44,7 @@ from ..providers.cancel import Stopper
 from ..toolnames import DELEGATING
 from ..tools.files import Buffers
 from . import updates
+from .output import Display, Mirror, Updates, exit_meta
 from .rpc import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, Connection, RpcError, log
 
 # Events at which a cancelled turn stops: those a turn emits while it still has work ahead (a
@@ -69,9 +71,10 @@ COMMANDS = [
 
 class EditorSession:
     def __init__(self, conn: Connection, session_id: str, folder: Path, flags: dict[str, str],
-                 mcp_servers: dict[str, Any], client_fs: dict | None = None):
+                 mcp_servers: dict[str, Any], client: dict | None = None):
         self.conn, self.id, self.folder = conn, session_id, folder
-        fs = client_fs or {}
+        self.client = client or {}  # initialize's clientCapabilities
+        fs: dict = self.client["fs"] if isinstance(self.client.get("fs"), dict) else {}
         self.buffers = Buffers(read=self.read_text if fs.get("readTextFile") else None,
                                write=self.write_text if fs.get("writeTextFile") else None)
         self.written: dict[str, tuple[str | None, str]] = {}  # real path -> (old, new) text of a write through the editor
@@ -83,6 +86,7 @@ class EditorSession:
         self.cancelled = self.stopper.event
         self.calls: dict[str, tuple[str, Path | None, str | None, dict]] = {}  # id -> (tool, file, old text, arguments)
         self.running: dict[int, str] = {}  # thread -> the call it runs (sub-agents run in threads of their own)
+        self.streams: dict[str, Updates | Mirror | Display] = {}  # call id -> its command's output, shown as it comes
         self.usage: Any = None
         self.early: list[str] = []      # notices from before the client knows this session
         self.announced = False
@@ -101,6 +105,7 @@ class EditorSession:
         cfg = session.load_config(self.flags, self.folder)
         self.session = session.build(cfg, self.folder, on_event=self.on_event, approvals=self.approvals,
                                      undo=undo.session_key(self.id), buffers=self.buffers)
+        self.session.toolbox.ctx.on_output = self.command_output
         self.window = context_window_later(self.session.provider, cfg) if self.session.provider else None
         if self.mcp_servers:
             if first:
@@ -203,6 +208,8 @@ class EditorSession:
                                    **({"cachedReadTokens": u.cached_tokens} if u.cached_tokens else {})}
             return result
         finally:
+            for call_id in list(self.streams):  # a cancelled command's: its terminal is released
+                self.streams.pop(call_id).close()
             self.busy.release()
 
     def turn(self, words: str) -> str:
@@ -346,11 +353,38 @@ class EditorSession:
             else:
                 new = updates.read_text(where)
             diff = updates.diff(where, old, new)
-        self.update(updates.finished(call_id, event.content, event.is_error, diff))
+        stream = self.streams.pop(call_id, None)
+        shown = stream.close() if stream is not None else []
+        last = updates.finished(call_id, event.content, event.is_error, diff, shown)
+        if isinstance(stream, Mirror):
+            last["_meta"] = exit_meta(call_id, event.content)
+        self.update(last)
+
         for entry in self.plan:
             if entry["call"] == call_id:
                 entry["status"] = "completed"
                 self.show_plan()
+
+    def command_output(self, data: bytes) -> None:
+        """A piece of a running command's output (in the thread that runs it), for the editor."""
+        call_id = self.running.get(threading.get_ident())
+        if call_id is None:
+            return
+        stream = self.streams.get(call_id)
+        if stream is None:
+            stream = self.streams[call_id] = self.open_stream(call_id)
+        stream.feed(data)
+
+    def open_stream(self, call_id: str) -> Updates | Mirror | Display:
+        meta = self.client.get("_meta")
+        if isinstance(meta, dict) and meta.get("terminal_output") is True:
+            return Mirror(self.update, call_id, str(self.folder))
+        if self.client.get("terminal") is True:
+            try:
+                return Display(self.conn, self.id, call_id, self.update, self.cancelled)
+            except (RpcError, OSError) as e:  # no terminal after all: the output goes in the call
+                log(f"no terminal for {call_id}: {e}")
+        return Updates(self.update, call_id)
 
     def show_plan(self) -> None:
         """The turn's sub-agents as the editor's plan (each update carries the whole plan)."""

@@ -48,8 +48,12 @@ def started(call_id: str, name: str, args: dict, where: Path | None) -> dict:
     return update
 
 
-def finished(call_id: str, result: str, failed: bool, diff: dict | None = None) -> dict:
-    content: list[dict] = [{"type": "content", "content": {"type": "text", "text": result}}]
+def finished(call_id: str, result: str, failed: bool, diff: dict | None = None,
+             shown: list[dict] | None = None) -> dict:
+    """The call's last update. `shown`: where its output was already shown (the editor's
+    terminal), which stays, with the result's last line (the exit status) under it."""
+    text = result.rstrip().rpartition("\n")[2] if shown else result
+    content: list[dict] = [*(shown or []), {"type": "content", "content": {"type": "text", "text": text}}]
     if diff is not None and not failed:
         content.insert(0, diff)
     return {"sessionUpdate": "tool_call_update", "toolCallId": call_id,

@@ -79,6 +79,9 @@ class ToolContext:
     buffers: "Buffers | None" = None
     # Told each process a tool starts, as soon as it exists (the daemon notes its pid for bg_run).
     on_process: "Callable[[subprocess.Popen], Any] | None" = None
+    # Given each piece of a command's output as it is read, before the command ends (bantam acp
+    # shows it in the editor while it runs); the result the model sees is unchanged.
+    on_output: "Callable[[bytes], Any] | None" = None
     # Narrows the sandbox of every command the model runs (the daemon: its own files read-only).
     fence: "Callable[[Sandbox], Sandbox] | None" = None
     # The session's /tmp (sandbox.session_tmp): the host folder its sandboxed commands share as

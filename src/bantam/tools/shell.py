@@ -86,7 +86,8 @@ class ShellExec:
         if ctx.fence is not None:
             box = ctx.fence(box)
         result = run_shell(command, ctx.cfg.shell_timeout, ctx.cfg.tool_output_limit,
-                           ctx.cancel, on_start=ctx.on_process, sandbox=box, cwd=ctx.folder).for_model()
+                           ctx.cancel, on_start=ctx.on_process, sandbox=box, cwd=ctx.folder,
+                           on_output=ctx.on_output).for_model()
         if command != args["command"]:  # the person edited it: the model must not take it for its own
             return f"[the user replaced your command before it ran; what ran instead: {command}]\n{result}"
         return result
@@ -124,10 +125,12 @@ def run_shell(command: str, timeout: float, output_limit: int,
               cancel: threading.Event | None = None,
               on_start: Callable[[subprocess.Popen], None] | None = None,
               env: dict[str, str] | None = None, sandbox: "Sandbox | None" = None,
-              cwd: str | os.PathLike | None = None) -> ShellResult:
+              cwd: str | os.PathLike | None = None,
+              on_output: Callable[[bytes], Any] | None = None) -> ShellResult:
     """Run `command` with bash in its own session, in `cwd` (the session's folder); see
     run_process for the limits, the environment and the sandbox."""
-    return run_process([SHELL, "-c", command], timeout, output_limit, cancel, on_start, cwd, env, sandbox)
+    return run_process([SHELL, "-c", command], timeout, output_limit, cancel, on_start, cwd, env, sandbox,
+                       on_output=on_output)
 
 
 def run_process(argv: list[str], timeout: float, output_limit: int,
@@ -135,7 +138,8 @@ def run_process(argv: list[str], timeout: float, output_limit: int,
                 on_start: Callable[[subprocess.Popen], None] | None = None,
                 cwd: str | os.PathLike | None = None, env: dict[str, str] | None = None,
                 sandbox: "Sandbox | None" = None, pass_fds: Iterable[int] = (),
-                started: Callable[[], None] | None = None) -> ShellResult:
+                started: Callable[[], None] | None = None,
+                on_output: Callable[[bytes], Any] | None = None) -> ShellResult:
     """The one place bantam runs a program: stdin closed, stdout and stderr merged, its own session.
     The whole process group is killed at `timeout`, on Ctrl+C, when `cancel` is set (a sub-agent
     whose parent was interrupted: then KeyboardInterrupt), and when the program returns (so nothing
@@ -146,13 +150,14 @@ def run_process(argv: list[str], timeout: float, output_limit: int,
     the user's own `!cmd` passes envpolicy.user_env(). A program that cannot start raises OSError.
     With a `sandbox`, the program runs inside it (bubblewrap; ToolError when that cannot work) and
     its result is settled there. `pass_fds` stay open in the program; `started` is called as soon
-    as it exists."""
+    as it exists; `on_output` is given each piece of output as it is read (an editor shows it
+    while the program runs), unclipped and unredacted."""
     if sandbox is not None:
         argv = sandbox.wrap(argv, cwd)
         env = tool_env(sandbox.passthrough) if env is None else env
         try:  # the filter's descriptor goes to bubblewrap and is closed here once it started
             result = run_process(argv, timeout, output_limit, cancel, on_start, cwd, env,
-                                 pass_fds=sandbox.fds, started=sandbox.release)
+                                 pass_fds=sandbox.fds, started=sandbox.release, on_output=on_output)
         finally:
             sandbox.release()
         return sandbox.settle(result)
@@ -171,7 +176,7 @@ def run_process(argv: list[str], timeout: float, output_limit: int,
             signal.raise_signal(signal.SIGINT)  # now, where the finally below kills the group
         if on_start is not None:
             on_start(proc)
-        timed_out = _read_until_done(proc, output, deadline, cancel)
+        timed_out = _read_until_done(proc, output, deadline, cancel, on_output)
         if not timed_out:
             # EOF can come before the exit: `cat` closes stdout, then exits. Killing it now would
             # turn a success into 137, so wait for the real exit status.
@@ -205,7 +210,7 @@ def _ctrl_c_held() -> Iterator[list[int]]:
 
 
 def _read_until_done(proc: subprocess.Popen, output: "ClippedOutput", deadline: float,
-                     cancel: threading.Event | None) -> bool:
+                     cancel: threading.Event | None, on_output: Callable[[bytes], Any] | None = None) -> bool:
     """Read until EOF (or shortly after the shell exits); True if the deadline passed."""
     assert proc.stdout is not None  # started with stdout=PIPE
     fd = proc.stdout.fileno()
@@ -227,6 +232,8 @@ def _read_until_done(proc: subprocess.Popen, output: "ClippedOutput", deadline: 
                 if not data:
                     return False
                 output.add(data)
+                if on_output is not None:
+                    on_output(data)
 
 
 def _wait_until(proc: subprocess.Popen, deadline: float) -> bool:
