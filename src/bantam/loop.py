@@ -150,7 +150,7 @@ def request(provider: Provider, messages: list[dict], schemas: list[dict], limit
         if reply.finish_reason not in CUT or limits.fixed_max_tokens:
             break
         used = _budget(reply, options)
-        larger = min(max(2 * used, 1024), max(limits.max_tokens_limit, used))
+        larger = min(2 * used, max(limits.max_tokens_limit, used))  # twice what was asked, no more
         if not used or larger <= used:  # a budget not known cannot be doubled: the cut answer stands
             break
         # A Retry, not a Notice: every front end drops a retried request's partial answer (a pipe

@@ -29,4 +29,4 @@ def test_config_json_max_tokens_is_the_daemons_budget_and_is_doubled(home, model
         tg.push_text(chat_id=42, text="write the long one")
         wait_for(lambda: "Part\n\n[answer cut at 300 tokens]" in tg.texts(), "the cut answer, marked")
         sizes = [r.body.get("max_tokens") for r in model.seen("write the long one")]
-        assert sizes == [100, 300]  # doubled (at least to 1024), up to max_tokens_limit
+        assert sizes == [100, 200, 300]  # twice what was asked each time, up to max_tokens_limit

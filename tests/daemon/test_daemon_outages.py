@@ -140,6 +140,23 @@ def test_a_huge_message_is_stashed_whole_answered_and_history_kept(home, model, 
     assert "was stashed whole" in life(agent)
 
 
+def test_a_huge_message_in_a_small_window_is_stashed_once(home, model, daemons):  # noqa: F811
+    """Half of a 3,000-token budget is 4,800 characters, less than tool_output_limit's 5,000: the
+    shortened copy must still fit, or every wake-up stashes it again."""
+    agent = configure(home / "agent", model, context_tokens=3_000)
+    huge = "SMALL-HEAD " + "data " * 4_000 + " SMALL-TAIL"
+    model.on("SMALL-HEAD", text_reply("Read the small window's message."))
+    daemons()
+    wait_for(lambda: started(agent), "start")
+    say(agent, huge)
+    wait_for(answered(agent, "Read the small window"), "the answer to the huge message", 30)
+    time.sleep(1.5)  # a copy still over the limit was stashed again at every wake-up meanwhile
+    assert life(agent).count("was stashed whole") == 1
+    assert len(list((agent / "blobs").iterdir())) == 1
+    big = next(c for c in contents(agent) if c.startswith("SMALL-HEAD"))
+    assert len(big) <= 4_800 and big.endswith("SMALL-TAIL")
+
+
 def test_a_slow_trigger_command_does_not_hold_up_a_clock_trigger(home, model, daemons):
     agent = configure(home / "agent", model)
     due = time.time() + 2

@@ -251,15 +251,20 @@ class Agent:
     def shrink_huge(self, conv: list[dict]) -> list[dict]:
         """A message bigger than half the context budget can never be answered whole, and stashing
         the rest of the history around it would not help: stash the message itself to a blob and
-        leave its head, tail and the blob's name (as a clipped tool result does)."""
+        leave its head, tail and the blob's name (as a clipped tool result does). What is left
+        keeps at most half the limit, so the shortened copy is never over it again (a copy still
+        over it was stashed anew at every wake-up, a new blob each time); with a window too small
+        for even the note, the message is left as it is."""
         limit = int(self.settings.context_window * CHARS_PER_TOKEN * PRESSURE / 2)
         for i, message in enumerate(conv):
             content = message.get("content")
             if not isinstance(content, str) or len(content) <= limit:
                 continue
             wrapped, text = unwrap(content)
-            clipped = self.blobs.clip(text, self.settings.tool_output_limit)
+            clipped = self.blobs.clip(text, min(self.settings.tool_output_limit, limit // 2))
             smaller = {**message, "content": system_message(clipped)["content"] if wrapped else clipped}
+            if len(smaller["content"]) > limit:
+                continue
             def swap(cur: list[dict], i: int = i, m: dict = message, new: dict = smaller) -> list[dict] | None:
                 return cur[:i] + [new] + cur[i + 1:] if cur[i:i + 1] == [m] else None
             if self.conv.edit(swap):
