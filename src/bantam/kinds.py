@@ -35,8 +35,9 @@ class Flag(Kind):
         raise ValueError(f"expected true or false, got {text!r}")
 
     def value(self, value: Any) -> bool:
-        if not isinstance(value, bool):
-            raise ValueError(f"expected true or false, got {value!r}")
+        if not isinstance(value, bool):  # a typed file's true is not a string: "on" there is a typo
+            hint = " (true or false without quotes)" if isinstance(value, str) else ""
+            raise ValueError(f"expected true or false, got {value!r}{hint}")
         return value
 
 

@@ -81,7 +81,7 @@ class Agent:
         if not self.settings.telegram_token:
             return None
         from .telegram import Telegram
-        return Telegram(self.settings, self.cfg, self.dir, self.log)
+        return Telegram(self.settings, self.cfg, self.dir, self.log, self.say)
 
     # --- running ------------------------------------------------------------------------------
 

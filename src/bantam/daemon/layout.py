@@ -152,15 +152,24 @@ def load_module(path: Path, package: str) -> ModuleType:
     return module
 
 
-def ensure_heartbeat(agent: AgentDir, every: float) -> bool:
-    """triggers/heartbeat.json, created at boot for a primary (the seed: not for subconscious dirs)."""
+def ensure_heartbeat(agent: AgentDir, every: float) -> str:
+    """triggers/heartbeat.json as config.json says at boot, for a primary (the seed: not for
+    subconscious dirs): created when missing, removed when `heartbeat_s` is 0 (a heartbeat made
+    by an earlier start would otherwise go on beating). Returns what was done, or ""."""
     path = agent / "triggers" / "heartbeat.json"
-    if agent.is_subconscious or every <= 0 or path.exists():
-        return False
+    if agent.is_subconscious:
+        return ""
+    if every <= 0:
+        if not path.exists():
+            return ""
+        path.unlink()
+        return "removed triggers/heartbeat.json (heartbeat_s is 0)"
+    if path.exists():
+        return ""
     spec = {"next": time.time() + every, "repeat_s": every,
             "message": "heartbeat: anything to do? If not, reply with one word."}
     atomic_write(path, _json(spec), mode=0o600)
-    return True
+    return "created triggers/heartbeat.json"
 
 
 class ProcessLock:

@@ -75,8 +75,9 @@ def run_one(path: Path, cli: Mapping[str, str], primary: str = "agent", child: b
     try:
         for note in ready.notes:
             layout.life(ready.agent, "setup", note)
-        if layout.ensure_heartbeat(ready.agent, ready.settings.heartbeat_s):
-            layout.life(ready.agent, "setup", "created triggers/heartbeat.json")
+        beat = layout.ensure_heartbeat(ready.agent, ready.settings.heartbeat_s)
+        if beat:
+            layout.life(ready.agent, "setup", beat)
         from .agent import Agent
         agent = Agent(ready.agent, ready.settings, ready.cfg)
         signal.signal(signal.SIGTERM, lambda signum, frame: _interrupt(agent))

@@ -42,17 +42,19 @@ FILE_KINDS = ("document", "voice", "audio", "video", "animation")  # inbound fil
 FILE_CAP = 50 * 1024 * 1024  # an inbound file (the Bot API serves at most 20 MB)
 SEND_DELAYS = (1.0, 2.0, 5.0)  # an attachment is worth a few quick retries, not minutes of them
 SEND_TIMEOUT = 30.0            # seconds for one send: a stalled server must not hold the outbox
+POLL_RETRY_MAX_S = 300.0       # a getUpdates that keeps failing is tried again at least this often
 
 
 class Telegram:
-    def __init__(self, s: Settings, cfg: Config, agent_dir: Path | AgentDir, log: Callable[[str, str], None]):
+    def __init__(self, s: Settings, cfg: Config, agent_dir: Path | AgentDir, log: Callable[[str, str], None],
+                 say: Callable[[str], None] = lambda text: None):
         self.token = s.telegram_token
         self.chat_id, self.thread_id = s.telegram_chat_id, s.telegram_thread_id
         self.api = f"{s.telegram_api_base.rstrip('/')}/bot{self.token}"
         self.files = f"{s.telegram_api_base.rstrip('/')}/file/bot{self.token}"
         self.poll_s, self.max_chars = s.telegram_poll_s, s.chat_msg_max
         self.inbound, self.offset_file = agent_dir / "inbound", agent_dir / "tg_poll.offset"
-        self.log = log
+        self.log, self.say = log, say  # say: a line on the terminal, for what needs the user
         self.cfg = cfg
         self.client = make_client(cfg)
         self.outbox = Outbox(agent_dir / "outbox", self._send_queued, log, s.outbox_retry_max_s)
@@ -60,16 +62,27 @@ class Telegram:
     # --- in ---------------------------------------------------------------------------------
 
     def poll_forever(self, stop: Any, deliver: Callable[[str], None]) -> None:
+        """A getUpdates that keeps failing (a wrong token, Telegram down) is tried again further
+        and further apart, up to POLL_RETRY_MAX_S, and said once, also on the terminal, until it
+        works again: a wrong token logged every few seconds fills LIFE.md and tells nobody."""
         offset = self._read_offset()
+        delay, failing = 0.0, ""
         while not stop.is_set():
             try:
                 updates = with_retries(lambda: self.call("getUpdates", {
                     "offset": offset, "timeout": int(self.poll_s), "allowed_updates": ["message"]},
                     timeout=self.poll_s + 15), self._on_retry, self.cfg.retry_delays)
             except ProviderError as e:
-                self.log("telegram", f"getUpdates failed: {e}")
-                stop.wait(max(self.poll_s, 5.0))
+                delay = min(max(self.poll_s, 5.0, delay * 2), POLL_RETRY_MAX_S)
+                if str(e) != failing:
+                    failing = str(e)
+                    self._poll_failed(e)
+                stop.wait(delay)
                 continue
+            if failing:
+                self.log("telegram", "getUpdates works again")
+                self.say("telegram: getUpdates works again")
+                delay, failing = 0.0, ""
             for update in updates if isinstance(updates, list) else []:
                 self.receive(update, deliver)
                 offset = int(update.get("update_id", offset - 1)) + 1
@@ -78,15 +91,28 @@ class Telegram:
                 except OSError as e:  # the poll goes on; a restart may deliver this one again
                     self.log("telegram", f"could not save the update cursor: {e}")
 
+    def _poll_failed(self, e: ProviderError) -> None:
+        refused = isinstance(e, APIError) and e.status in (401, 404)  # the Bot API's answers to a bad token
+        hint = "; check telegram_token in config.json" if refused else ""
+        text = (f"getUpdates failed: {e}{hint}; no chat until it works: retrying, at most every "
+                f"{POLL_RETRY_MAX_S:g} s (said again only if the error changes)")
+        self.log("telegram", text)
+        self.say(f"telegram: {text}")
+
     def receive(self, update: dict, deliver: Callable[[str], None]) -> None:
         msg = update.get("message")
         if not isinstance(msg, dict):
             return
         chat = str((msg.get("chat") or {}).get("id"))
         thread = msg.get("message_thread_id")
-        if chat != self.chat_id or (self.thread_id and str(thread) != self.thread_id):
+        if chat != self.chat_id:
             self.log("telegram", f"ignored a message from chat {chat}"
-                     + (f" thread {thread}" if thread else "") + " (not the configured chat)")
+                     + (f" topic {thread}" if thread else "") + " (not the configured chat)")
+            return
+        if self.thread_id and str(thread) != self.thread_id:
+            where = f"topic {thread}" if thread else "the general topic"
+            self.log("telegram", f"ignored a message in {where} of chat {chat} (not the configured "
+                                 f"topic {self.thread_id})")
             return
         text = msg.get("text") or msg.get("caption") or ""
         saved = self._download(msg)

@@ -10,13 +10,15 @@ A trigger's command is the model's command (the model writes triggers; the subco
 design): it runs inside the same sandbox as BASH (boundary.sandbox), with the tool environment.
 
 A fire is first written to trigger-queue/ (so it survives a crash), then the schedule is moved on
-or removed. Queued fires are injected one at a time, and only when the stream is idle (its last
-message is a plain assistant reply); if the previous trigger got nothing but an idle reply, that
-pair is removed first, so unanswered heartbeats do not pile up. Fires that queued up while the
-agent could not take them (the model was down) are delivered collapsed: every queued fire of one
-trigger with the same message becomes one message saying how many there were. A trigger's
-command runs in a thread of its own, so a slow one delays only itself. The state a watch needs (the
-file's hash, when it last fired) is kept in its own json. subconscious-* fires are also shown
+or removed; a fire that cannot be written leaves the schedule as it was, for the next scan. A
+command that times out does not fire, whatever it printed before. Queued fires are injected one
+at a time, and only when the stream is idle (its last message is a plain assistant reply); if
+the previous trigger got nothing but an idle reply, that pair is removed first, so unanswered
+heartbeats do not pile up. Fires that queued up while the agent could not take them (the model
+was down) are delivered collapsed: every queued fire of one trigger with the same message
+becomes one message saying how many there were. A trigger's command runs in a thread of its
+own, so a slow one delays only itself. The state a watch needs (the file's hash, when it last
+fired) is kept in its own json. subconscious-* fires are also shown
 to the operator. The heartbeat doubles its period each time it finds the agent idle, up to
 heartbeat_max_s, and drops back when something happened in between.
 """
@@ -53,6 +55,7 @@ class Triggers:
         self.lock = threading.Lock()        # the loop and the trigger thread both inject
         self.reported: dict[str, float] = {}  # bad trigger files already logged (name -> mtime)
         self.running: set[str] = set()      # triggers whose command is running now
+        self.failing: dict[str, str] = {}   # triggers whose fire could not be saved, and why
 
     # --- the thread -------------------------------------------------------------------------
 
@@ -99,6 +102,8 @@ class Triggers:
             return float(spec["next"]) if path.exists() and name not in self.running else None
         except (ValueError, TypeError, KeyError) as e:
             self._report(path, f"{type(e).__name__}: {e}")
+        except OSError as e:
+            self._unsaved(name, e)
         return None
 
     # --- the kinds ----------------------------------------------------------------------------
@@ -121,6 +126,8 @@ class Triggers:
         def run() -> None:
             try:
                 work()
+            except OSError as e:
+                self._unsaved(name, e)
             except Exception as e:  # (the scan thread reports its own errors the same way)
                 self.agent.log("trigger", f"{name} failed: {type(e).__name__}: {e}")
             finally:
@@ -151,16 +158,20 @@ class Triggers:
             return None
         if digest == spec["hash"] or now < float(spec.get("last", 0)) + float(spec.get("repeat_s") or 0):
             return None  # unchanged, or cooling down (a change then fires when the cooldown ends)
-        spec["hash"], spec["last"] = digest, now
-        _save(path, spec)
+        seen = {**spec, "hash": digest, "last": now}
+        # The new hash is saved only once the fire is safe in trigger-queue/: a fire that could
+        # not be written leaves the change unseen, so a later scan fires it.
         if "cmd" in spec:
             def work() -> None:
                 output = self.run_cmd(str(spec["cmd"]))
                 if output:
                     self.fire(name, _join(spec.get("message"), output))
+                if path.exists():  # (removed meanwhile by the agent, while its command ran)
+                    _save(path, seen)
             self._in_thread(name, work)
         else:
             self.fire(name, str(spec.get("message") or f"{spec['watch']} changed"))
+            _save(path, seen)
         return None
 
     def run_cmd(self, cmd: str) -> str:
@@ -173,9 +184,21 @@ class Triggers:
         except ToolError as e:  # (bubblewrap missing or broken): no fire; the schedule moves on
             self.agent.log("trigger", f"cmd {e}: {cmd[:200]}")
             return ""
-        if result.timed_out:
-            self.agent.log("trigger", f"cmd timed out after {s.cmd_timeout:g}s: {cmd[:200]}")
+        if result.timed_out:  # what it printed before is not its answer: no output, no fire
+            self.agent.log("trigger", f"cmd timed out after {s.cmd_timeout:g}s (no fire): {cmd[:200]}")
+            return ""
         return self.agent.blobs.clip(result.output.strip(), s.tool_output_limit)
+
+    def _unsaved(self, name: str, e: OSError) -> None:
+        """A fire or a schedule that could not be written (trigger-queue/ or triggers/ read-only
+        or full): the schedule stays where it was, so a later scan tries again. Said once until
+        it works again, not at every scan."""
+        where = f" in {os.path.dirname(e.filename)}" if isinstance(e.filename, str) else ""  # (not the temp file)
+        problem = f"{where}: {e.strerror or e}"
+        if self.failing.get(name) != problem:
+            self.failing[name] = problem
+            self.agent.log("trigger", f"{name} could not be saved{problem}; it is tried again at "
+                                      "the next scan")
 
     # --- fire, queue, inject --------------------------------------------------------------
 
@@ -185,6 +208,7 @@ class Triggers:
         record = {"name": name, "message": message, "fired_at": time.time()}
         atomic_write(self.queue / f"{time.time_ns():020d}-{name}.json",
                      json.dumps(record, ensure_ascii=False).encode("utf-8"), mode=0o600)
+        self.failing.pop(name, None)
         self.agent.log("trigger", f"{name} fired: {message[:200]}")
         if name.startswith(SURFACED):
             self.agent.tell_operator(f"[{name}] {message}")
@@ -229,7 +253,7 @@ class Triggers:
         if spec is None:
             return
         s = self.agent.settings
-        base = s.heartbeat_s or float(spec.get("repeat_s") or 0) or 225.0  # (0: turned off, file kept)
+        base = s.heartbeat_s or float(spec.get("repeat_s") or 0) or 225.0  # (0: one the agent wrote)
         repeat = min(float(spec.get("repeat_s") or base) * 2, max(s.heartbeat_max_s, base)) \
             if was_idle else base
         spec["repeat_s"], spec["next"] = repeat, time.time() + repeat
