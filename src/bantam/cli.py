@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import errno
 import os
 import re
 import signal
@@ -167,6 +168,22 @@ def guarded(run) -> int:
     except BrokenPipeError:  # `bantam ... | head`: the reader left; that is not an error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except OSError as e:  # a read-only folder, a full disk: the user's to fix, said in one line
+        if e.errno not in STORAGE_ERRORS:
+            raise
+        print(f"bantam: {terminal_safe(storage_problem(e))}", file=sys.stderr)
+        return 2
+
+
+STORAGE_ERRORS = (errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM)
+
+
+def storage_problem(e: OSError) -> str:
+    """What failed and where, for a folder bantam cannot write. Every write of state is atomic
+    (fsutil), so what was saved before stays whole: a run resumes from it once there is room."""
+    verb = "cannot write" if e.errno in (errno.EROFS, errno.ENOSPC, errno.EDQUOT) else "cannot use"
+    where = f" {e.filename}" if e.filename else ""
+    return f"{verb}{where}: {e.strerror or e}"
 
 
 def stop_on_signals() -> None:

@@ -184,11 +184,12 @@ def atomic_write(path: str | os.PathLike, data: bytes, mode: int | None = None) 
             os.fsync(f.fileno())
         os.chmod(tmp, mode)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
+        named(e, path)
         raise
 
 
@@ -395,8 +396,18 @@ def append(path: str | os.PathLike, data: bytes, *, sync: bool = True, lock: boo
             os.fsync(fd)
         st = os.fstat(fd)
         return st.st_ino, st.st_size
+    except OSError as e:
+        named(e, path)
+        raise
     finally:
         os.close(fd)
+
+
+def named(error: BaseException, path: str | os.PathLike) -> None:
+    """Make an OSError that names no file name `path`: a failed write or fsync says only "No
+    space left on device", and whoever reports it must be able to say where."""
+    if isinstance(error, OSError) and error.filename is None:
+        error.filename = os.fspath(path)
 
 
 def write_all(fd: int, data: bytes) -> None:
