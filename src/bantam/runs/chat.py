@@ -10,8 +10,10 @@ folder. "The last run" is the one this session started or resumed, else the newe
 """
 from __future__ import annotations
 
+import argparse
 import shlex
 import threading
+from typing import NoReturn
 from pathlib import Path
 
 from ..errors import ConfigError
@@ -23,12 +25,14 @@ PAUSING = "pausing the run at its next safe point (the step in progress finishes
 NOT_RUNNING = "no run is working now: /run GOAL starts one, /resume continues the last one"
 RUN_BUSY = ("a run is working: /pause pauses it at its next step (so does Ctrl+C); "
             "/status and /files show where it stands")
-USAGE = "usage: /run GOAL (options: --workspace DIR --config FILE --require-read FILE --scripted FILE)"
+USAGE = ("usage: /run GOAL [--workspace DIR] [--config FILE] [--require-read FILE] [--scripted FILE] "
+         "[--output FILE] [--goal-file FILE] [--prompt-artifact FILE] (as `bantam run` takes them, before "
+         "or after the goal; quote a goal that holds --)")
 
 
 def start(flags: dict[str, str], folder: Path, line: str, on_event: OnEvent,
           pause: threading.Event | None = None) -> Outcome:
-    """`/run GOAL`, or `/run --workspace DIR --config FILE --require-read F --scripted F GOAL...`."""
+    """`/run GOAL`, with `bantam run`'s options before or after the goal's words."""
     from . import runtime
     if not line.strip():
         raise ConfigError(USAGE)
@@ -74,22 +78,29 @@ def files(folder: Path, last: Path | None) -> str:
 
 
 def _options(line: str, folder: Path):
+    """The options and the goal of a /run line, read by `bantam run`'s own table
+    (cli.new_run_options) in any order: `/run read a --workspace ws`. A line with no word starting
+    with -- is the goal as typed, apostrophes and all."""
     from . import runtime
-    if not line.lstrip().startswith("--"):
+    from .cli import goal_of, new_run_options, run_options
+    if not any(word.startswith("--") for word in line.split()):
         return runtime.Options(runs_dir=RUNS_DIR, folder=folder), line.strip()
-    import argparse
-    p = argparse.ArgumentParser(prog="/run", add_help=False, exit_on_error=False)
-    p.add_argument("--workspace")
-    p.add_argument("--config")
-    p.add_argument("--require-read", action="append", default=[])
-    p.add_argument("--scripted")
-    p.add_argument("goal", nargs="+")
+    parser = new_run_options(_LineParser(prog="/run", add_help=False))
+    parser.add_argument("goal", nargs="*")
     try:
-        args = p.parse_args(shlex.split(line))
-    except (argparse.ArgumentError, ValueError, SystemExit) as e:
+        args = parser.parse_intermixed_args(shlex.split(line))
+    except ValueError as e:  # (shlex: an unclosed quote)
         raise ConfigError(f"/run: {e}") from None
-    return runtime.Options(args.config, args.workspace, args.require_read, args.scripted,
-                           runs_dir=RUNS_DIR, folder=folder), " ".join(args.goal)
+    goal = goal_of(" ".join(args.goal) or None, args.goal_file and str(folder / args.goal_file))
+    return run_options(args, RUNS_DIR, folder), goal
+
+
+class _LineParser(argparse.ArgumentParser):
+    """A parser for a line typed in the chat: a mistake is one line for the person, never a usage
+    text on the process's stderr and an exit."""
+
+    def error(self, message: str) -> NoReturn:
+        raise ConfigError(f"/run: {message} ({USAGE})")
 
 
 def _last(folder: Path, last: Path | None, check_goal: bool = True):

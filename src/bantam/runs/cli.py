@@ -15,32 +15,29 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import TYPE_CHECKING
 
 from ..options import common_options, flags
 from ..errors import ConfigError, Refused
 from ..fsutil import CONFIG_LIMIT, read_named
 from ..events import Done, Error, Notice, OnEvent
 
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from .runtime import Options
+
 
 def run_main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="bantam run", description="Start a controlled run: the model "
                                 "proposes, the runtime's gates decide.")
     p.add_argument("goal", nargs="?", help="what the run must achieve")
-    p.add_argument("--goal-file", metavar="FILE", help="read the goal from FILE")
-    p.add_argument("--config", metavar="FILE", help="TOML: [limits] [runtime] [model] [tools]")
-    p.add_argument("--workspace", metavar="DIR", help="copied into the run's workspace (default: empty)")
-    p.add_argument("--require-read", metavar="FILE", action="append", default=[],
-                   help="a workspace file the run must read in full before it may complete (repeatable)")
-    p.add_argument("--output", metavar="FILE", help="generate FILE: read the goal, write FILE (the only "
-                   "file the run may write), answer; the file's path is printed at the end")
-    p.add_argument("--prompt-artifact", metavar="FILE", help="worked examples and instructions from "
-                   "`bantam optimize`; copied into the run and kept frozen on resume")
+    new_run_options(p)
     _shared(p)
     args = p.parse_args(argv)
-    goal = _goal(args.goal, args.goal_file)
+    goal = goal_of(args.goal, args.goal_file)
     from . import runtime
-    options = runtime.Options(args.config, args.workspace, args.require_read, args.scripted, args.runs_dir,
-                              output=args.output, prompt_artifact=args.prompt_artifact)
+    options = run_options(args, args.runs_dir)
     render = renderer(args)
     store, state = runtime.start(flags(args), goal, options, render)
     if args.output and state.status == "completed":
@@ -54,6 +51,7 @@ def resume_main(argv: list[str]) -> int:
     p.add_argument("--config", metavar="FILE", help="new [limits], [runtime] or [model] (logged)")
     p.add_argument("--retry-blocked", action="store_true",
                    help="continue a blocked or failed run; run an interrupted write or command again")
+    _scripted(p)
     _shared(p)
     args = p.parse_args(argv)
     from . import runtime
@@ -79,15 +77,41 @@ def status_main(argv: list[str]) -> int:
     return 0
 
 
-def _shared(p: argparse.ArgumentParser) -> None:
+def new_run_options(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """What a new run takes besides its goal: `bantam run` and the chat's /run read the same
+    options with this one table."""
+    p.add_argument("--goal-file", metavar="FILE", help="read the goal from FILE")
+    p.add_argument("--config", metavar="FILE", help="TOML: [limits] [runtime] [model] [tools]")
+    p.add_argument("--workspace", metavar="DIR", help="copied into the run's workspace (default: empty)")
+    p.add_argument("--require-read", metavar="FILE", action="append", default=[],
+                   help="a workspace file the run must read in full before it may complete (repeatable)")
+    p.add_argument("--output", metavar="FILE", help="generate FILE: read the goal, write FILE (the only "
+                   "file the run may write), answer; the file's path is printed at the end")
+    p.add_argument("--prompt-artifact", metavar="FILE", help="worked examples and instructions from "
+                   "`bantam optimize`; copied into the run and kept frozen on resume")
+    _scripted(p)
+    return p
+
+
+def run_options(args: argparse.Namespace, runs_dir: str, folder: "Path | None" = None) -> "Options":
+    """The options new_run_options read, for runtime.start."""
+    from .runtime import Options
+    return Options(args.config, args.workspace, args.require_read, args.scripted, runs_dir,
+                   output=args.output, prompt_artifact=args.prompt_artifact, folder=folder)
+
+
+def _scripted(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scripted", metavar="FILE",
                    help="replay model answers from FILE (a JSON list of strings) instead of asking a model")
+
+
+def _shared(p: argparse.ArgumentParser) -> None:
     p.add_argument("--runs-dir", default="runs", metavar="DIR", help="where runs live (default: ./runs)")
     p.add_argument("--json", action="store_true", help="JSON Lines events on stdout (tool calls and results)")
     common_options(p)
 
 
-def _goal(goal: str | None, goal_file: str | None) -> str:
+def goal_of(goal: str | None, goal_file: str | None) -> str:
     if goal_file:
         try:
             return read_named(goal_file, CONFIG_LIMIT).decode("utf-8")

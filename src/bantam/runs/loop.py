@@ -283,13 +283,16 @@ def propose(run: Run, answer: PendingAnswer) -> Proposal:
 
 
 def infer(run: Run, request: Request) -> tuple[PendingAnswer, Usage]:
-    """Reserve the tokens, ask, save the answer. A process killed in between keeps the reservation."""
+    """Reserve the tokens, ask, save the answer. A process killed in between keeps the reservation
+    (lost: nobody knows what that request used); a request that failed for good (refused, or no
+    answer after the retries) returned no answer and no usage to count, so it gives its
+    reservation back and is no lost reservation."""
     reserve(run, request)
     try:
         reply = run.model.answer(request, run.on_event)
-    except ProviderError:  # the request failed for good: what it reserved stays counted
+    except ProviderError:
         inference = run.state.inference
-        run.state.counters.lost_reservations += inference.reserved if inference else 0
+        run.state.counters.tokens_used -= inference.reserved if inference else 0
         run.state.inference = None
         raise
     answer = record(run, request, reply)

@@ -120,7 +120,7 @@ class ProviderModel:
             except ValueError as e:  # the grammar-bound call did not parse (cut off, or odd bytes)
                 return ModelReply(f"(a tool call that is not valid JSON: {e})", None, request.prompt_tokens,
                              self.max_tokens)
-            text = from_call(reply.message) if tools else reply.message.get("content") or ""
+            text = from_call(reply.message)  # a server may answer with a call though none was offered
             usage = reply.usage
             return ModelReply(text, reply.finish_reason, usage.prompt_tokens if usage else request.prompt_tokens,
                          usage.completion_tokens if usage else estimate(len(text)))
@@ -128,16 +128,18 @@ class ProviderModel:
 
 
 def from_call(message: dict) -> str:
-    """A grammar-bound tool call back into the proposal JSON the parser expects."""
+    """A tool call back into the proposal JSON the parser expects: a grammar-bound one, or a
+    native call a server sent unasked (a "plan" call that holds an action rather than steps is
+    left to the parser's plan-call recovery). The answer's text when it holds no call."""
     calls = message.get("tool_calls") or []
     if not calls:
         return message.get("content") or ""
     name = calls[0]["function"]["name"]
     args = json.loads(calls[0]["function"]["arguments"] or "{}")
-    if name == "plan":
-        return json.dumps({"plan": args.get("steps", [])})
-    if name == "final":
-        return json.dumps({"final": args.get("answer", "")})
+    if name == "plan" and isinstance(args, dict) and isinstance(args.get("steps"), list):
+        return json.dumps({"plan": args["steps"]})
+    if name == "final" and isinstance(args, dict) and "answer" in args:
+        return json.dumps({"final": args["answer"]})
     return json.dumps({"tool": name, "arguments": args})
 
 
