@@ -80,6 +80,11 @@ def test_always_for_a_prefix_never_covers_its_destructive_form(home):
     assert shell(box, "git push origin main").endswith("exit: 128")  # covered: not asked
     assert shell(box, "git push --force origin main") == "error: not run: the user declined: not forced"
     assert [(r.prefix, r.exact) for r in asked] == [("git push", False), ("git push --force origin main", True)]
+    asked.clear()
+    box = toolbox(asked, [Verdict(True, remember=True), Verdict(False, "not that")], sandbox="workspace", approval="always")
+    assert shell(box, "sh -c 'echo hi'").endswith("hi\n\n\nexit: 0")
+    assert shell(box, "sh -c 'rm -rf build'") == "error: not run: the user declined: not that"  # quoted, still rm
+    assert [(r.prefix, r.exact) for r in asked] == [("sh", False), ("sh -c 'rm -rf build'", True)]
 
 
 # --- changing the boundary from the session -----------------------------------------------------

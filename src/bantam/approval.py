@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import re
 import shlex
 import threading
 from collections.abc import Callable
@@ -120,8 +121,9 @@ def command_prefix(command: str) -> str:
 
 def destructive(command: str) -> str:
     """Why "always" may cover only this exact `command` (a word of it is a DESTRUCTIVE program,
-    as a path too: `/bin/rm`; or git discards or rewrites with it: DESTRUCTIVE_GIT), or ""."""
-    words = command.split()
+    as a path too: `/bin/rm`, quoted too: `bash -c 'rm -rf x'`; or git discards or rewrites with
+    it: DESTRUCTIVE_GIT), or ""."""
+    words = [w for w in re.split(r"[\s'\"]+", command) if w]
     for n, word in enumerate(words):
         program = os.path.basename(word)
         if program in DESTRUCTIVE or program.startswith("mkfs."):
