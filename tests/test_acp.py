@@ -73,7 +73,7 @@ def test_initialize_and_a_streamed_answer_with_reasoning(home, server):
             assert init.agent_capabilities.prompt_capabilities.embedded_context is True
             new = await conn.new_session(cwd=str(home), mcp_servers=[])
             assert new.modes.current_mode_id == "workspace"
-            assert {m.id for m in new.modes.available_modes} == {"read-only", "workspace", "off"}
+            assert {m.id for m in new.modes.available_modes} == {"ask", "read-only", "workspace", "plan", "off"}
             done = await conn.prompt(session_id=new.session_id, prompt=[text_block("hi")])
             return new.session_id, done
     sid, done = run(go())

@@ -199,3 +199,38 @@ def test_zeds_agent_fed_terminal_gets_the_output_piece_by_piece(home, server):
     assert [p["_meta"]["terminal_output"]["data"] for p in pieces] == [f"tick {i}\n" for i in (1, 2, 3, 4)]
     assert last["status"] == "completed" and last["content"][0] == terminal
     assert last["_meta"]["terminal_exit"] == {"terminal_id": call["toolCallId"], "exit_code": 3, "signal": None}
+
+
+def test_ask_mode_asks_before_every_write_and_command_and_a_rejected_one_changes_nothing(home, server):
+    server.add(tool_reply("write_file", {"path": "new.txt", "content": "x\n"}),
+               tool_reply("shell_exec", {"command": "touch made.txt"}, call_id="call_2"),
+               text_reply("nothing done"),
+               tool_reply("shell_exec", {"command": "touch made.txt"}, call_id="call_3"), text_reply("done"))
+    lines = drive(server, home, client=("--call", "session/set_mode", '{"modeId": "ask"}',
+                                        "--prompt", "write and touch", "--prompt", "touch it"),
+                  permission="reject_once")
+    [new] = responses(lines, "session/new")
+    assert [m["id"] for m in new["modes"]["availableModes"]] == ["ask", "workspace", "read-only", "plan", "off"]
+    asked = [line["params"]["toolCall"]["title"] for line in lines if line["type"] == "request"]
+    assert len(asked) == 3  # the write, the command, and the command again
+    assert not (home / "new.txt").exists() and not (home / "made.txt").exists()
+    results = [u for u in updates(lines, "tool_call_update") if u["status"] != "in_progress"]
+    assert [u["status"] for u in results] == ["failed"] * 3
+
+
+def test_plan_mode_writes_nothing_runs_nothing_that_writes_and_tells_the_model(home, server):
+    server.add(tool_reply("write_file", {"path": "new.txt", "content": "x\n"}),
+               tool_reply("shell_exec", {"command": "touch made.txt; cat seen.txt"}, call_id="call_2"),
+               text_reply("1. write new.txt"), text_reply("back to work"))
+    (home / "seen.txt").write_text("looked at\n")
+    lines = drive(server, home, client=("--call", "session/set_mode", '{"modeId": "plan"}', "--prompt", "plan it",
+                                        "--call", "session/set_mode", '{"modeId": "workspace"}', "--prompt", "go"))
+    assert not [line for line in lines if line["type"] == "request"]  # refused, never asked
+    assert not (home / "new.txt").exists() and not (home / "made.txt").exists()
+    write, command = [u for u in updates(lines, "tool_call_update") if u["status"] != "in_progress"]
+    assert write["status"] == "failed"
+    assert "looked at" in command["content"][-1]["content"]["text"]  # a command may look
+    planned, working = server.chat_requests()[0].body, server.chat_requests()[-1].body
+    assert "Plan mode" in planned["messages"][0]["content"]
+    assert "Plan mode" not in working["messages"][0]["content"]  # another mode, another configuration
+    assert [r["stopReason"] for r in responses(lines, "session/prompt")] == ["end_turn", "end_turn"]

@@ -43,7 +43,7 @@ from ..providers import context_window_later
 from ..providers.cancel import Stopper
 from ..toolnames import DELEGATING
 from ..tools.files import Buffers
-from . import updates
+from . import settings, updates
 from .output import Display, Mirror, Updates, exit_meta
 from .rpc import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, Connection, RpcError, log
 
@@ -52,11 +52,6 @@ from .rpc import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, Connection, Rp
 STOP_AT = (RequestStarted, Text, Reasoning, ToolCall, Retry)
 REFUSED = ("content_filter", "refusal")  # finish reasons of a model that declined to answer
 SERVERS_WAIT = 30.0  # seconds a session's start waits for the editor's new MCP servers (a start's own limit)
-MODES = {  # the sandbox's modes as the editor offers them (config.Config.sandbox)
-    "read-only": ("Read only", "commands run in the sandbox and may write nothing"),
-    "workspace": ("Workspace", "commands run in the sandbox and may write only the project folder"),
-    "off": ("Full access (no sandbox)", "commands run with your full rights"),
-}
 COMMANDS = [
     {"name": "compact", "description": "summarise the conversation and continue from the summary"},
     {"name": "clear", "description": "start a new conversation"},
@@ -79,7 +74,8 @@ class EditorSession:
                                write=self.write_text if fs.get("writeTextFile") else None)
         self.written: dict[str, tuple[str | None, str]] = {}  # real path -> (old, new) text of a write through the editor
         self.plan: list[dict] = []  # this turn's sub-agents, as the editor's plan
-        self.flags = dict(flags)
+        self.given = dict(flags)  # the options after `bantam acp`
+        self.flags = dict(flags)  # and this session's choices: its mode's keys, its model
         self.mcp_servers = mcp_servers  # ServerSpecs from session/new: the editor user's choice
         self.busy = threading.Lock()    # one prompt at a time
         self.stopper = Stopper()        # cancel: the flag, and the sockets of responses in flight
@@ -95,16 +91,19 @@ class EditorSession:
         self.log = sessions.SessionLog(session_id, folder)
         self.messages: list[dict] = []
         self.configure(first=True)
+        self.mode = settings.mode_of(self.cfg.sandbox, self.cfg.approval)
         self.messages = self.session.messages()
 
     # --- building -------------------------------------------------------------------------------
 
     def configure(self, first: bool = False) -> None:
         """(Re)build the bantam session from the flags: at the start (`first`: the editor waits
-        for the answer, and the servers it named start), and for /model."""
+        for the answer, and the servers it named start), for a mode and for a model."""
         cfg = session.load_config(self.flags, self.folder)
-        self.session = session.build(cfg, self.folder, on_event=self.on_event, approvals=self.approvals,
-                                     undo=undo.session_key(self.id), buffers=self.buffers)
+        built = session.build(cfg, self.folder, on_event=self.on_event, approvals=self.approvals,
+                              undo=undo.session_key(self.id), buffers=self.buffers)
+        self.session = replace(built, system=built.system + settings.PLAN_NOTE) \
+            if getattr(self, "mode", "") == "plan" else built
         self.session.toolbox.ctx.on_output = self.command_output
         self.window = context_window_later(self.session.provider, cfg) if self.session.provider else None
         if self.mcp_servers:
@@ -163,17 +162,16 @@ class EditorSession:
         return self.session.cfg
 
     def modes(self) -> dict:
-        return {"currentModeId": self.cfg.sandbox,
-                "availableModes": [{"id": key, "name": name, "description": why}
-                                   for key, (name, why) in MODES.items()]}
+        return settings.modes(self.mode)
 
     def set_mode(self, mode: str) -> None:
-        if mode not in MODES:
-            raise RpcError(INVALID_PARAMS, f"unknown mode {mode!r} (modes: {', '.join(MODES)})")
-        self.flags["sandbox"] = mode  # the editor's user chose it: it outlasts a /model rebuild
-        cfg = replace(self.cfg, sandbox=mode)
-        self.session.cfg = cfg
-        self.session.toolbox.ctx.cfg = cfg  # the next command or write is checked under it
+        """A new session configuration with the mode's keys; the conversation goes on in it (a
+        turn that runs finishes under the old one)."""
+        if mode not in settings.MODES:
+            raise RpcError(INVALID_PARAMS, f"unknown mode {mode!r} (modes: {', '.join(settings.MODES)})")
+        self.mode = mode
+        self.flags = settings.flags_for(mode, self.given, self.flags)
+        self.configure()
 
     def announce(self) -> None:
         """After the client has the session's id: the commands, and what was said while building."""
