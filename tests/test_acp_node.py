@@ -234,3 +234,21 @@ def test_plan_mode_writes_nothing_runs_nothing_that_writes_and_tells_the_model(h
     assert "Plan mode" in planned["messages"][0]["content"]
     assert "Plan mode" not in working["messages"][0]["content"]  # another mode, another configuration
     assert [r["stopReason"] for r in responses(lines, "session/prompt")] == ["end_turn", "end_turn"]
+
+
+def test_the_model_dropdown_lists_the_endpoints_models_and_a_choice_switches_the_model(home):
+    with FakeServer(models=[{"id": "test-model"}, {"id": "other-model"}]) as server:
+        server.add(text_reply("one"), text_reply("two"))
+        lines = drive(server, home, client=(
+            "--prompt", "hi", "--call", "session/set_config_option", '{"configId": "model", "value": "other-model"}',
+            "--prompt", "again"))
+        requests = server.chat_requests()
+    [new] = responses(lines, "session/new")
+    model = {o["id"]: o for o in new["configOptions"]}["model"]
+    assert (model["category"], model["currentValue"]) == ("model", "test-model")
+    listed = updates(lines, "config_option_update")[0]["configOptions"]
+    assert [o["value"] for o in {o["id"]: o for o in listed}["model"]["options"]] == ["test-model", "other-model"]
+    [chosen] = responses(lines, "session/set_config_option")
+    assert {o["id"]: o for o in chosen["configOptions"]}["model"]["currentValue"] == "other-model"
+    assert [r.body["model"] for r in requests] == ["test-model", "other-model"]
+    assert requests[-1].body["messages"][1]["content"] == "hi"  # the same conversation, another model

@@ -78,6 +78,7 @@ class Agent:
     def handlers(self) -> dict:
         return {"initialize": self.initialize, "session/new": self.new, "session/load": self.load,
                 "session/prompt": self.prompt, "session/set_mode": self.set_mode,
+                "session/set_config_option": self.set_option, "session/set_model": self.set_model,
                 "session/list": self.list, "authenticate": lambda params: {}}
 
     def initialize(self, params: dict) -> Later:
@@ -99,7 +100,7 @@ class Agent:
     def new(self, params: dict) -> Later:
         folder = folder_of(params)
         chat = self.start(new_id(), folder, params)
-        return Later({"sessionId": chat.id, "modes": chat.modes()}, chat.announce)
+        return Later({"sessionId": chat.id, **chat.settings()}, chat.announce)
 
     def load(self, params: dict) -> Later:
         session_id = params.get("sessionId")
@@ -114,7 +115,7 @@ class Agent:
             raise RpcError(RESOURCE_NOT_FOUND, str(e)) from None
         for update in replay:  # the history first, then the answer (the protocol's order)
             chat.update(update)
-        return Later({"modes": chat.modes()}, chat.announce)
+        return Later(chat.settings(), chat.announce)
 
     def start(self, session_id: str, folder: Path, params: dict) -> Any:
         from .conversation import EditorSession
@@ -142,6 +143,17 @@ class Agent:
 
     def set_mode(self, params: dict) -> dict:
         self.find(params).set_mode(str(params.get("modeId")))
+        return {}
+
+    def set_option(self, params: dict) -> dict:
+        option, value = params.get("configId"), params.get("value")
+        if not isinstance(option, str) or not isinstance(value, str):
+            raise RpcError(INVALID_PARAMS, "configId and a string value are required")
+        return {"configOptions": self.find(params).set_option(option, value)}
+
+    def set_model(self, params: dict) -> dict:
+        """session/set_model, the model picker of editors that predate configuration options."""
+        self.find(params).set_model(str(params.get("modelId") or ""))
         return {}
 
     def cancel(self, params: dict) -> None:

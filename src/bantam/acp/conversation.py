@@ -92,6 +92,7 @@ class EditorSession:
         self.messages: list[dict] = []
         self.configure(first=True)
         self.mode = settings.mode_of(self.cfg.sandbox, self.cfg.approval)
+        self.models: list[str] = []  # the endpoint's, once fetched (announce)
         self.messages = self.session.messages()
 
     # --- building -------------------------------------------------------------------------------
@@ -173,6 +174,44 @@ class EditorSession:
         self.flags = settings.flags_for(mode, self.given, self.flags)
         self.configure()
 
+    def set_model(self, name: str) -> None:
+        """A new session configuration with this model (any name the endpoint takes: its list
+        may be partial); the conversation goes on with it."""
+        if not name.strip():
+            raise RpcError(INVALID_PARAMS, "a model name is required")
+        self.flags["model"] = name.strip()
+        self.configure()
+
+    def settings(self) -> dict:
+        """What the answer that opens this session says of its settings."""
+        return {"modes": self.modes(), "configOptions": self.config_options()}
+
+    def config_options(self) -> list[dict]:
+        return settings.options(self.mode, self.cfg.model, self.models)
+
+    def set_option(self, option: str, value: str) -> list[dict]:
+        """session/set_config_option: the mode or the model; all options as they are now."""
+        if option == "mode":
+            self.set_mode(value)
+        elif option == "model":
+            self.set_model(value)
+        else:
+            raise RpcError(INVALID_PARAMS, f"unknown configuration option {option!r} (options: mode, model)")
+        return self.config_options()
+
+    def fetch_models(self) -> None:
+        """The endpoint's models for the dropdown (a request to it, so not before the editor has
+        the session); a failure leaves the current model alone in the list."""
+        try:
+            models = self.session.provider.list_models() if self.session.provider is not None else []
+        except BantamError as e:
+            return log(f"the model list could not be read: {e}")
+        self.models = models
+        self.show_options()
+
+    def show_options(self) -> None:
+        self.update({"sessionUpdate": "config_option_update", "configOptions": self.config_options()})
+
     def announce(self) -> None:
         """After the client has the session's id: the commands, and what was said while building."""
         self.announced = True
@@ -180,6 +219,7 @@ class EditorSession:
         for message in self.early:
             self.update(updates.text("agent_message_chunk", f"bantam: {message}\n\n"))
         self.early.clear()
+        threading.Thread(target=self.fetch_models, daemon=True, name=f"acp models {self.id}").start()
 
     # --- a turn ---------------------------------------------------------------------------------
 
@@ -262,8 +302,8 @@ class EditorSession:
         elif not arg.strip():
             self.say(f"model: {self.cfg.model}")
         else:
-            self.flags["model"] = arg.strip()
-            self.configure()
+            self.set_model(arg)
+            self.show_options()
             self.say(f"model: {self.cfg.model}")
         self.save()
         return None

@@ -1,10 +1,11 @@
-"""An ACP session's modes: what the editor's mode picker offers, and the configuration keys each
-choice stands for.
+"""An ACP session's modes and configuration options: what the editor's mode picker and model
+dropdown offer, and the configuration keys each choice stands for.
 
 A mode is a pair of bantam's own keys, the sandbox and the approval rule, set for this session
 as flags (they win over the files, and they outlast a model switch); the plan mode also tells
 the model to plan. A choice makes a new session configuration (conversation.EditorSession
-rebuilds its session), never an edit of the running one.
+rebuilds its session), never an edit of the running one. The model dropdown lists the
+endpoint's models (the list `bantam models` prints), fetched once the editor has the session.
 
     ask        every write and every command waits for the editor's answer (approval=always),
                in the workspace sandbox; a rejected one is not written or not run
@@ -62,3 +63,12 @@ def modes(current: str) -> dict:
     return {"currentModeId": current, "availableModes": [{"id": key, "name": m.name, "description": m.description}
                                                          for key, m in MODES.items()]}
 
+
+def options(mode: str, model: str, models: list[str]) -> list[dict]:
+    """The session's configuration options: the mode (as the mode picker has it) and the model
+    (the endpoint's list once known; the current one always among them)."""
+    names = models if model in models else [model, *models]
+    return [{"id": "mode", "name": "Mode", "category": "mode", "type": "select", "currentValue": mode,
+             "options": [{"value": key, "name": m.name, "description": m.description} for key, m in MODES.items()]},
+            {"id": "model", "name": "Model", "category": "model", "type": "select", "currentValue": model,
+             "options": [{"value": name, "name": name} for name in names]}]
