@@ -252,3 +252,44 @@ def test_the_model_dropdown_lists_the_endpoints_models_and_a_choice_switches_the
     assert {o["id"]: o for o in chosen["configOptions"]}["model"]["currentValue"] == "other-model"
     assert [r.body["model"] for r in requests] == ["test-model", "other-model"]
     assert requests[-1].body["messages"][1]["content"] == "hi"  # the same conversation, another model
+
+
+PNG = bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+                    "1f15c4890000000d49444154789c6360000002000001e221bc330000000049454e44ae426082")
+
+
+def test_an_image_in_the_prompt_goes_to_the_model_as_its_image_input(home, server):
+    import base64
+    server.add(text_reply("a dot"))
+    data = base64.b64encode(PNG).decode()
+    blocks = [{"type": "text", "text": "what is this?"}, {"type": "image", "mimeType": "image/png", "data": data},
+              {"type": "image", "mimeType": "image/gif", "data": base64.b64encode(b"GIF89a....").decode()}]
+    lines = drive(server, home, client=("--blocks", json.dumps(blocks)))
+    [init] = responses(lines, "initialize")
+    assert init["agentCapabilities"]["promptCapabilities"]["image"] is True
+    [done] = responses(lines, "session/prompt")
+    assert done["stopReason"] == "end_turn"
+    sent = server.chat_requests()[0].body["messages"][-1]["content"]
+    assert sent == [{"type": "text", "text": "what is this?"},
+                    {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{data}"}}]
+    said = "".join(u["content"]["text"] for u in updates(lines, "agent_message_chunk"))
+    assert "not a PNG or JPEG image (it is a GIF)" in said  # the GIF is left out, and the user told
+
+
+def test_sessions_are_listed_forked_closed_and_resumed_in_a_new_process(home, server):
+    server.add(text_reply("hi there"), text_reply("again"))
+    lines = drive(server, home, "hello", client=(
+        "--call", "session/fork", json.dumps({"cwd": str(home), "mcpServers": []}),
+        "--call", "session/list", "{}", "--call", "session/close", "{}"))
+    [init] = responses(lines, "initialize")
+    assert init["agentCapabilities"]["sessionCapabilities"] == {"list": {}, "resume": {}, "close": {}, "fork": {}}
+    [new], [fork] = responses(lines, "session/new"), responses(lines, "session/fork")
+    [listed] = responses(lines, "session/list")
+    assert {s["sessionId"] for s in listed["sessions"]} == {new["sessionId"], fork["sessionId"]}
+    assert responses(lines, "session/close") == [{}]
+    saved = Path(os.environ["HOME"]) / ".bantam" / "sessions"
+    assert "hello" in (saved / f"{fork['sessionId']}.jsonl").read_text()  # the fork starts with the history
+    later = drive(server, home, client=("--open", "session/resume", new["sessionId"], "--prompt", "more"))
+    assert responses(later, "session/resume")[0]["modes"]["currentModeId"] == "workspace"
+    assert not updates(later, "user_message_chunk")  # resumed, not replayed
+    assert [m["content"] for m in server.chat_requests()[-1].body["messages"][1:]] == ["hello", "hi there", "more"]

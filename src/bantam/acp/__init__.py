@@ -79,7 +79,8 @@ class Agent:
         return {"initialize": self.initialize, "session/new": self.new, "session/load": self.load,
                 "session/prompt": self.prompt, "session/set_mode": self.set_mode,
                 "session/set_config_option": self.set_option, "session/set_model": self.set_model,
-                "session/list": self.list, "authenticate": lambda params: {}}
+                "session/list": self.list, "session/resume": self.resume, "session/close": self.close,
+                "session/fork": self.fork, "authenticate": lambda params: {}}
 
     def initialize(self, params: dict) -> Later:
         capabilities = params.get("clientCapabilities")
@@ -90,10 +91,11 @@ class Agent:
         return {"protocolVersion": PROTOCOL_VERSION,
                 "agentCapabilities": {
                     "loadSession": True,
-                    # images: bantam does not know whether the configured model can see them
-                    "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
+                    # images go to the model as its image input (one it cannot take fails the turn)
+                    "promptCapabilities": {"image": True, "audio": False, "embeddedContext": True},
                     "mcpCapabilities": {"http": True, "sse": False},  # the hub speaks stdio and Streamable HTTP
-                    "sessionCapabilities": {"list": {}}},
+                    # fork is the protocol's unstable part: offered, used by clients that know it
+                    "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "fork": {}}},
                 "agentInfo": {"name": "bantam", "title": "bantam", "version": __version__},
                 "authMethods": []}
 
@@ -103,19 +105,48 @@ class Agent:
         return Later({"sessionId": chat.id, **chat.settings()}, chat.announce)
 
     def load(self, params: dict) -> Later:
-        session_id = params.get("sessionId")
-        from .. import sessions
-        if not isinstance(session_id, str) or not sessions.VALID_ID.match(session_id) \
-                or not sessions.path_of(session_id).is_file():
-            raise RpcError(RESOURCE_NOT_FOUND, f"no saved session {session_id!r}")
-        chat = self.start(session_id, folder_of(params), params)
-        try:
-            replay = chat.resume()
-        except SessionError as e:
-            raise RpcError(RESOURCE_NOT_FOUND, str(e)) from None
+        """session/load: the saved session, its history replayed to the editor."""
+        chat, replay = self.reopen(params)
         for update in replay:  # the history first, then the answer (the protocol's order)
             chat.update(update)
         return Later(chat.settings(), chat.announce)
+
+    def resume(self, params: dict) -> Later:
+        """session/resume: the saved session, without its history (the editor still shows it)."""
+        chat, _ = self.reopen(params)
+        return Later(chat.settings(), chat.announce)
+
+    def reopen(self, params: dict) -> tuple[Any, list[dict]]:
+        session_id = saved_id(params)
+        chat = self.start(session_id, folder_of(params), params)
+        try:
+            return chat, chat.resume()
+        except SessionError as e:
+            raise RpcError(RESOURCE_NOT_FOUND, str(e)) from None
+
+    def fork(self, params: dict) -> Later:
+        """session/fork: a new session that starts with a copy of this one's conversation (the
+        one in memory when it is open here, else the saved one); the two go on apart."""
+        from .. import sessions
+        source = self.sessions.get(params.get("sessionId"))  # type: ignore[arg-type]
+        if source is not None:
+            history = list(source.messages)
+        else:
+            try:
+                history = sessions.load(saved_id(params))[1]
+            except SessionError as e:
+                raise RpcError(RESOURCE_NOT_FOUND, str(e)) from None
+        chat = self.start(new_id(), folder_of(params), params)
+        chat.adopt(history)
+        return Later({"sessionId": chat.id, **chat.settings()}, chat.announce)
+
+    def close(self, params: dict) -> dict:
+        """session/close: its turn stops, and the session is forgotten here (it stays saved)."""
+        chat = self.find(params)
+        chat.cancel()
+        with self.lock:
+            self.sessions.pop(chat.id, None)
+        return {}
 
     def start(self, session_id: str, folder: Path, params: dict) -> Any:
         from .conversation import EditorSession
@@ -180,6 +211,15 @@ def warm_up() -> None:
         from ..providers.http import load_httpx
         load_httpx()
     threading.Thread(target=load, daemon=True, name="acp warm-up").start()
+
+
+def saved_id(params: dict) -> str:
+    from .. import sessions
+    session_id = params.get("sessionId")
+    if not isinstance(session_id, str) or not sessions.VALID_ID.match(session_id) \
+            or not sessions.path_of(session_id).is_file():
+        raise RpcError(RESOURCE_NOT_FOUND, f"no saved session {session_id!r}")
+    return session_id
 
 
 def folder_of(params: dict) -> Path:

@@ -230,14 +230,14 @@ class EditorSession:
             self.stopper.clear()
             self.usage = None
             self.plan = []
-            words, left_out = updates.prompt_text(blocks)
+            words, content, left_out = updates.prompt_content(blocks)
             if left_out:
                 self.say(f"not taken from the prompt: {', '.join(left_out)}")
             command = words.strip().split(maxsplit=1)
             if command and command[0] in ("/compact", "/clear", "/model", "/undo", "/rewind"):
                 self.command(command[0], command[1] if len(command) > 1 else "")
                 return {"stopReason": "end_turn"}
-            stop = self.turn(words)
+            stop = self.turn(content)
             result: dict[str, Any] = {"stopReason": "cancelled" if self.cancelled.is_set() else stop}
             if self.usage is not None:
                 u = self.usage
@@ -250,9 +250,10 @@ class EditorSession:
                 self.streams.pop(call_id).close()
             self.busy.release()
 
-    def turn(self, words: str) -> str:
-        """Run the loop on the user's words; the stop reason, as exact as the model said it."""
-        self.messages.append({"role": "user", "content": words})
+    def turn(self, content: str | list[dict]) -> str:
+        """Run the loop on the user's message; the stop reason, as exact as the model said it."""
+        asked = {"role": "user", "content": content}
+        self.messages.append(asked)
         unanswered = "[no answer: the model returned an empty answer]"  # closes the turn if it has none
         try:
             done = self.session.run(self.messages, lambda _: self.save())
@@ -265,6 +266,8 @@ class EditorSession:
             return "max_tokens" if isinstance(e, OutputLimitReached) else "max_turn_requests"
         except BantamError as e:
             unanswered = sessions.INTERRUPTED if self.cancelled.is_set() else f"[no answer: {e}]"
+            if isinstance(content, list) and not self.cancelled.is_set():  # a model that takes no
+                asked["content"] = without_images(content, e)  # images: not sent again next turn
             if self.cancelled.is_set():  # a response whose socket cancel shut
                 return "cancelled"
             raise RpcError(INTERNAL_ERROR, str(e)) from None
@@ -498,6 +501,11 @@ class EditorSession:
 
     # --- loading --------------------------------------------------------------------------------
 
+    def adopt(self, history: list[dict]) -> None:
+        """Start from another session's conversation (a fork), saved at once under this id."""
+        self.messages = self.session.messages(history)
+        self.save()
+
     def resume(self) -> list[dict]:
         """The saved conversation, read so that the next save appends to it; the replay's updates."""
         history = self.log.read(notify=log)
@@ -505,3 +513,8 @@ class EditorSession:
         return updates.replay(history)
 
 
+def without_images(content: list[dict], why: Exception) -> str:
+    """A message's text, its images replaced by a note (the request with them failed)."""
+    words = "\n\n".join(str(p.get("text", "")) for p in content if p.get("type") == "text")
+    dropped = sum(p.get("type") == "image_url" for p in content)
+    return f"{words}\n\n[{dropped} attached image(s) left out: the request with them failed: {why}]"

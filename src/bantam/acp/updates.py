@@ -5,6 +5,8 @@ pydantic's schema models (a second of start-up) out of `bantam acp`.
 """
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 from pathlib import Path
 from typing import Any
@@ -97,10 +99,41 @@ def asked(action: str, text: str, name: str, args: dict, where: Path | None, old
     return [shown] if shown is not None else [{"type": "content", "content": {"type": "text", "text": text}}]
 
 
+def prompt_content(blocks: list) -> tuple[str, str | list[dict], list[str]]:
+    """The user's words, the message's content for the model (the words; with images, OpenAI
+    content parts, which every provider translates to its own image input, as for read_image),
+    and notes on what was left out (an image that is not a PNG or JPEG, or too large)."""
+    words, left_out = prompt_text(blocks)
+    images = []
+    for block in blocks:
+        if isinstance(block, dict) and block.get("type") == "image":
+            try:
+                images.append(image_part(block))
+            except ToolError as e:
+                left_out.append(str(e))
+    if not images:
+        return words, words, left_out
+    return words, [{"type": "text", "text": words}, *images], left_out
+
+
+def image_part(block: dict) -> dict:
+    """An ACP image block as an OpenAI image part, checked as read_image checks a file."""
+    from ..tools.media import IMAGE_LIMIT, image_type
+    encoded = block.get("data")
+    try:
+        data = base64.b64decode(encoded if isinstance(encoded, str) else "", validate=True)
+    except (binascii.Error, ValueError):
+        raise ToolError("an image that is not base64 data") from None
+    if not data or len(data) > IMAGE_LIMIT:
+        raise ToolError(f"an image of {len(data)} bytes (the limit is {IMAGE_LIMIT >> 20} MB)")
+    mime = image_type(data, "the attached image")
+    return {"type": "image_url", "image_url": {"url": f"data:{mime};base64,{encoded}"}}
+
+
 def prompt_text(blocks: list) -> tuple[str, list[str]]:
-    """The user's message from a prompt's content blocks, and notes on what was left out. Text
+    """The user's words from a prompt's content blocks, and notes on what was left out. Text
     as it is; an embedded resource (a file the user attached) as its text under its URI; a
-    link as a link; an image or audio is not taken (initialize says so)."""
+    link as a link; images are prompt_content's; audio is not taken (initialize says so)."""
     parts, left_out = [], []
     for block in blocks:
         kind = block.get("type") if isinstance(block, dict) else None
@@ -115,9 +148,20 @@ def prompt_text(blocks: list) -> tuple[str, list[str]]:
                 left_out.append(f"binary resource {resource.get('uri', '')}")
         elif kind == "resource_link":
             parts.append(f"[{block.get('name') or block.get('uri')}]({block.get('uri')})")
-        else:
+        elif kind != "image":
             left_out.append(str(kind))
     return "\n\n".join(p for p in parts if p), left_out
+
+
+def images_of(content: Any) -> list[dict]:
+    """A saved message's images (OpenAI parts with data URLs) as ACP image blocks."""
+    found = []
+    for part in content if isinstance(content, list) else []:
+        url = str((part.get("image_url") or {}).get("url", "")) if isinstance(part, dict) else ""
+        head, _, data = url.partition(";base64,")
+        if head.startswith("data:") and data:
+            found.append({"type": "image", "mimeType": head.removeprefix("data:"), "data": data})
+    return found
 
 
 def replay(messages: list[dict]) -> list[dict]:
@@ -130,6 +174,8 @@ def replay(messages: list[dict]) -> list[dict]:
         if m.get("role") == "user":
             updates.append(text("user_message_chunk", content if isinstance(content, str) else
                                 prompt_text(content if isinstance(content, list) else [])[0]))
+            updates.extend({"sessionUpdate": "user_message_chunk", "content": image}
+                           for image in images_of(content))
         elif m.get("role") == "assistant":
             if isinstance(content, str) and content:
                 updates.append(text("agent_message_chunk", content))
