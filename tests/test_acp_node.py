@@ -293,3 +293,24 @@ def test_sessions_are_listed_forked_closed_and_resumed_in_a_new_process(home, se
     assert responses(later, "session/resume")[0]["modes"]["currentModeId"] == "workspace"
     assert not updates(later, "user_message_chunk")  # resumed, not replayed
     assert [m["content"] for m in server.chat_requests()[-1].body["messages"][1:]] == ["hello", "hi there", "more"]
+
+
+def test_the_terminals_slash_commands_are_offered_and_run_from_its_table(home):
+    from bantam.conversation import COMMANDS
+    with FakeServer(models=[{"id": "test-model"}, {"id": "other-model"}]) as server:
+        server.add(text_reply("what?"))
+        lines = drive(server, home, "/models", "/sandbox", "/model other-model", "/help", "/bogus")
+        asked = [r.body["messages"][-1]["content"] for r in server.chat_requests()]
+    [offered] = updates(lines, "available_commands_update")
+    names = [c["name"] for c in offered["availableCommands"]]
+    terminal = {usage.removeprefix("/").split()[0].rstrip(",") for usage, _ in COMMANDS}
+    assert set(names) <= terminal and len(names) == len(set(names))
+    assert {"compact", "clear", "model", "models", "undo", "rewind", "sandbox", "mcp", "trust", "list",
+            "help"} == set(names)
+    said = "".join(u["content"]["text"] for u in updates(lines, "agent_message_chunk"))
+    assert "* test-model\n  other-model" in said  # /models, the current one marked
+    assert "(mode: workspace)" in said  # /sandbox
+    assert "model: other-model" in said  # /model NAME: a new configuration with it
+    assert "/undo  take back the file changes" in said  # /help: what runs here
+    assert asked == ["/bogus"]  # only what is no command of bantam's reaches the model
+    assert [r["stopReason"] for r in responses(lines, "session/prompt")] == ["end_turn"] * 5

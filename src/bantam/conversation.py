@@ -39,36 +39,40 @@ from .sanitize import terminal_safe
 from .tools.shell import run_shell
 
 COMPACT_AT = 0.6  # offer compaction when the context is this full (seed 001)
-HELP = """\
-/save [name]        save the conversation (default name: this project's session) with a summary
-/continue, /cont    load this project's session
-/list               saved sessions, newest first (* marks this project's)
-/load <id>          load a session by id or unique prefix
-/compact            summarise the conversation and continue from the summary
-/cfg <key> [value]  show or set a configuration key (written to .bantam.cfg); /cfg lists them all
-/cfg --global <key> <value>  set it in ~/.config/bantam/config, for every project
-/model [name]       show or set the model
-/endpoint [url]     show or set the API endpoint
-/models             the endpoint's models, the current one marked with *
-/cost               what this session has cost, when the model list gives prices (OpenRouter)
-/sandbox [off|workspace|read-only] [network on|off] [approval never|on-request|always] [forget]  the boundary around
-                    the model's commands, and when you are asked; with words, change them for this session
-                    (nothing is written); forget: drop your "always" answers
-!<command>          run a shell command; its output is not added to the conversation
-/run GOAL           start a controlled run in ./runs/ (options: --workspace DIR --config FILE --scripted FILE)
-/fix ERROR          a correction run on the last run's goal and workspace
-/pause              pause the working run at its next step (so does Ctrl+C); /resume continues
-/resume [--retry-blocked]  continue the last run
-/status             the last run's progress, budgets and completion state
-/files              the files in the last run's workspace
-/mcp [trust]        MCP servers, their state and tools; trust: the same as /trust
-/trust              trust this project's files as they are now (.bantam.cfg, .mcp.json, tools folder)
-/undo [N]           take back the file changes of the last N turns (default 1), shell commands' included
-/rewind [N]         the same, and the conversation goes back to before those turns
-/clear              start a new conversation
-/help               this list
-/quit               exit (so does Ctrl+D on an empty line)
-Enter sends, Ctrl+J starts a new line, Ctrl+C clears the line or stops a running turn."""
+# The slash commands: /help prints this table, and `bantam acp` offers an editor the ones it runs
+# (acp/commands.py). Each row: how it is typed, what it does.
+COMMANDS: list[tuple[str, str]] = [
+    ("/save [name]", "save the conversation (default name: this project's session) with a summary"),
+    ("/continue, /cont", "load this project's session"),
+    ("/list", "saved sessions, newest first (* marks this project's)"),
+    ("/load <id>", "load a session by id or unique prefix"),
+    ("/compact", "summarise the conversation and continue from the summary"),
+    ("/cfg <key> [value]", "show or set a configuration key (written to .bantam.cfg); /cfg lists them all"),
+    ("/cfg --global <key> <value>", "set it in ~/.config/bantam/config, for every project"),
+    ("/model [name]", "show or set the model"),
+    ("/endpoint [url]", "show or set the API endpoint"),
+    ("/models", "the endpoint's models, the current one marked with *"),
+    ("/cost", "what this session has cost, when the model list gives prices (OpenRouter)"),
+    ("/sandbox [off|workspace|read-only] [network on|off] [approval never|on-request|always] [forget]",
+     "the boundary around the model's commands, and when you are asked; with words, change them for this "
+     "session (nothing is written); forget: drop your \"always\" answers"),
+    ("!<command>", "run a shell command; its output is not added to the conversation"),
+    ("/run GOAL", "start a controlled run in ./runs/ (options: --workspace DIR --config FILE --scripted FILE)"),
+    ("/fix ERROR", "a correction run on the last run's goal and workspace"),
+    ("/pause", "pause the working run at its next step (so does Ctrl+C); /resume continues"),
+    ("/resume [--retry-blocked]", "continue the last run"),
+    ("/status", "the last run's progress, budgets and completion state"),
+    ("/files", "the files in the last run's workspace"),
+    ("/mcp [trust]", "MCP servers, their state and tools; trust: the same as /trust"),
+    ("/trust", "trust this project's files as they are now (.bantam.cfg, .mcp.json, tools folder)"),
+    ("/undo [N]", "take back the file changes of the last N turns (default 1), shell commands' included"),
+    ("/rewind [N]", "the same, and the conversation goes back to before those turns"),
+    ("/clear", "start a new conversation"),
+    ("/help", "this list"),
+    ("/quit", "exit (so does Ctrl+D on an empty line)"),
+]
+HELP = "\n".join(f"{usage:<20}{what}" if len(usage) <= 18 else f"{usage}  {what}" for usage, what in COMMANDS) \
+    + "\nEnter sends, Ctrl+J starts a new line, Ctrl+C clears the line or stops a running turn."
 
 # What may be typed while a controlled run works in the background; anything else waits for it.
 WHILE_A_RUN_WORKS = ("/pause", "/status", "/files", "/help", "/quit")

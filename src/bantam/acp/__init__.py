@@ -8,10 +8,11 @@ seen before: conversation.py); several live in one process at once.
 
     rpc.py           the JSON-RPC transport (threads, requests both ways)
     conversation.py  one session: the loop's events as updates, approvals as permission requests,
-                     cancel, slash commands, saving and loading
+                     cancel, saving and loading
     updates.py       the update payloads (tool kinds, titles, diffs, the replay of a saved session)
     output.py        a running command's output, shown as it comes
     settings.py      the modes and the configuration options (the model)
+    commands.py      the slash commands: the terminal's table, run here
 
 The protocol is spoken directly, in plain dicts: the `agent-client-protocol` SDK builds about
 two hundred pydantic models on import (a second of start-up, six times bantam's own), and an

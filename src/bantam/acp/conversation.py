@@ -34,16 +34,16 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from .. import compact, config, session, sessions, undo
+from .. import config, session, sessions, undo
 from ..approval import Approvals, Request, Verdict
-from ..errors import BantamError, LimitReached, OutputLimitReached, ProviderError, ToolError
-from ..events import Error, Event, Notice, Reasoning, RequestStarted, Retry, Text, ToolCall, ToolResult, UsageReport, quiet
+from ..errors import BantamError, LimitReached, OutputLimitReached, ToolError
+from ..events import Error, Event, Notice, Reasoning, RequestStarted, Retry, Text, ToolCall, ToolResult, UsageReport
 from ..loop import CUT
 from ..providers import context_window_later
 from ..providers.cancel import Stopper
 from ..toolnames import DELEGATING
 from ..tools.files import Buffers
-from . import settings, updates
+from . import commands, settings, updates
 from .output import Display, Mirror, Updates, exit_meta
 from .rpc import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, Connection, RpcError, log
 
@@ -52,16 +52,6 @@ from .rpc import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, Connection, Rp
 STOP_AT = (RequestStarted, Text, Reasoning, ToolCall, Retry)
 REFUSED = ("content_filter", "refusal")  # finish reasons of a model that declined to answer
 SERVERS_WAIT = 30.0  # seconds a session's start waits for the editor's new MCP servers (a start's own limit)
-COMMANDS = [
-    {"name": "compact", "description": "summarise the conversation and continue from the summary"},
-    {"name": "clear", "description": "start a new conversation"},
-    {"name": "model", "description": "show or set the model for this session",
-     "input": {"hint": "model name"}},
-    {"name": "undo", "description": "take back the file changes of the last N turns (default 1)",
-     "input": {"hint": "N, and --force to overwrite files you changed since"}},
-    {"name": "rewind", "description": "undo the last N turns and take the conversation back before them",
-     "input": {"hint": "N, and --force to overwrite files you changed since"}},
-]
 
 
 class EditorSession:
@@ -215,7 +205,7 @@ class EditorSession:
     def announce(self) -> None:
         """After the client has the session's id: the commands, and what was said while building."""
         self.announced = True
-        self.update({"sessionUpdate": "available_commands_update", "availableCommands": COMMANDS})
+        self.update({"sessionUpdate": "available_commands_update", "availableCommands": commands.offered()})
         for message in self.early:
             self.update(updates.text("agent_message_chunk", f"bantam: {message}\n\n"))
         self.early.clear()
@@ -233,9 +223,7 @@ class EditorSession:
             words, content, left_out = updates.prompt_content(blocks)
             if left_out:
                 self.say(f"not taken from the prompt: {', '.join(left_out)}")
-            command = words.strip().split(maxsplit=1)
-            if command and command[0] in ("/compact", "/clear", "/model", "/undo", "/rewind"):
-                self.command(command[0], command[1] if len(command) > 1 else "")
+            if commands.run(self, words):
                 return {"stopReason": "end_turn"}
             stop = self.turn(content)
             result: dict[str, Any] = {"stopReason": "cancelled" if self.cancelled.is_set() else stop}
@@ -285,53 +273,6 @@ class EditorSession:
         self.session.toolbox.ctx.cancel.set()  # the running command's group is killed at its next poll
         self.stopper.set()
 
-    def command(self, name: str, arg: str) -> None:
-        if name in ("/undo", "/rewind"):
-            return self.take_back(arg, rewind=name == "/rewind")
-        if name == "/clear":
-            self.messages[:] = self.session.messages()
-            self.say("conversation cleared")
-        elif name == "/compact":
-            if len(self.messages) <= 2:
-                return self.say("nothing to compact yet")
-            before = len(self.messages)
-            assert self.session.provider is not None
-            try:
-                compact.compact(self.session.provider, self.messages, self.cfg.retry_delays,
-                                quiet(self.on_event), str(self.folder))
-            except ProviderError as e:
-                raise RpcError(INTERNAL_ERROR, str(e)) from None
-            self.say(f"compacted {before} messages into {len(self.messages)}")
-        elif not arg.strip():
-            self.say(f"model: {self.cfg.model}")
-        else:
-            self.set_model(arg)
-            self.show_options()
-            self.say(f"model: {self.cfg.model}")
-        self.save()
-        return None
-
-    def take_back(self, arg: str, rewind: bool) -> None:
-        """/undo [N] [--force], /rewind [N] [--force]: the editor shows the files as they change;
-        a file changed by hand since the turn is overwritten only with --force (nobody is asked)."""
-        words = arg.split()
-        force = "--force" in words
-        count = [w for w in words if w != "--force"]
-        if len(count) > 1 or (count and not (count[0].isdigit() and int(count[0]) > 0)):
-            return self.say(f"usage: /{'rewind' if rewind else 'undo'} [N] [--force]")
-        try:
-            p = undo.plan(undo.session_key(self.id), int(count[0]) if count else 1)
-            self.say("\n".join(p.lines()))
-            left = undo.apply(p, force=force)
-        except undo.UndoError as e:
-            return self.say(str(e))
-        for path in left:
-            self.say(f"not restored: {path}")
-        if rewind:
-            del self.messages[1 + p.cut:]
-            self.save()
-        self.say("undone" + (" and the conversation taken back before that turn" if rewind else ""))
-
     def save(self) -> None:
         try:
             self.log.sync(self.messages, self.cfg.model, self.cfg.api_key)
@@ -350,6 +291,10 @@ class EditorSession:
             self.early.append(message)
         else:
             self.update(updates.text("agent_message_chunk", f"\n\nbantam: {message}\n\n"))
+
+    def show(self, text: str) -> None:
+        """A command's output (a listing), shown as it is; never kept in the history."""
+        self.update(updates.text("agent_message_chunk", f"\n\n{text}\n\n"))
 
     def on_event(self, event: Event) -> None:
         if self.cancelled.is_set() and isinstance(event, STOP_AT):
@@ -400,7 +345,6 @@ class EditorSession:
         if isinstance(stream, Mirror):
             last["_meta"] = exit_meta(call_id, event.content)
         self.update(last)
-
         for entry in self.plan:
             if entry["call"] == call_id:
                 entry["status"] = "completed"
