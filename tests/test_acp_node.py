@@ -307,6 +307,8 @@ def test_the_terminals_slash_commands_are_offered_and_run_from_its_table(home):
     assert set(names) <= terminal and len(names) == len(set(names))
     assert {"compact", "clear", "model", "models", "undo", "rewind", "sandbox", "mcp", "trust", "list",
             "help"} == set(names)
+    sandbox = {c["name"]: c for c in offered["availableCommands"]}["sandbox"]
+    assert "input" not in sandbox  # it shows the boundary here; the mode picker changes it
     said = "".join(u["content"]["text"] for u in updates(lines, "agent_message_chunk"))
     assert "* test-model\n  other-model" in said  # /models, the current one marked
     assert "(mode: workspace)" in said  # /sandbox

@@ -23,11 +23,13 @@ from .rpc import INTERNAL_ERROR, RpcError
 if TYPE_CHECKING:
     from .conversation import EditorSession
 
-# The editor's hint where it says more than the terminal's usage does.
+# The editor's hint and description where they differ from the terminal's: --force for the
+# take-backs (nobody is asked here), and /sandbox only shows (the mode picker changes it).
 HINTS = {"undo": "[N] [--force]: --force overwrites files you changed since",
-         "rewind": "[N] [--force]: --force overwrites files you changed since"}
+         "rewind": "[N] [--force]: --force overwrites files you changed since", "sandbox": ""}
 WHAT = {"rewind": "take back the file changes of the last N turns and the conversation before them",
-        "help": "the commands bantam runs here"}
+        "help": "the commands bantam runs here",
+        "sandbox": "the boundary around the model's commands, and when you are asked (the mode changes it)"}
 
 
 def offered() -> list[dict]:
@@ -39,8 +41,9 @@ def offered() -> list[dict]:
         name = name.rstrip(",")
         if name in HANDLERS and name not in found:
             entry: dict = {"name": name, "description": WHAT.get(name, what)}
-            if hint or name in HINTS:
-                entry["input"] = {"hint": HINTS.get(name, hint)}
+            hint = HINTS.get(name, hint)
+            if hint:
+                entry["input"] = {"hint": hint}
             found[name] = entry
     return list(found.values())
 
