@@ -166,6 +166,8 @@ def test_cancel_kills_the_running_command_and_the_session_goes_on(home, server):
                 await asyncio.sleep(0.05)
             with pytest.raises(RequestError):  # one prompt at a time
                 await conn.prompt(session_id=sid, prompt=[text_block("and this?")])
+            # a mode chosen meanwhile builds the next turn's configuration; Stop still stops this one
+            await conn.set_session_mode(session_id=sid, mode_id="off")
             await conn.cancel(session_id=sid)
             cancelled = await turn
             after = await conn.prompt(session_id=sid, prompt=[text_block("are you there?")])

@@ -81,6 +81,7 @@ class EditorSession:
         self.log = sessions.SessionLog(session_id, folder)
         self.messages: list[dict] = []
         self.configure(first=True)
+        self.running_session = self.session
         self.mode = settings.mode_of(self.cfg.sandbox, self.cfg.approval)
         self.models: list[str] = []  # the endpoint's, once fetched (announce)
         self.messages = self.session.messages()
@@ -244,7 +245,8 @@ class EditorSession:
         self.messages.append(asked)
         unanswered = "[no answer: the model returned an empty answer]"  # closes the turn if it has none
         try:
-            done = self.session.run(self.messages, lambda _: self.save())
+            self.running_session = self.session  # a mode or model chosen meanwhile is the next turn's
+            done = self.running_session.run(self.messages, lambda _: self.save())
         except KeyboardInterrupt:  # cancelled: the unfinished step is gone, the rest is kept
             unanswered = sessions.INTERRUPTED
             return "cancelled"
@@ -270,7 +272,9 @@ class EditorSession:
         """session/cancel: stop the running turn now (nothing to do when none runs)."""
         if not self.busy.locked():
             return
-        self.session.toolbox.ctx.cancel.set()  # the running command's group is killed at its next poll
+        # the running command's group is killed at its next poll (the turn's session: a mode or
+        # model chosen since has built another)
+        self.running_session.toolbox.ctx.cancel.set()
         self.stopper.set()
 
     def save(self) -> None:
