@@ -1,4 +1,4 @@
-"""Compaction (seed 001): ask the model to summarise, then restart from system + summary.
+"""Compaction: ask the model to summarise, then restart from system + summary.
 
 Beyond the seed, the summary message carries the original task, the latest request and the
 project's AGENTS.md verbatim, so no compaction can lose what the user asked for or the rules.

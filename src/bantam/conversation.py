@@ -38,7 +38,7 @@ from .render import Renderer
 from .sanitize import terminal_safe
 from .tools.shell import run_shell
 
-COMPACT_AT = 0.6  # offer compaction when the context is this full (seed 001)
+COMPACT_AT = 0.6  # offer compaction when the context is this full
 # The slash commands: /help prints this table, and `bantam acp` offers an editor the ones it runs
 # (acp/commands.py). Each row: how it is typed, what it does.
 COMMANDS: list[tuple[str, str]] = [
@@ -420,7 +420,7 @@ class Conversation:
         if warning:
             self.render(Error(message=warning))
 
-    # --- controlled runs (seed 002): /pause (Ctrl+C, the page's Stop) pauses one -----------
+    # --- controlled runs: /pause (Ctrl+C, the page's Stop) pauses one -----------
 
     def cmd_run(self, arg: str) -> None:
         from .runs import chat

@@ -17,8 +17,8 @@ class Limits:
     retry_delays: tuple[float, ...] = FIBONACCI_DELAYS
     max_tokens_limit: int = Config.max_tokens_limit  # a cut answer is asked again with doubled max_tokens, up to this
     # The max_tokens the user set (`max_tokens=20`): their choice, never raised; an answer cut at
-    # it stands, and says so. None: the provider's default, which a cut answer grows (seed 003).
-    # The daemon passes None whatever its config.json says: seed 003 doubles its per-request budget.
+    # it stands, and says so. None: the provider's default, which a cut answer grows.
+    # The daemon passes None whatever its config.json says: it doubles its per-request budget itself.
     fixed_max_tokens: int | None = None
 
     @classmethod

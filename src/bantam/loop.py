@@ -1,4 +1,4 @@
-"""The agentic loop (seed 000's `AL`): ask the model, run the tools it calls, repeat until it answers.
+"""The agentic loop: ask the model, run the tools it calls, repeat until it answers.
 
     turn = run(provider, messages, toolbox, Limits(), on_event)
 
@@ -34,7 +34,7 @@ from .tools import Outcome, Toolbox
 
 REPEAT_LIMIT = 3  # the same call this many times in a row is refused, not run again
 REFUSALS_TO_STOP = 3  # repeats refused in one turn before the turn ends
-OUTPUT_ATTEMPTS = 3  # seed 003: at most three generations of an answer cut at the output limit
+OUTPUT_ATTEMPTS = 3  # at most three generations of an answer cut at the output limit
 CUT = ("length", "max_tokens")  # finish reasons of an answer cut at the output limit
 Checkpoint = Callable[[list[dict]], None]
 
@@ -138,7 +138,7 @@ def _saved_first(call: dict, toolbox: Toolbox) -> bool:
 def request(provider: Provider, messages: list[dict], schemas: list[dict], limits: Limits,
             on_event: OnEvent, workspace: Path | None = None) -> Reply:
     """One answer. An answer cut at a default output limit is asked for again with twice the
-    budget, up to `max_tokens_limit` and OUTPUT_ATTEMPTS generations in all (seed 003); one cut at
+    budget, up to `max_tokens_limit` and OUTPUT_ATTEMPTS generations in all; one cut at
     the user's own max_tokens (`limits.fixed_max_tokens`) is not: that limit is their choice.
     A cut tool call is never run: it raises LimitReached; a cut text is kept, and AnswerCut says
     so. The larger budget travels with that one request (RequestOptions), never on the provider,

@@ -126,7 +126,7 @@ def run_command(cfg: Config, command: str) -> int:
 
 
 def run_handler(cfg: Config, task: str | None) -> int:
-    """Actor-mesh handler (seed 004): the task on stdin; `ACTOR_RESULT_TOPIC\\nRESULT` on stdout."""
+    """Actor-mesh handler: the task on stdin; `ACTOR_RESULT_TOPIC\\nRESULT` on stdout."""
     if not task or not task.strip():
         raise ConfigError("bantam handler: no task on standard input")
     provider = make_provider(cfg)

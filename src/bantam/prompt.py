@@ -32,7 +32,7 @@ def builtin_prompt(tools: tuple[str, ...]) -> str:
 
 
 def agent_dir() -> Path:
-    """`$AGENT_DIR` (seed 004), else `~/.bantam/agent`."""
+    """`$AGENT_DIR`, else `~/.bantam/agent`."""
     return Path(os.environ.get("AGENT_DIR") or bantam_home() / "agent")
 
 

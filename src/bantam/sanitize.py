@@ -1,4 +1,4 @@
-"""Strip invisible Unicode from tool arguments and results (seed 001); make text safe for a
+"""Strip invisible Unicode from tool arguments and results; make text safe for a
 terminal (`terminal_safe`, `TerminalStream`); parse JSON a model or server wrote (`loads`).
 
 Not from file content: a tool lists the arguments that are data (`raw_arguments`, e.g.

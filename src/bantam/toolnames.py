@@ -19,7 +19,7 @@ REGISTRY = {
     "read_pdf": "bantam.tools.media:ReadPdf",
 }
 DELEGATING = {"run_subagent", "spawn_agent"}  # children never get these
-ALIASES = {"run_shell": "shell_exec"}  # names models trained on the seeds call (seed 004's run_shell)
+ALIASES = {"run_shell": "shell_exec"}  # another name models call the shell by
 MCP_SEPARATOR = "__"  # an MCP server's tool is named SERVER__TOOL (mcp/tools.py)
 
 

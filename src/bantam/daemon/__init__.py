@@ -1,4 +1,4 @@
-"""`bantam daemon [DIR ...]`: persistent agents whose bus is the file system (seed 003, attobot).
+"""`bantam daemon [DIR ...]`: persistent agents whose bus is the file system.
 
     bantam daemon                    # ./agent, created from templates on first start
     bantam daemon agent subconscious # each directory in its own process, restarted if it dies

@@ -62,7 +62,7 @@ class Agent:
         self.toolbox = session.build(cfg, agent_dir.home, on_event=self.on_event, provider=self.provider,
                                      system="", with_mcp=False,
                                      toolbox=lambda ctx: make_toolbox(self, ctx)).toolbox
-        # seed 003: the daemon doubles its per-request budget, config.json's max_tokens included
+        # the daemon doubles its per-request budget for a cut answer, config.json's max_tokens included
         self.limits = replace(loop.Limits.from_config(cfg), fixed_max_tokens=None)
         self.wait_s = settings.poll_s
         self.busy = False          # a turn is running: triggers wait

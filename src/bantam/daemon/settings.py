@@ -45,7 +45,7 @@ class Settings:
     telegram_thread_id: str = knob("", Kind(), "a forum topic, when the chat is a supergroup")
     telegram_api_base: str = knob("https://api.telegram.org", bantam_config.Url(), "a local fake Bot API in tests")
     telegram_poll_s: float = knob(30.0, POSITIVE, "getUpdates long-poll timeout", "seconds")
-    # the model: bantam's own keys, with seed 003's defaults (api_base and context_tokens are its names)
+    # the model: bantam's own keys, with the daemon's defaults (api_base and context_tokens are its names)
     api_key: str = core("api_key", "")
     # "": not set here, so bantam's own layers decide, as in every mode (the user's file, then the
     # environment, then the embedded model)

@@ -1,4 +1,4 @@
-"""rich's Markdown, with tables drawn in full box-drawing lines (seed 001) instead of rules only."""
+"""rich's Markdown, with tables drawn in full box-drawing lines instead of rules only."""
 from __future__ import annotations
 
 from rich import box

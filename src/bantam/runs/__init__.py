@@ -1,4 +1,4 @@
-"""Controlled runs (seed 002, "miniagent"): the model only proposes, the runtime decides.
+"""Controlled runs: the model only proposes, the runtime decides.
 
     Goal → Plan → LLM → Parser → Gates → Tool → Observation → State
                    ↑                                          │

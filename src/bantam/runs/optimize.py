@@ -1,4 +1,4 @@
-"""`bantam optimize`: prompt optimisation with DSPy over runs' own successful traces (seed 002).
+"""`bantam optimize`: prompt optimisation with DSPy over runs' own successful traces.
 
     bantam optimize RUN... --output prompt.json [--max-demos N] [--model ...] [--endpoint ...]
 

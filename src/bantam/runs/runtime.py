@@ -235,7 +235,7 @@ GOAL_FILE = "goal.md"  # --output: the goal, in the workspace, read as the run's
 
 
 def _generate(config: settings.RunConfig, output: str, required: list[str]) -> tuple[settings.RunConfig, list[str]]:
-    """--output FILE (seed 002's generate_file): a fixed plan that reads the goal, writes FILE (the
+    """--output FILE: a fixed plan that reads the goal, writes FILE (the
     only file it may write) in a code fence, then answers; every gate applies as usual."""
     try:
         path = settings.clean_path(output, "--output")

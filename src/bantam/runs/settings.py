@@ -10,10 +10,10 @@
     [tools.commands]
     verify = ["{python}", "{config_dir}/verify.py"]
 
-The defaults below are seed 002's. Every value is checked by bantam's one configuration checker
+The defaults below are for a model well under 2B parameters. Every value is checked by bantam's one configuration checker
 (config.py's kinds, as from a typed file: "5" is not a number); the knobs bantam's configuration
 also has use its names and units: [model] provider, model, endpoint, model_path, temperature,
-context_window; [tools] shell_timeout (seed 002's `command_timeout_seconds`, still accepted) and
+context_window; [tools] shell_timeout (`command_timeout_seconds`, its older name, still accepted) and
 tool_output_limit (`output_limit_bytes`, still accepted, same number). In command arrays
 `{python}` is this Python interpreter and `{config_dir}` the folder of the TOML file, so an
 example's config works from any checkout; they are resolved when the run is created and saved
@@ -100,7 +100,7 @@ Count = Number(int, 1)
 
 
 class RunLimits(Section):
-    """Seed 002's limits. They become the core loop's (runs/loop.py `limits`) for what is left of
+    """A run's limits. They become the core loop's (runs/loop.py `limits`) for what is left of
     them; their defaults differ from bantam's on purpose: a run's counts persist across resumes
     and cover the whole run, bantam's max_al_iterations and tool_budget (1000, 200) one turn."""
     max_replans: Annotated[int | Literal["unlimited"], checked(Replans())] = 20  # repair plans; 0 disables them; "unlimited"
@@ -143,7 +143,7 @@ class Model(Section):
 class Tools(Section):
     write_paths: Annotated[list[str], checked(Listed())] = []  # the only files write_file may write
     required_verifications: Annotated[list[str], checked(Listed())] = []  # commands that must pass on the current files
-    shell_timeout: Annotated[float, core("shell_timeout")] = 20.0  # seconds (seed 002: command_timeout_seconds)
+    shell_timeout: Annotated[float, core("shell_timeout")] = 20.0  # seconds (also read as command_timeout_seconds)
     tool_output_limit: Annotated[int, core("tool_output_limit")] = 8192  # of any tool output (seed: output_limit_bytes)
     commands: Annotated[dict[str, list[str]], checked(Commands())] = {}  # name -> fixed argv, run without a shell
 

@@ -32,7 +32,7 @@ class RunTool:
     """A core tool as a controlled run offers it: its line in the prompt, the arguments a run may
     pass (the gates check them), and whether a call changes files (an interrupted one blocks the
     run rather than being run again blindly)."""
-    name: str                         # the run's name (seed 002's)
+    name: str                         # the run's name for it
     core: str                         # the core tool it is (bantam.tools.REGISTRY)
     summary: str
     arguments: Mapping[str, type]

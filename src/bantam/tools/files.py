@@ -1,4 +1,4 @@
-"""File tools: write_file (always on; seed 001's splice semantics) and the opt-in read_file,
+"""File tools: write_file (always on; it splices: offset and del_bytes) and the opt-in read_file,
 edit_file and list_files. Relative paths are from the session's folder (`ToolContext.folder`,
 never the process's); the daemon calls the same functions with its agent's home as the base.
 

@@ -1,4 +1,4 @@
-"""run_subagent: hand a task to a child agent with a fresh context (seed 000)."""
+"""run_subagent: hand a task to a child agent with a fresh context."""
 from __future__ import annotations
 
 from typing import Any
