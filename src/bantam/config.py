@@ -62,9 +62,12 @@ OPENAI_ENDPOINT = "https://api.openai.com/v1"
 # A key from the environment with no endpoint configured goes to its own API, nowhere else:
 # variable -> (provider, endpoint, model when none is configured). LLM_API_KEY without LLM_URL
 # is the Agent seed's, whose documented default is Anthropic's Messages API.
+ANTHROPIC_MODEL = "claude-haiku-4-5"  # an Anthropic endpoint's model when none is configured
+# ...and at an Anthropic gateway named by LLM_URL: the Agent seed's documented default
+AGENT_MODEL = "us.anthropic.claude-haiku-4-5-20251001-v1:0"
 KEY_HOMES = {
-    "LLM_API_KEY": ("anthropic", ANTHROPIC_ENDPOINT, "claude-haiku-4-5"),
-    "ANTHROPIC_API_KEY": ("anthropic", ANTHROPIC_ENDPOINT, "claude-haiku-4-5"),
+    "LLM_API_KEY": ("anthropic", ANTHROPIC_ENDPOINT, ANTHROPIC_MODEL),
+    "ANTHROPIC_API_KEY": ("anthropic", ANTHROPIC_ENDPOINT, ANTHROPIC_MODEL),
     "OPENAI_API_KEY": ("openai", OPENAI_ENDPOINT, "gpt-4o-mini"),
 }
 FALLBACK_CONTEXT_WINDOW = 200_000
@@ -198,6 +201,7 @@ class Config:
     warning: str = ""                     # what the user should hear about the config (lines)
     ignored: tuple[str, ...] = ()         # "file:line key=value" an untrusted project file set in vain
     embedded: bool = False                # nothing configured: running the bundled local model
+    exact_url: bool = False               # the endpoint is the URL requests go to, not a base (LLM_URL)
 
     def with_values(self, **changes: Any) -> "Config":
         return replace(self, **changes)
@@ -352,6 +356,15 @@ def infer_provider(endpoint: str, seed_url: bool = False) -> str:
     return "anthropic" if "/v1/messages" in endpoint or "anthropic.com" in endpoint else "openai"
 
 
+def is_api_base(url: str) -> bool:
+    """Whether LLM_URL names an API base rather than the URL to post to: no path, or one that ends
+    in a version (`http://127.0.0.1:8080/v1`, the Anthropic SDK's and llama.cpp's form). Any other
+    path is the endpoint as given (`https://gateway.example/claude`, `.../v1/messages`)."""
+    from urllib.parse import urlsplit
+    path = urlsplit(url).path.rstrip("/")
+    return not path or re.fullmatch(r"v\d+(beta\d*|alpha\d*)?", path.rsplit("/", 1)[-1]) is not None
+
+
 def load(flags: Mapping[str, str] | None = None, directory: str | os.PathLike = ".",
          environ: Mapping[str, str] | None = None) -> Config:
     """Build the Config from every layer. `flags` maps keys to values given on the command line."""
@@ -367,6 +380,9 @@ def load(flags: Mapping[str, str] | None = None, directory: str | os.PathLike = 
             continue
         if key == "model":  # `--model fast` with `alias.fast=openrouter/...` in a config file
             text = aliases.get(text.strip(), text)
+        if key == "model" and not text.strip():  # sent as "model": "", which no API serves
+            raise ConfigError(f"{where}: {given}: empty; name a model (`bantam models` lists the "
+                              f"endpoint's) or leave the key out for the default")
         if key in KEYS:
             values[key] = check(KEYS[key], text, where, named=given)
         elif key in REPLACED_KEYS:  # a key of an older bantam: say what it became
@@ -382,14 +398,17 @@ def load(flags: Mapping[str, str] | None = None, directory: str | os.PathLike = 
         embedded = bundled.available()  # the bundled model, when the local extra is installed
         if embedded:
             values["provider"] = "local"
+    seed_url = raw.get("endpoint", ("", "", ""))[1] == f"environment variable {SEED_URL}"
     if not values.get("provider"):
-        seed_url = raw.get("endpoint", ("", "", ""))[1] == f"environment variable {SEED_URL}"
         values["provider"] = infer_provider(values.get("endpoint", DEFAULT_ENDPOINT), seed_url)
     if values["provider"] == "local":
         values.setdefault("temperature", LOCAL_TEMPERATURE)
         values.setdefault("tool_output_limit", LOCAL_TOOL_OUTPUT)
-    elif values["provider"] == "anthropic" and "endpoint" not in values:
-        values["endpoint"] = ANTHROPIC_ENDPOINT
+    elif values["provider"] == "anthropic":
+        values.setdefault("endpoint", ANTHROPIC_ENDPOINT)
+        if "model" not in values:  # the default openrouter/free is no model of an Anthropic endpoint
+            gateway = seed_url and "anthropic.com" not in values["endpoint"].lower()
+            values["model"] = AGENT_MODEL if gateway else ANTHROPIC_MODEL
     withheld = ""
     user = user_config_path(environ)
     if values.get("api_key") and raw.get("api_key", ("", ""))[1].startswith(f"{user}:") and values.get("endpoint"):
@@ -405,7 +424,8 @@ def load(flags: Mapping[str, str] | None = None, directory: str | os.PathLike = 
     _protect(values)
     warnings = [*unknown, exposed_key_warning(path, entries), withheld, ignored_warning(path, ignored)]
     return Config(**values, forward=forward, aliases=aliases, file=str(path) if path else "", embedded=embedded,
-                  warning="\n".join(w for w in warnings if w), ignored=tuple(ignored))
+                  warning="\n".join(w for w in warnings if w), ignored=tuple(ignored),
+                  exact_url=seed_url and not is_api_base(values.get("endpoint", "")))
 
 
 def _forwarded(text: str, where: str, given: str) -> Any:

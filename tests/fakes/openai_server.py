@@ -139,6 +139,7 @@ class FakeServer:
         self.script = list(script or [])
         self.models = models if models is not None else [{"id": "test-model", "object": "model"}]
         self.props, self.show = props, show
+        self.gateway_path = ""  # a POST here is answered too: a gateway at a path of its own
         self.requests: list[Recorded] = []
         self.lock = threading.Lock()
         self.connections: set[socket.socket] = set()  # open client connections, for go_down
@@ -245,7 +246,8 @@ def _handler(server: FakeServer) -> type[BaseHTTPRequestHandler]:
 
         def do_POST(self) -> None:
             body = self._record()
-            if self.path.endswith(("/chat/completions", "/messages", "/responses")):  # OpenAI, Anthropic, Responses
+            if self.path.endswith(("/chat/completions", "/messages", "/responses")) or \
+                    (server.gateway_path and self.path == server.gateway_path):  # OpenAI, Anthropic, Responses
                 self._send(server.next_response(body))
             elif self.path == "/api/show" and server.show is not None:
                 self._send(json_reply(server.show))

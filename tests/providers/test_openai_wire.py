@@ -186,8 +186,12 @@ def test_stream_that_ends_without_finish_or_done(server):
 
 
 def test_invalid_json_chunk(server):
-    with pytest.raises(ProviderError, match="invalid JSON"):
-        complete(server, sse(["{not json"]))
+    with pytest.raises(ProviderError, match="invalid JSON") as info:  # a stream torn after it began
+        complete(server, sse([chunk("par"), "{not json"]))
+    assert info.value.retryable
+    with pytest.raises(ProviderError, match="answered, but not as an OpenAI-compatible") as info:
+        complete(server, sse(["{not json"]))  # nothing of this API at all: another server
+    assert not info.value.retryable
 
 
 def test_stalled_stream_times_out(server):

@@ -16,23 +16,28 @@ from ..errors import APIError, ProviderError
 from ..events import OnEvent, Reasoning, Text, Usage
 from ..sanitize import loads
 from . import Reply, RequestOptions
-from .http import HTTPProvider, error_message, parse_event, redact
+from .http import HTTPProvider, error_message, foreign_answer, own_events, stream_error
 from .sse import iter_sse
 
 API_VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 8192  # Anthropic requires max_tokens; `max_tokens=` in the config overrides it
-RETRYABLE_ERRORS = {"overloaded_error", "api_error", "rate_limit_error", "timeout_error"}
 THINKING = ("thinking", "redacted_thinking")
 CACHE = {"type": "ephemeral"}  # a cache breakpoint: see request_body and _breakpoints
+WIRE = "an Anthropic Messages API"
+EVENTS = ("message_start", "content_block_start", "content_block_delta", "content_block_stop", "message_delta",
+          "message_stop", "ping", "error")
 OUTPUT_LIMIT = re.compile(r"max_tokens: \d+ > (\d+)")  # "...> 4096, which is the maximum allowed..."
 
 
-def split_endpoint(endpoint: str) -> tuple[str, str]:
-    """(base URL, messages URL): a full `.../messages` URL is used as it is; a bare host (the
-    Anthropic SDK's base URL form) gets `/v1`."""
+def split_endpoint(endpoint: str, exact: bool = False) -> tuple[str, str]:
+    """(base URL, messages URL): a full `.../messages` URL, or any URL given `exact` (LLM_URL's
+    form: a gateway at a path of its own), is used as it is; a bare host (the Anthropic SDK's
+    base URL form) gets `/v1`."""
     endpoint = endpoint.rstrip("/")
     if endpoint.endswith("/messages"):
         return endpoint[: -len("/messages")], endpoint
+    if exact:
+        return endpoint.rsplit("/", 1)[0], endpoint
     if "://" in endpoint and not urlsplit(endpoint).path:
         endpoint += "/v1"
     return endpoint, endpoint + "/messages"
@@ -42,7 +47,7 @@ class AnthropicProvider(HTTPProvider):
     key_variable = "ANTHROPIC_API_KEY"
 
     def __init__(self, cfg: Config):
-        super().__init__(cfg, *split_endpoint(cfg.endpoint))
+        super().__init__(cfg, *split_endpoint(cfg.endpoint, cfg.exact_url))
         self.max_tokens = DEFAULT_MAX_TOKENS
 
     def headers(self) -> dict[str, str]:
@@ -83,24 +88,34 @@ class AnthropicProvider(HTTPProvider):
 
     def read_stream(self, lines: Iterator[str], on_event: OnEvent) -> Reply:
         turn = TurnBuilder(on_event, self.cfg.api_key)
-        for event, data in iter_sse(lines, idle=self.cfg.timeout):
-            payload = parse_event(data)
-            if not isinstance(payload, dict):
-                raise ProviderError(f"server sent invalid JSON in the stream: {data[:200]!r}")
-            turn.add_event(payload.get("type") or event, payload)
+        for event, payload in own_events(iter_sse(lines, idle=self.cfg.timeout), is_event, self.url, WIRE):
+            if is_event(payload, event):  # an event type added later needs nothing
+                turn.add_event(kind_of(payload, event), payload)
         return turn.finish()
 
     def read_json(self, data: Any, on_event: OnEvent) -> Reply:
         turn = TurnBuilder(on_event, self.cfg.api_key)
-        if isinstance(data, dict) and data.get("type") == "error":
+        if isinstance(data, dict) and kind_of(data, "") == "error":
             raise turn.error(data)
         if not isinstance(data, dict) or not isinstance(data.get("content"), list):
-            raise ProviderError(f"server sent an unexpected response: {str(data)[:200]!r}")
+            raise foreign_answer(self.url, WIRE, data)
         for index, block in enumerate(data["content"]):
             turn.start_block(index, block)
         turn.add_usage(data.get("usage"))
         turn.stop_reason, turn.done = data.get("stop_reason"), True
         return turn.finish()
+
+
+def is_event(payload: Any, event: str) -> bool:
+    """Whether a stream event is one of this API's."""
+    return kind_of(payload, event) in EVENTS
+
+
+def kind_of(payload: Any, event: str) -> str:
+    """An event's type: its `type`, else the SSE event name; an `error` object alone is an error."""
+    if not isinstance(payload, dict):
+        return ""
+    return str(payload.get("type") or event or ("error" if "error" in payload else ""))
 
 
 class TurnBuilder:
@@ -168,12 +183,10 @@ class TurnBuilder:
         return Usage(prompt, self.counts.get("output_tokens", 0), cached, prompt)
 
     def error(self, data: dict) -> APIError:
-        """An error event: server trouble (overloaded, rate limit) is worth a retry, a bad request is not."""
+        """An error event (http.stream_error says whether it is retried)."""
         error = data.get("error")
-        kind = error.get("type", "") if isinstance(error, dict) else ""
-        message = error_message(data) or str(error)
-        return APIError(redact(f"error in stream: {message}" + (f" ({kind})" if kind else ""), self.secret),
-                        retryable=kind in RETRYABLE_ERRORS or "timeout" in kind)
+        kind = str(error.get("type") or "") if isinstance(error, dict) else ""
+        return stream_error(error_message(data) or str(error), None, kind, self.secret)
 
     def finish(self) -> Reply:
         if not self.done and self.stop_reason is None:

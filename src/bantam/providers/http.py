@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 from urllib.parse import urlsplit
 
 from ..envpolicy import redact as redact_known
@@ -40,6 +40,7 @@ RATE_LIMITED = (429, 529)  # "too many requests", Anthropic's "overloaded"
 RATE_LIMIT_PAUSE = 1.0  # seconds every session pauses after one without Retry-After
 DISCOVERY_TIMEOUT = 3.0        # seconds for side requests such as GET /models (they delay the usage line)
 CHARS_PER_TOKEN = 4            # for estimating usage a server does not report
+PROBE_TIMEOUT = 1.5            # seconds a failed endpoint's port has to show what it speaks
 # Byte caps on what a server may send (a hostile or broken one must not grow bantam's memory):
 BODY_CAP = 16 * 1024 * 1024    # a whole JSON answer or a model listing
 ERROR_CAP = 64 * 1024          # an error body: only its message is wanted
@@ -152,8 +153,9 @@ class HTTPProvider:
         return reply
 
     def get_json(self, url: str, post: dict | None = None) -> Any:
-        """A side request (model list, server properties); ProviderError if it fails."""
-        with mapped_errors(url, self.cfg):
+        """A side request (model list, server properties); ProviderError if it fails (quickly:
+        the port is not probed for another protocol, which the request proper does)."""
+        with mapped_errors(url, self.cfg, probe=False):
             with self.client.stream("POST" if post else "GET", url, content=None if post is None else sealed(post),
                                     headers={**self.headers(), "content-type": "application/json"},
                                     timeout=min(self.cfg.timeout, DISCOVERY_TIMEOUT)) as resp:
@@ -313,6 +315,59 @@ def parse_json(raw: bytes, url: str) -> Any:
         raise ProviderError(f"{url} sent a body that is not JSON: {raw[:200]!r}", retryable=False) from None
 
 
+# Error types and codes that say the request itself is wrong, in an error event inside a stream:
+# asking again sends the same request. Any other such event (`upstream overloaded`, a type this
+# list does not name) is a stream the server could not finish, retried as a cut one is.
+REQUEST_ERRORS = ("invalid_request", "authentication", "permission", "not_found", "request_too_large",
+                  "invalid_api_key", "billing", "insufficient_quota")
+
+
+def stream_error(message: str, code: Any, kind: str, secret: str) -> APIError:
+    """An error object inside a 200 stream, as one error: retried unless it names the request as
+    wrong (a 4xx code but 408 and 429, a REQUEST_ERRORS type) or says the context is too long
+    (the loop compacts for that instead)."""
+    status = code if isinstance(code, int) and not isinstance(code, bool) else None
+    error = APIError(redact(f"error in stream: {message}" + (f" ({kind})" if kind else ""), secret), status=status)
+    wrong = (status is not None and 400 <= status < 500 and status not in (408, 429)) \
+        or any(word in f"{code} {kind}".lower() for word in REQUEST_ERRORS)
+    error.retryable = not wrong and not is_context_overflow(error)
+    return error
+
+
+def foreign_answer(url: str, api: str, sample: Any) -> ProviderError:
+    """A 200 answer in none of the shapes of the API bantam spoke: another kind of server, or the
+    wrong provider= for this one. Asking again gets the same answer, so it fails at once."""
+    return ProviderError(f"{url} answered, but not as {api} (it sent {terminal_safe(str(sample)[:120])!r}); "
+                         f"check the endpoint and provider=", retryable=False)
+
+
+def own_events(events: Iterator[tuple[str, str]], ours: Callable[[Any, str], bool], url: str,
+               api: str) -> Iterator[tuple[str, Any]]:
+    """(name, parsed JSON) of a stream's events, once one in the API's shape (`ours(payload,
+    name)`) has come; before that, an event of another shape is held back, and a stream of
+    nothing but such events (or one whose first event is not JSON) is `foreign_answer`. Once the
+    API has spoken, a broken event is a stream torn mid-way, retried as a cut one. An OpenAI-style
+    `[DONE]` comes as (name, None)."""
+    spoke, foreign = False, ""
+    for event, data in events:
+        if data.strip() == "[DONE]":
+            yield event, None
+            continue
+        try:
+            payload = parse_event(data)
+        except ProviderError:
+            if spoke:
+                raise
+            raise foreign_answer(url, api, foreign or data) from None
+        if not spoke and not ours(payload, event):
+            foreign = foreign or data
+            continue
+        spoke = True
+        yield event, payload
+    if foreign and not spoke:
+        raise foreign_answer(url, api, foreign)
+
+
 def parse_event(data: str) -> Any:
     """One server-sent event's JSON; ProviderError, in one line, when it is not JSON or nests too deep."""
     try:
@@ -434,16 +489,24 @@ def redact(text: str, secret: str) -> str:
 
 
 @contextlib.contextmanager
-def mapped_errors(url: str, cfg: Config) -> Iterator[None]:
-    """Turn httpx's exceptions into ProviderError at the provider boundary."""
+def mapped_errors(url: str, cfg: Config, probe: bool = True) -> Iterator[None]:
+    """Turn httpx's exceptions into ProviderError at the provider boundary; `probe`: a timeout or
+    a hang-up looks at what the port speaks (other_protocol)."""
     httpx = load_httpx()
     try:
         yield
     except (httpx.UnsupportedProtocol, httpx.InvalidURL) as e:
         raise ProviderError(f"bad endpoint URL {url!r}: {e}", retryable=False) from e
+    except socks_errors() as e:  # the SOCKS library's own: httpx maps none of them
+        raise ProviderError(f"the SOCKS proxy {socks_proxy()} does not answer as a SOCKS proxy ({e}); "
+                            f"check SOCKS_PROXY", retryable=False) from e
     except httpx.TimeoutException as e:
-        raise ProviderError(f"no response from {url} within {cfg.timeout:g}s "
-                            f"({type(e).__name__})") from e
+        mismatch = other_protocol(url, e, ask=False) if probe and isinstance(e, httpx.ReadTimeout) else None
+        raise mismatch or ProviderError(f"no response from {url} within {cfg.timeout:g}s "
+                                        f"({type(e).__name__})") from e
+    except httpx.RemoteProtocolError as e:
+        mismatch = other_protocol(url, e, ask=True if probe else None)
+        raise mismatch or ProviderError(f"connection to {url} failed: {e or type(e).__name__}") from e
     except httpx.HTTPError as e:
         failure = None if through_proxy(url) else connect_failure(url, e)
         if failure is not None:
@@ -451,6 +514,53 @@ def mapped_errors(url: str, cfg: Config) -> Iterator[None]:
         proxy = socks_proxy()  # a dead proxy is named, or the endpoint would be blamed
         via = f" through the SOCKS proxy {proxy}" if proxy else ""
         raise ProviderError(f"connection to {url}{via} failed: {e or type(e).__name__}") from e
+
+
+def socks_errors() -> tuple[type[BaseException], ...]:
+    """The exceptions of the SOCKS library a proxy's garbage raises; () without a SOCKS proxy."""
+    if not socks_proxy():
+        return ()
+    try:
+        from socksio.exceptions import SOCKSError
+    except ImportError:
+        return ()
+    return (SOCKSError,)
+
+
+def other_protocol(url: str, error: BaseException, ask: bool | None = True) -> ProviderError | None:
+    """The failure as one error no retry cures, when something other than an HTTP server listens
+    at the endpoint's port (SSH, Redis, a database: a wrong port): the HTTP parser found no status
+    line, or what the port sends is not HTTP: back to a request when it hung up on one (`ask`),
+    or of its own accord when it went quiet (a slow HTTP server is sent no second request);
+    `ask` None: the port is not looked at. None for a dropped or slow HTTP server (retried)."""
+    text = str(error)
+    if "illegal status line" in text or "invalid http" in text.lower():
+        return ProviderError(f"{url} does not answer as an HTTP server ({text}); is the endpoint's port "
+                             f"right?", retryable=False)
+    if ask is None or "peer closed" in text or "incomplete" in text:  # "peer closed": HTTP had begun
+        return None
+    head = first_bytes(url, ask)
+    if not head or head.startswith(b"HTTP/"):
+        return None
+    return ProviderError(f"{url} does not answer as an HTTP server (it sent {head[:40]!r}); is the "
+                         f"endpoint's port right?", retryable=False)
+
+
+def first_bytes(url: str, ask: bool = True) -> bytes:
+    """What a plain-HTTP endpoint's port sends within a second or two, to a bare request (`ask`)
+    or before one (SSH's banner); b"" through a proxy, for https, or when it sends nothing. An
+    HTTP server never speaks first, and answers a request with `HTTP/`."""
+    parts = urlsplit(url)
+    if parts.scheme != "http" or not parts.hostname or through_proxy(url):
+        return b""
+    request = f"GET {parts.path or '/'} HTTP/1.1\r\nHost: {parts.netloc}\r\nConnection: close\r\n\r\n"
+    try:
+        with socket.create_connection((parts.hostname, parts.port or 80), timeout=PROBE_TIMEOUT) as sock:
+            if ask:
+                sock.sendall(request.encode())
+            return sock.recv(64)
+    except OSError:
+        return b""
 
 
 def connect_failure(url: str, error: BaseException) -> Unreachable | None:

@@ -8,24 +8,38 @@ from ..config import Config
 from ..errors import APIError, ProviderError
 from ..events import OnEvent, Reasoning, Text, Usage
 from . import Reply, RequestOptions
-from .http import HTTPProvider, error_message, parse_event, redact
+from .http import HTTPProvider, error_message, foreign_answer, own_events, stream_error
 from .sse import iter_sse
 from .think import ThinkSplitter
 
 MESSAGE_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name")  # what the API accepts
+WIRE = "an OpenAI-compatible /chat/completions API"
 
 
-def split_endpoint(endpoint: str) -> tuple[str, str]:
-    """(base URL, chat URL): a full `.../chat/completions` URL is used as it is."""
+def is_chunk(data: Any) -> bool:
+    """Whether a response or stream chunk has a shape of this API: choices, its usage counts or an
+    error (Anthropic's events carry usage too, counted in input_tokens)."""
+    if not isinstance(data, dict):
+        return False
+    usage = data.get("usage")
+    return isinstance(data.get("choices"), list) or "error" in data or \
+        (isinstance(usage, dict) and ("prompt_tokens" in usage or "completion_tokens" in usage))
+
+
+def split_endpoint(endpoint: str, exact: bool = False) -> tuple[str, str]:
+    """(base URL, chat URL): a full `.../chat/completions` URL, or any URL given `exact`
+    (LLM_URL's form), is used as it is."""
     endpoint = endpoint.rstrip("/")
     if endpoint.endswith("/chat/completions"):
         return endpoint[: -len("/chat/completions")], endpoint
+    if exact:
+        return endpoint.rsplit("/", 1)[0], endpoint
     return endpoint, endpoint + "/chat/completions"
 
 
 class OpenAIProvider(HTTPProvider):
     def __init__(self, cfg: Config):
-        super().__init__(cfg, *split_endpoint(cfg.endpoint))
+        super().__init__(cfg, *split_endpoint(cfg.endpoint, cfg.exact_url))
         self.chat_url = self.url
         self.send_reasoning_effort = True
 
@@ -61,15 +75,18 @@ class OpenAIProvider(HTTPProvider):
 
     def read_stream(self, lines: Iterator[str], on_event: OnEvent) -> Reply:
         turn = TurnBuilder(on_event, self.cfg.api_key)
-        for _event, data in iter_sse(lines, idle=self.cfg.timeout):
-            if data.strip() == "[DONE]":
+        for _event, chunk in own_events(iter_sse(lines, idle=self.cfg.timeout), lambda c, _: is_chunk(c),
+                                        self.url, WIRE):
+            if chunk is None:  # [DONE]
                 turn.done = True
-                continue
-            turn.add_chunk(parse_event(data))
+            else:
+                turn.add_chunk(chunk)
         return turn.finish()
 
     def read_json(self, data: Any, on_event: OnEvent) -> Reply:
         turn = TurnBuilder(on_event, self.cfg.api_key)
+        if not is_chunk(data):
+            raise foreign_answer(self.url, WIRE, data)
         turn.add_chunk(data)
         turn.done = True
         return turn.finish()
@@ -157,7 +174,7 @@ class TurnBuilder:
         if not isinstance(chunk, dict):
             raise ProviderError(f"server sent an unexpected chunk: {str(chunk)[:200]!r}")
         if chunk.get("error"):
-            raise stream_error(chunk["error"], self.secret)
+            raise error_in_stream(chunk["error"], self.secret)
         if isinstance(chunk.get("usage"), dict):
             self.usage = parse_usage(chunk["usage"])
         for choice in chunk.get("choices") or []:
@@ -232,12 +249,9 @@ def parse_usage(raw: dict) -> Usage:
                  count(cached) if cached is not None else None, prompt)
 
 
-def stream_error(error: Any, secret: str) -> APIError:
-    """An error object inside a 200 stream. Server-side trouble is worth a retry; the rest is not."""
+def error_in_stream(error: Any, secret: str) -> APIError:
+    """An error object inside a 200 stream (http.stream_error says whether it is retried)."""
     message = error_message({"error": error}) or str(error)
     code = error.get("code") if isinstance(error, dict) else None
-    kind = f"{code} {error.get('type', '')}" if isinstance(error, dict) else ""
-    retryable = (isinstance(code, int) and (code >= 500 or code in (408, 429))) or any(
-        word in kind.lower() for word in ("server", "overload", "rate", "timeout", "unavailable"))
-    return APIError(redact(f"error in stream: {message}", secret),
-                    status=code if isinstance(code, int) else None, retryable=retryable)
+    kind = str(error.get("type") or "") if isinstance(error, dict) else ""
+    return stream_error(message, code, kind, secret)
