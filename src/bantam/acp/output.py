@@ -36,12 +36,30 @@ DRAIN = 5.0             # seconds the editor's terminal gets to take the last of
 TERMINAL_BYTES = 1 << 20  # the terminal's own output bound (terminal/create's outputByteLimit)
 
 
+class LiveRedactor(StreamRedactor):
+    """StreamRedactor for output a person watches: it holds back only an end of a piece that
+    may be the start of a secret (and so would show part of it), not always the last bytes
+    (which would keep the last line of a slow command unseen until the next one came)."""
+
+    def feed(self, data: bytes) -> bytes:
+        if not self.secrets:
+            return data
+        data = self.pending + data
+        for secret in self.secrets:
+            data = data.replace(secret, b"***")
+        held = max((k for secret in self.secrets for k in range(min(len(secret) - 1, len(data)), 0, -1)
+                    if data.endswith(secret[:k])), default=0)
+        cut = len(data) - held
+        self.pending = data[cut:]
+        return data[:cut]
+
+
 class Updates:
     """The output as the call's text content, throttled."""
 
     def __init__(self, update: Callable[[dict], None], call_id: str):
         self.update, self.call_id = update, call_id
-        self.redactor = StreamRedactor()
+        self.redactor = LiveRedactor()
         self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self.text = ""
         self.sent_at = 0.0
@@ -82,7 +100,7 @@ class Mirror:
 
     def __init__(self, update: Callable[[dict], None], call_id: str, folder: str):
         self.update, self.call_id = update, call_id
-        self.redactor = StreamRedactor()
+        self.redactor = LiveRedactor()
         self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         update({"sessionUpdate": "tool_call_update", "toolCallId": call_id, "content": self.content(),
                 "_meta": {"terminal_info": {"terminal_id": call_id, "cwd": folder}}})
@@ -116,7 +134,7 @@ class Display:
     def __init__(self, conn: Connection, session_id: str, call_id: str, update: Callable[[dict], None],
                  cancel: threading.Event):
         self.conn, self.session_id, self.cancel = conn, session_id, cancel
-        self.redactor = StreamRedactor()
+        self.redactor = LiveRedactor()
         self.folder = tempfile.mkdtemp(prefix="bantam-acp-")  # 0700: only this user reaches the pipe
         self.pipe = os.path.join(self.folder, "output")
         os.mkfifo(self.pipe, 0o600)
