@@ -42,16 +42,11 @@ class LiveRedactor(StreamRedactor):
     (which would keep the last line of a slow command unseen until the next one came)."""
 
     def feed(self, data: bytes) -> bytes:
-        if not self.secrets:
-            return data
-        data = self.pending + data
-        for secret in self.secrets:
-            data = data.replace(secret, b"***")
-        held = max((k for secret in self.secrets for k in range(min(len(secret) - 1, len(data)), 0, -1)
-                    if data.endswith(secret[:k])), default=0)
-        cut = len(data) - held
-        self.pending = data[cut:]
-        return data[:cut]
+        seen = super().feed(data) + self.pending  # all of it redacted, but the parent's hold kept back
+        held = max((k for secret in self.secrets for k in range(min(len(secret) - 1, len(seen)), 0, -1)
+                    if seen.endswith(secret[:k])), default=0)
+        self.pending = seen[len(seen) - held:]
+        return seen[:len(seen) - held]
 
 
 class Updates:
