@@ -18,6 +18,7 @@ class Usage:
     context_tokens: int = 0  # prompt size of the latest request: how full the context is now
     estimated: bool = False  # counted by bantam (the server reported none): shown with `~`
     requests: int = 0        # requests summed here (0: one request's own counts)
+    cache_write_tokens: int | None = None  # of the prompt, written to the cache (Anthropic's own count)
 
     def add(self, other: "Usage", *, latest: bool = True) -> None:
         """Add another request's counts (or a sum of them); `latest=False` (a sub-agent's tokens)
@@ -28,6 +29,8 @@ class Usage:
         self.completion_tokens += other.completion_tokens
         if other.cached_tokens is not None:
             self.cached_tokens = (self.cached_tokens or 0) + other.cached_tokens
+        if other.cache_write_tokens is not None:
+            self.cache_write_tokens = (self.cache_write_tokens or 0) + other.cache_write_tokens
         if other.prompt_tokens and latest:
             self.context_tokens = other.prompt_tokens
 

@@ -28,7 +28,20 @@ def on_terminal() -> bool:
 
 
 def make_reader(err: TextIO = sys.stderr) -> Reader:
-    return terminal_reader(history_path(), err) if on_terminal() else input
+    return terminal_reader(history_path(), err) if on_terminal() else plain_reader(err)
+
+
+def plain_reader(err: TextIO = sys.stderr) -> Reader:
+    """input() with its prompt on stderr, not stdout: stdout carries only answers, so `bantam >
+    out.txt` collects them while the `> ` and the questions stay on the terminal."""
+    def read(message: str) -> str:
+        err.write(message)
+        err.flush()
+        line = sys.stdin.readline()
+        if not line:
+            raise EOFError
+        return line.removesuffix("\n")
+    return read
 
 
 def writable_history(history: Path) -> str:

@@ -340,5 +340,5 @@ def test_cli_usage_line_shows_cache_tokens(home, server):
     r = run_bantam("-p", "x", cwd=home)
     assert r.returncode == 0, r.stderr
     assert r.stdout == "Cached answer.\n"
-    assert "[claude-test: 1220 prompt (1000 cached, 220 uncached) + 7 completion" in r.stderr
+    assert "[claude-test: 1220 prompt (1000 cached, 200 written to cache, 20 uncached) + 7 completion" in r.stderr
     assert sent(server)["messages"][0]["content"][0]["text"] == "x"

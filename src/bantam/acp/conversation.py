@@ -232,7 +232,8 @@ class EditorSession:
                 u = self.usage
                 result["usage"] = {"inputTokens": u.prompt_tokens, "outputTokens": u.completion_tokens,
                                    "totalTokens": u.prompt_tokens + u.completion_tokens,
-                                   **({"cachedReadTokens": u.cached_tokens} if u.cached_tokens else {})}
+                                   **({"cachedReadTokens": u.cached_tokens} if u.cached_tokens else {}),
+                                   **({"cachedWriteTokens": u.cache_write_tokens} if u.cache_write_tokens else {})}
             return result
         finally:
             for call_id in list(self.streams):  # a cancelled command's: its terminal is released

@@ -179,8 +179,9 @@ class TurnBuilder:
         if not self.counts:
             return None
         cached = self.counts.get("cache_read_input_tokens", 0)
-        prompt = self.counts.get("input_tokens", 0) + cached + self.counts.get("cache_creation_input_tokens", 0)
-        return Usage(prompt, self.counts.get("output_tokens", 0), cached, prompt)
+        written = self.counts.get("cache_creation_input_tokens", 0)
+        prompt = self.counts.get("input_tokens", 0) + cached + written
+        return Usage(prompt, self.counts.get("output_tokens", 0), cached, prompt, cache_write_tokens=written)
 
     def error(self, data: dict) -> APIError:
         """An error event (http.stream_error says whether it is retried)."""

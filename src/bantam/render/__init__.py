@@ -19,16 +19,19 @@ class Renderer(Protocol):
 
 def usage_line(model: str, usage: Usage, window: int, cost: float | None = None,
                session_cost: float | None = None) -> str:
-    """`[model: 1420 prompt (1000 cached, 420 uncached) + 85 completion | context: 1420/200000 (0.7%)]`,
-    then `| cost: $0.0021 (session $0.0100)` when the model list gave prices. A turn of several
+    """`[model: 1420 prompt (1000 cached, 420 uncached) + 85 completion | context: 1420/200000 (0.7%)]`
+    (Anthropic's cache writes as `(1000 cached, 300 written to cache, 120 uncached)`), then
+    `| cost: $0.0021 (session $0.0100)` when the model list gave prices. A turn of several
     requests says so, `4100 prompt sent in 3 requests`: prompt tokens add up over the requests,
     while the context is the latest request's size alone."""
     about = "~" if usage.estimated else ""  # bantam's estimate: the server reported no usage
     prompt = f"{about}{usage.prompt_tokens} prompt"
     if usage.requests > 1:
         prompt += f" sent in {usage.requests} requests"
-    if usage.cached_tokens is not None:
-        prompt += f" ({usage.cached_tokens} cached, {usage.prompt_tokens - usage.cached_tokens} uncached)"
+    if usage.cached_tokens is not None:  # Anthropic's cache writes too: billed above the uncached rest
+        written = usage.cache_write_tokens or 0
+        rest = usage.prompt_tokens - usage.cached_tokens - written
+        prompt += f" ({usage.cached_tokens} cached, {f'{written} written to cache, ' if written else ''}{rest} uncached)"
     spent = ""
     if cost is not None:
         spent = f" | cost: {about}${cost:.4f}"

@@ -143,8 +143,9 @@ class TextRenderer:
         """The response's answer is complete: written now (not live), or redrawn as Markdown."""
         text, self.segment = "".join(self.segment), []
         self.filled = False
-        if not self.live:  # a pipe: the text before a tool call and the answer after it are two lines
-            self._answer("\n" + text if text and self.answer_mid_line else text)
+        if not self.live:  # a pipe: each response's text is whole, its line ended before anything
+            if text:         # follows on stderr (the usage line), which may share the pipe's terminal
+                self._answer(text if text.endswith("\n") else text + "\n")
         elif self.held or (self.markdown and MARKDOWN_HINT.search(text) and self._erase(text)):
             self.held = False
             from rich.console import Console

@@ -185,7 +185,7 @@ def ask_model(ctx: ToolContext, content: str | list[dict[str, Any]], path: str) 
         # request, beside the conversation (how full the context is stays as it was).
         used = reply.usage or Usage()
         ctx.add_child_usage(Usage(used.prompt_tokens, used.completion_tokens, used.cached_tokens,
-                                  estimated=used.estimated, requests=1))
+                                  estimated=used.estimated, requests=1, cache_write_tokens=used.cache_write_tokens))
         return (reply.message.get("content") or "").strip()
     try:
         answer = with_retries(call, on_event, ctx.cfg.retry_delays)
