@@ -48,7 +48,9 @@ def test_every_bundled_profile_is_valid_data():
         assert set(profile.makers) <= set(profile.programs)
         re.compile(profile.machine_words), re.compile(profile.run_words)
         for exchange in profile.exchanges:
-            assert set(exchange) == {"request", "tool", "arguments", "result", "answer"}
+            assert set(exchange) == {"request", "steps", "answer"} and exchange["steps"]
+            for tool, arguments, result in exchange["steps"]:
+                assert isinstance(tool, str) and isinstance(arguments, dict) and isinstance(result, str)
 
 
 def test_a_misspelt_field_in_the_data_is_an_error_not_an_aid_silently_off():
@@ -223,3 +225,25 @@ def test_the_printed_tools_are_the_same_for_every_request_in_a_folder(tmp_path):
     assert shell_pattern(ask(requests[0]), tmp_path).match("cat f31.txt")
     assert shell_pattern(ask(requests[1]), tmp_path).match("wc -l f05.txt")
     assert not pattern_of(printed[0]).match("cat new.txt")
+
+
+def test_a_worked_exchange_of_several_calls_is_shown_call_by_call_and_only_with_its_tools_offered():
+    steps = [["shell_exec", {"command": "cat a.txt"}, "x\n\n\nexit: 0"],
+             ["write_file", {"path": "b.txt", "content": "x\n"}, "wrote 2 bytes to b.txt"]]
+    profile = profiles()[BUNDLED].but(exchanges=({"request": "Copy a.txt to b.txt.", "steps": steps, "answer": "Done."},))
+    shown = Aids(profile).examples(schemas(), [{"role": "system", "content": "S"}, *ask("copy it")])
+    assert [m["role"] for m in shown] == ["user", "assistant", "tool", "assistant", "tool", "assistant"]
+    calls = [m["tool_calls"][0] for m in shown if m.get("tool_calls")]
+    assert [c["function"]["name"] for c in calls] == ["shell_exec", "write_file"]
+    assert [m["tool_call_id"] for m in shown if m["role"] == "tool"] == [c["id"] for c in calls]
+    assert len({c["id"] for c in calls}) == 2 and shown[-1]["content"] == "Done."
+    assert Aids(profile).examples(schemas(("shell_exec",)), ask("copy it")) == []  # write_file not offered
+
+
+def test_a_command_that_printed_nothing_says_so_to_a_model_whose_profile_marks_it():
+    history = [{"role": "user", "content": "go"}, {"role": "tool", "tool_call_id": "c", "content": "\n\nexit: 0"},
+               {"role": "tool", "tool_call_id": "d", "content": "hi\n\n\nexit: 0"}]
+    marked = Aids(profiles()["qwen2.5-coder"].but(mark_empty=True)).shown(history)
+    assert [m["content"] for m in marked[1:]] == [aids.EMPTY_OUTPUT + "\n\nexit: 0", "hi\n\n\nexit: 0"]
+    assert history[1]["content"] == "\n\nexit: 0"  # the conversation keeps what the tool gave
+    assert bundled().shown(history) == history  # a profile without the mark: unchanged

@@ -267,7 +267,7 @@ class LocalProvider:
         """The turns the template prints: the system message (with the tool list, for a model
         without a tool format of its own), the aids' worked examples, then the conversation."""
         examples = self.aids.examples(tools, messages) if tools and messages and messages[0].get("role") == "system" else []
-        history = messages[:1] + examples + messages[1:]
+        history = self.aids.shown(messages[:1] + examples + messages[1:])
         if self.native:
             return to_native(history)
         chat = to_chat(history)

@@ -32,6 +32,8 @@ from . import shaping
 
 PROFILES = Path(__file__).with_name("profiles.json")
 OFF, AUTO = "off", "auto"
+EMPTY_OUTPUT = "(no output)"
+WRITERS = (">", "sed -i", "perl -i", "tee ", "mv ", "cp ")  # in a command naming a file: it may write it
 
 
 @dataclass(frozen=True)
@@ -46,7 +48,7 @@ class Profile:
     commands: bool = False               # commands and paths held to known programs and given words
     grounded: bool = False               # an answer after a tool result uses its words
     cite: bool = False                   # ... and cites one word only the result has
-    exchanges: tuple[dict, ...] = ()     # {request, tool, arguments, result, answer}
+    exchanges: tuple[dict, ...] = ()     # {request, steps: [[tool, arguments, result], ...], answer}
     machine_words: str = "$^"            # a request that matches needs the machine (regex)
     write_words: str = ""                # a request that matches names a file to write (regex, group `file`)
     run_words: str = "$^"                # a request that matches asks to run what it quotes (regex)
@@ -60,6 +62,7 @@ class Profile:
     names_allowed: int = 200             # names of the workspace a command or path may use
     names_shown: int = 10                # of them, how many the prompt's copy of the pattern prints
     whole_writes: bool = False           # write_file offered without offset and del_bytes (whole files)
+    mark_empty: bool = False             # a command that printed nothing is shown as EMPTY_OUTPUT
     repeat_penalty: float = 1.1          # llama.cpp's: small models loop on a phrase without it, but it
                                          # also holds a model back from its own call markup, seen before
 
@@ -124,18 +127,31 @@ class Aids:
         state, stay the same from turn to turn."""
         p = self.profile
         names = {t["function"]["name"] for t in tools}
-        shown = [e for e in (p.exchanges if p and p.example else ()) if e["tool"] in names]
+        shown = [e for e in (p.exchanges if p and p.example else ())
+                 if all(tool in names for tool, _, _ in e["steps"])]
         if not p or not shown:
             return []
         request = next((m.get("content") for m in messages if m.get("role") == "user"), "")
         asked = self._content_words(request if isinstance(request, str) else "")
         nearest = max(reversed(shown), key=lambda e: len(asked & self._content_words(e["request"])))
-        call = {"id": "call_example", "type": "function",
-                "function": {"name": nearest["tool"], "arguments": json.dumps(nearest["arguments"])}}
-        return [{"role": "user", "content": nearest["request"]},
-                {"role": "assistant", "content": None, "tool_calls": [call]},
-                {"role": "tool", "tool_call_id": "call_example", "content": nearest["result"]},
-                {"role": "assistant", "content": nearest["answer"]}]
+        shown_turn: list[dict] = [{"role": "user", "content": nearest["request"]}]
+        for n, (tool, arguments, result) in enumerate(nearest["steps"]):
+            call = {"id": f"call_example_{n}" if n else "call_example", "type": "function",
+                    "function": {"name": tool, "arguments": json.dumps(arguments)}}
+            shown_turn += [{"role": "assistant", "content": None, "tool_calls": [call]},
+                           {"role": "tool", "tool_call_id": call["id"], "content": result}]
+        return [*shown_turn, {"role": "assistant", "content": nearest["answer"]}]
+
+    def shown(self, history: list[dict]) -> list[dict]:
+        """The conversation as the model reads it. With `mark_empty`, a command that printed
+        nothing says so: shown `\n\nexit: 0` alone, Qwen2.5-Coder 1.5B took `exit: 0` for what
+        `python3 compute.py > output.txt` printed and wrote it over the file the command had just
+        written. The conversation itself keeps the result as the tool gave it."""
+        if not (self.profile and self.profile.mark_empty):
+            return history
+        return [{**m, "content": EMPTY_OUTPUT + m["content"]}
+                if m.get("role") == "tool" and isinstance(m.get("content"), str) and m["content"].startswith("\n\nexit: ")
+                else m for m in history]
 
     def call_first(self, messages: list[dict]) -> bool:
         """Must this reply be a tool call: the turn starts with a request that needs the machine
@@ -159,7 +175,7 @@ class Aids:
         for m in messages[start:]:
             for c in m.get("tool_calls") or []:
                 args = c.get("function", {}).get("arguments", "")
-                if target in str(args) and (c["function"]["name"] == "write_file" or ">" in str(args)):
+                if target in str(args) and (c["function"]["name"] == "write_file" or any(w in str(args) for w in WRITERS)):
                     return False
         return True
 
