@@ -469,3 +469,22 @@ def test_a_line_over_the_message_limit_is_dropped_unread_and_the_connection_goes
     served.join(timeout=60)
     assert dropped["id"] is None and "over 1000 bytes" in dropped["error"]["message"]
     assert answered == {"jsonrpc": "2.0", "id": 2, "result": "pong"}
+
+
+def test_the_sessions_tmp_outlives_a_change_of_mode(home, server):
+    """A mode makes a new session configuration, not a new session: its commands' /tmp is kept."""
+    server.add(tool_reply("shell_exec", {"command": "echo kept-across-modes > /tmp/note.txt"}), text_reply("written"),
+               tool_reply("shell_exec", {"command": "cat /tmp/note.txt"}), text_reply("read"))
+    editor = Editor()
+
+    async def go():
+        async with await session(editor, server, home.parent) as (conn, proc):
+            await conn.initialize(protocol_version=1)
+            sid = (await conn.new_session(cwd=str(home), mcp_servers=[])).session_id
+            await conn.set_session_mode(session_id=sid, mode_id="workspace")
+            await conn.prompt(session_id=sid, prompt=[text_block("write a note in /tmp")])
+            await conn.set_session_mode(session_id=sid, mode_id="read-only")
+            return await conn.prompt(session_id=sid, prompt=[text_block("read it back")])
+    assert run(go()).stop_reason == "end_turn"
+    results = [m["content"] for r in server.chat_requests() for m in r.body["messages"] if m["role"] == "tool"]
+    assert any(r.startswith("kept-across-modes") for r in results), results
