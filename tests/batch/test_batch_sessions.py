@@ -250,14 +250,16 @@ def test_pace_counts_requests_and_tokens_per_minute_and_holds(tmp_path):
     pace = Pace(clock=lambda: now[0])
     pace.limit(rpm=2, tpm=1000)
     pace.wait()
+    assert pace._delay() == 30.0  # spread over the minute: one request every 60/2 s, not two at once
+    now[0] += 30
     pace.wait()
-    assert pace._delay() == 60.0  # a third request waits for the first to leave the minute
+    assert pace._delay() == 30.0  # at 130: a third request waits for the first to leave the minute
     now[0] += 20
-    assert pace._delay() == 40.0
-    pace.spent(1000)  # at 120: the minute's tokens are spent, until 180
+    assert pace._delay() == 10.0
+    pace.spent(1000)  # at 150: the minute's tokens are spent, until 210
     assert pace._delay() == 60.0
-    now[0] += 45  # 165: both requests have left the minute, the tokens have not
-    assert pace._delay() == 15.0
+    now[0] += 50  # 200: both requests have left the minute, the tokens have not
+    assert pace._delay() == 10.0
     pace.limit()
     assert pace._delay() <= 0
     pace.hold(5)

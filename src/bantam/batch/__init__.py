@@ -23,6 +23,7 @@ import signal
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from .agent import Runner, forget, interrupt, check_runner, isolation_options, run_threads, runner_for
 from .progress import Progress, summary
@@ -32,8 +33,8 @@ DEFAULT_WORKERS = 4
 
 
 def parser() -> argparse.ArgumentParser:
-    from ..options import common_options
-    p = argparse.ArgumentParser(prog="bantam batch", description="Run many tasks, each as an isolated "
+    from ..options import Parser, common_options
+    p = Parser(prog="bantam batch", description="Run many tasks, each as an isolated "
                                 "agent; results are appended as they finish, one per task.")
     p.add_argument("tasks", help="JSON Lines: {\"id\", \"task\", \"checks\", \"cwd\", \"model\"} or a string")
     p.add_argument("-o", "--output", required=True, metavar="RESULTS", help="results file (JSON Lines)")
@@ -45,6 +46,8 @@ def parser() -> argparse.ArgumentParser:
     rate_options(p)
     p.add_argument("--queue", metavar="redis://HOST:PORT/DB",
                    help="enqueue on Redis for `bantam worker`s and collect their results")
+    p.add_argument("--retry-failed", action="store_true", help="run again the tasks whose result is not "
+                   "success (each in a fresh thread); their new results are appended and count from then on")
     p.add_argument("--root", metavar="DIR", help="the folder a task's cwd is relative to and must stay "
                    "inside (default: the tasks file's folder); a task naming another folder fails. "
                    "With --queue each worker uses its own --root")
@@ -57,8 +60,10 @@ def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     if args.workers < 1:
         raise ConfigError(f"--workers must be at least 1, got {args.workers}")
-    load_config(args)  # bad configuration stops the batch here, not in every task
+    cfg = load_config(args)  # bad configuration stops the batch here, not in every task
     apply_rates(args)
+    if args.retry_failed and args.queue:
+        raise ConfigError("--retry-failed runs the failed tasks on this machine; without --queue")
     if os.path.realpath(args.tasks) == os.path.realpath(args.output):
         raise ConfigError(f"-o {args.output}: the results file cannot be the tasks file")
     tasks = read_tasks(args.tasks)
@@ -66,21 +71,28 @@ def main(argv: list[str]) -> int:
     root = real_root(args.root or os.path.dirname(os.path.abspath(args.tasks)))
     check_runner(args)  # before the results file is made
     results = ResultsFile(args.output)
+    if args.retry_failed:
+        results.retry_failed(tasks)
+    before = sum(t.key in results.done for t in tasks)
+    if before == len(tasks):  # a rerun of a finished batch: nothing runs, nothing to time
+        print(finished_note(tasks, results), file=sys.stderr)
     signal.signal(signal.SIGTERM, interrupt)  # a stop as clean as Ctrl+C
     started, cpu = time.monotonic(), time.process_time()
     try:
-        if args.queue:
+        if before == len(tasks):
+            pass
+        elif args.queue:
             from .redisq import run_queued
             run_queued(args.queue, tasks, results, args.json)
         else:
             run_local(tasks, results, runner_for(args, root, flags(args), Path(os.getcwd())),
                       args.workers, args.json)
     except KeyboardInterrupt:
-        summary(tasks, results.done, time.monotonic() - started, as_json=args.json)
+        summary(tasks, results.done, time.monotonic() - started, as_json=args.json, before=before)
         print(resume_hint(argv, tasks, results, bool(args.queue)), file=sys.stderr)
         return 130
     wall = time.monotonic() - started
-    summary(tasks, results.done, wall, as_json=args.json)
+    summary(tasks, results.done, wall, as_json=args.json, before=before, cost=batch_cost(cfg, tasks, results.done))
     if not args.queue and args.isolate == "session" and args.processes == 1:
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
         hint = pace_hint(time.process_time() - cpu, wall, cores)
@@ -88,6 +100,41 @@ def main(argv: list[str]) -> int:
             print(hint, file=sys.stderr)
     # an agent killed from outside (not by us) leaves its task without a result: a rerun finishes it
     return 1 if any(results.done.get(t.key, {"error": "no result"}).get("error") for t in tasks) else 0
+
+
+def finished_note(tasks: list[Task | Malformed], results: ResultsFile) -> str:
+    """What a rerun of a finished batch says instead of running anything."""
+    failed = sum(results.done[t.key].get("status") != "success" for t in tasks)
+    again = f"; {failed} did not succeed: --retry-failed runs them again" if failed else ""
+    return f"bantam batch: nothing to do: all {len(tasks)} tasks have a result in {results.path}{again}"
+
+
+def batch_cost(cfg: Any, tasks: list[Task | Malformed], done: dict[str, dict[str, Any]]) -> float | None:
+    """What the results' tokens cost in dollars at the prices the endpoint lists for each model,
+    as a one-shot run's usage line counts them (providers.ModelFacts.cost); None when it lists
+    none for a model that was used (a total without it would mislead), or for a local model."""
+    from ..events import Usage
+    from ..providers import ModelFacts, make_provider
+    spent: dict[str, Usage] = {}
+    for task in tasks:
+        usage = (done.get(task.key) or {}).get("usage") or {}
+        tokens = Usage(int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0)))
+        if tokens.prompt_tokens or tokens.completion_tokens:
+            spent.setdefault(getattr(task, "model", "") or cfg.model, Usage()).add(tokens)
+    if not spent or cfg.provider == "local":
+        return None
+    total = 0.0
+    for model, usage in spent.items():
+        model_cfg = cfg.with_values(model=model)
+        provider = make_provider(model_cfg)
+        cost = ModelFacts(provider, model_cfg).cost(usage)  # asks the model list, as a one-shot run does
+        client = provider.http_client()
+        if client is not None:
+            client.close()
+        if cost is None:
+            return None
+        total += cost
+    return total
 
 
 def pace_hint(cpu: float, wall: float, cores: int) -> str:
@@ -130,7 +177,7 @@ def run_local(tasks: list[Task | Malformed], results: ResultsFile, runner: Runne
                 except queue.Empty:
                     return
                 progress.started()
-                record = runner.run(task, results.batch)
+                record = runner.run(task, results.namespace(task.key))
                 if record is None:
                     progress.dropped()
                 elif not results.add(record, on_disk):  # written by the writer thread: no wait here

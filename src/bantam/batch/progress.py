@@ -95,19 +95,24 @@ def describe(record: dict[str, Any]) -> str:
 
 
 def summary(tasks: Sequence[Task | Malformed], done: dict[str, dict[str, Any]], wall: float,
-            out: IO[str] | None = None, as_json: bool = False) -> None:
-    """The closing table (or JSON line): tasks by status, tokens, time, and what is still missing."""
+            out: IO[str] | None = None, as_json: bool = False, before: int = 0, cost: float | None = None) -> None:
+    """The closing table (or JSON line): tasks by status, tokens, their cost at the endpoint's
+    listed prices (when it lists them), time, and what is still missing. `before`: the tasks that
+    had a result when this run began; the rate counts only those this run finished."""
     records = [done[t.key] for t in tasks if t.key in done]
     statuses = Counter(r.get("status", "?") for r in records)
     prompt = sum(int((r.get("usage") or {}).get("prompt_tokens", 0)) for r in records)
     completion = sum(int((r.get("usage") or {}).get("completion_tokens", 0)) for r in records)
     errors = sum(bool(r.get("error")) for r in records)
     agent_time = sum(float(r.get("seconds", 0)) for r in records)
+    now = len(records) - before  # finished by this run
+    rate = now / wall if now > 0 and wall > 0 else None
     out = out or sys.stdout
     if as_json:
         out.write(json.dumps({"event": "summary", "tasks": len(tasks), "statuses": dict(statuses), "errors": errors,
                               "not_finished": len(tasks) - len(records), "prompt_tokens": prompt,
-                              "completion_tokens": completion, "agent_seconds": round(agent_time, 3),
+                              "completion_tokens": completion, "cost_usd": None if cost is None else round(cost, 6),
+                              "agent_seconds": round(agent_time, 3), "finished_now": max(now, 0),
                               "wall_seconds": round(wall, 3)}) + "\n")
         out.flush()
         return
@@ -123,7 +128,9 @@ def summary(tasks: Sequence[Task | Malformed], done: dict[str, dict[str, Any]], 
     table.add_row("errors", str(errors))
     table.add_row("not finished", str(len(tasks) - len(records)))
     table.add_row("tokens", f"{prompt} prompt + {completion} completion")
+    if cost is not None:
+        table.add_row("cost", f"${cost:.4f}")
     table.add_row("agent time", f"{agent_time:.1f} s")
     table.add_row("wall time (this run)", f"{wall:.1f} s")
-    table.add_row("tasks/s (this run)", f"{len(records) / wall:.2f}" if wall > 0 else "-")
+    table.add_row("tasks/s (this run)", f"{rate:.2f}" if rate is not None else "- (none ran)")
     Console(file=out).print(table)

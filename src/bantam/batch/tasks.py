@@ -21,7 +21,7 @@ import threading
 import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from ..errors import ConfigError, Refused
 from ..fsutil import MAX_LOG_BYTES, JsonlLog, atomic_write, bantam_home, private_dir, read_named
@@ -234,7 +234,8 @@ class ResultsFile:
             self.batch = self.identity()
         except (OSError, UnicodeDecodeError, ValueError) as e:
             raise ConfigError(f"results file {path}: unreadable ({e}); it was left as it is") from None
-        self.done = {str(r.get("id")): r for r in self.records}
+        self.done = {str(r.get("id")): r for r in self.records}  # a task's last result counts
+        self.tries: dict[str, int] = {}  # retry_failed: a task run again -> its results so far
 
     def identity(self) -> str:
         where = hashlib.md5(os.path.realpath(self.path).encode()).hexdigest()
@@ -250,6 +251,22 @@ class ResultsFile:
         private_dir(self.path.parent)
         self.path.touch(mode=0o600)  # from now on, this file is this batch
         return batch
+
+    def retry_failed(self, tasks: Sequence[Any]) -> None:
+        """Take the results that are not success off `done`, so that these tasks run again, each
+        in a thread of its own (`namespace`); their new results are appended, and a later read
+        keeps the last result of a task."""
+        for task in tasks:
+            record = self.done.get(task.key)
+            if record is not None and record.get("status") != "success":
+                del self.done[task.key]
+                self.tries[task.key] = sum(str(r.get("id")) == task.key for r in self.records)
+
+    def namespace(self, key: str) -> str:
+        """Where a task's thread is named from: the batch, and for a task run again after a result
+        that was not success, how many results it had (a killed rerun resumes the same thread)."""
+        tries = self.tries.get(key)
+        return f"{self.batch}/retry{tries}" if tries else self.batch
 
     def add(self, record: dict[str, Any], on_disk: Callable[[dict[str, Any]], None] | None = None) -> bool:
         """Queue a result unless its task already has one (False: it is not written). From any

@@ -2,6 +2,7 @@
 
     pace = pace_for(url)
     pace.wait()                  # before a request: after a 429's backoff, within the rate limits
+                                 # (--rpm N: one request every 60/N s, not N at once)
     pace.hold(seconds)           # a 429 (or 529) said "not before": every session waits, not one
     pace.spent(tokens)           # after a response: counts toward tokens_per_minute
     tell_holds(callback)         # an agent process passes each hold it meets on to its batch
@@ -78,6 +79,9 @@ class Pace:
             self.requests.popleft()
         while self.tokens and self.tokens[0][0] <= now - WINDOW:
             self.tokens.popleft()
+        if self.rpm and self.requests:  # spread over the minute, one every 60/rpm s: a burst of
+            # rpm requests at once is what servers that count per second (or per 10 s) refuse
+            delay = max(delay, self.requests[-1] + WINDOW / self.rpm - now)
         if self.rpm and len(self.requests) >= self.rpm:
             delay = max(delay, self.requests[0] + WINDOW - now)
         if self.tpm and sum(n for _, n in self.tokens) >= self.tpm:
