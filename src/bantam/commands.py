@@ -7,7 +7,6 @@
 """
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
@@ -15,13 +14,13 @@ from typing import Any
 
 from . import config, sessions
 from .errors import ConfigError
-from .options import SUBCOMMANDS
+from .options import SUBCOMMANDS, Parser
 from .sanitize import visible
 
 
 def config_main(argv: list[str]) -> int:
     from .options import common_options, flags
-    parser = common_options(argparse.ArgumentParser(
+    parser = common_options(Parser(
         prog="bantam config", description="Show every configuration key, its value and where it came "
         f"from: flags > .bantam.cfg (else model.cfg) > {config.user_config_path()} > environment > defaults."))
     args = parser.parse_args(argv)
@@ -62,7 +61,7 @@ def _implied(key: str, value: Any, cfg: config.Config) -> str:
 
 
 def sessions_main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="bantam sessions", description="Saved sessions "
+    parser = Parser(prog="bantam sessions", description="Saved sessions "
                                      f"({sessions.sessions_dir()}): list, show, export to Markdown, delete.")
     parser.add_argument("action", nargs="?", choices=("list", "show", "export", "delete"), default="list")
     parser.add_argument("id", nargs="?", help="a session id, or the start of one")
@@ -127,7 +126,7 @@ COMMANDS = tuple(SUBCOMMANDS)  # the subcommands' words, from the one table (opt
 
 
 def completion_main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="bantam completion", description="Print a shell completion "
+    parser = Parser(prog="bantam completion", description="Print a shell completion "
                                      'script: eval "$(bantam completion bash)", or save it where your shell looks.')
     parser.add_argument("shell", choices=("bash", "zsh", "fish"))
     shell = parser.parse_args(argv).shell

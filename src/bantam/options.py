@@ -8,6 +8,7 @@ docs/architecture.md): a subcommand never imports the command line that dispatch
 from __future__ import annotations
 
 import argparse
+import difflib
 import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NoReturn
@@ -62,7 +63,20 @@ class Parser(argparse.ArgumentParser):
     (argparse's own prints the whole usage first, 19 lines for `bantam` itself)."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: {message}; see {self.prog} --help\n")
+        self.exit(2, f"{self.prog}: {message}{self.near_option(message)}; see {self.prog} --help\n")
+
+    def near_option(self, message: str) -> str:
+        """` (did you mean --model?)` for a mistyped option (`--modle`), as subcommands and keys
+        have; "" when nothing is close."""
+        if not message.startswith("unrecognized arguments: "):
+            return ""
+        names = [name for action in self._actions for name in action.option_strings if name.startswith("--")]
+        for word in message.split(": ", 1)[1].split():
+            if word.startswith("--"):
+                close = difflib.get_close_matches(word.partition("=")[0], names, n=1, cutoff=0.6)
+                if close:
+                    return f" (did you mean {close[0]}?)"
+        return ""
 
 
 def global_options(p: argparse.ArgumentParser) -> argparse.ArgumentParser:

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Callable
 
 from .envpolicy import register_secret
-from .errors import SessionError
+from .errors import ConfigError, SessionError
 from .fsutil import JsonlLog, atomic_write, bantam_home, private_dir
 
 VALID_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
@@ -112,6 +112,15 @@ def close_turn(messages: list[dict], why: str = INTERRUPTED) -> bool:
 def check_id(name: str) -> str:
     if not VALID_ID.match(name):
         raise SessionError(f"session name {name!r}: use letters, digits, '.', '_' or '-'")
+    return name
+
+
+def given_id(name: str, option: str) -> str:
+    """A session or thread name given on the command line (`--thread ID`): one no file can have
+    is bad usage (ConfigError, exit 2), said before anything runs."""
+    if not VALID_ID.match(name):
+        raise ConfigError(f"{option} {name!r}: a name is letters, digits, '.', '_' or '-' (at most 100, "
+                          f"starting with a letter or digit)")
     return name
 
 

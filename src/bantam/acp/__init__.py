@@ -24,7 +24,6 @@ prints cannot corrupt the stream. Logs go to stderr.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import secrets
 import sys
@@ -35,6 +34,7 @@ from typing import Any
 
 from .. import __version__
 from ..errors import BantamError, SessionError
+from ..options import Parser
 from .rpc import INTERNAL_ERROR, INVALID_PARAMS, RESOURCE_NOT_FOUND, Connection, Later, RpcError
 
 PROTOCOL_VERSION = 1
@@ -42,7 +42,7 @@ PROTOCOL_VERSION = 1
 
 def main(argv: list[str]) -> int:
     from ..options import common_options, flags
-    p = common_options(argparse.ArgumentParser(
+    p = common_options(Parser(
         prog="bantam acp", description="Serve the Agent Client Protocol on stdin/stdout, for editors."))
     args = p.parse_args(argv)
     conn = Connection(*protocol_fds())

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from ..errors import BantamError, ConfigError
+from ..options import Parser
 from .agent import Runner, forget, interrupt, isolation_options, run_threads, runner_for
 from .progress import Progress, describe
 from .tasks import Malformed, ResultsFile, Task, apply_rates, fail_malformed, failed, rate_options, read_task, real_root
@@ -155,7 +156,7 @@ def collect(client: Any, reply: str, missing: set[str], results: ResultsFile, pr
 
 def worker_parser() -> argparse.ArgumentParser:
     from ..options import common_options
-    p = argparse.ArgumentParser(prog="bantam worker", description="Run bantam tasks from a Redis "
+    p = Parser(prog="bantam worker", description="Run bantam tasks from a Redis "
                                 f"stream ({TASKS}, group {GROUP}) and send each result to its reply stream.")
     p.add_argument("url", metavar="redis://HOST:PORT/DB")
     p.add_argument("--concurrency", "--workers", dest="workers", type=int, default=1, metavar="N",

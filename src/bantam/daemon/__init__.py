@@ -32,8 +32,8 @@ __all__ = ["main"]
 def parser() -> "argparse.ArgumentParser":
     import argparse
 
-    from ..options import common_options
-    p = argparse.ArgumentParser(
+    from ..options import Parser, common_options
+    p = Parser(
         prog="bantam daemon", description="Run persistent agents, one per directory "
         "(default: ./agent). Each directory is created from templates on first start.")
     p.add_argument("dirs", nargs="*", metavar="DIR", help="agent directories")

@@ -11,13 +11,14 @@ import os
 import sys
 from pathlib import Path
 
+from ..options import Parser
 from ..sanitize import visible
 from . import need_sdk, servers
 
 
 def main(argv: list[str]) -> int:
     from ..options import common_options, load_config
-    p = common_options(argparse.ArgumentParser(prog="bantam mcp", description=__doc__,
+    p = common_options(Parser(prog="bantam mcp", description=__doc__,
                                                formatter_class=argparse.RawDescriptionHelpFormatter))
     p.add_argument("action", nargs="?", default="serve", choices=("serve", "list", "trust"))
     args = p.parse_args(argv)

@@ -17,7 +17,7 @@ import json
 import sys
 from typing import TYPE_CHECKING
 
-from ..options import common_options, flags
+from ..options import Parser, common_options, flags
 from ..errors import ConfigError, Refused
 from ..fsutil import CONFIG_LIMIT, read_named
 from ..events import Done, Error, Notice, OnEvent
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 
 def run_main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="bantam run", description="Start a controlled run: the model "
+    p = Parser(prog="bantam run", description="Start a controlled run: the model "
                                 "proposes, the runtime's gates decide.")
     p.add_argument("goal", nargs="?", help="what the run must achieve")
     new_run_options(p)
@@ -46,7 +46,7 @@ def run_main(argv: list[str]) -> int:
 
 
 def resume_main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="bantam resume", description="Continue a controlled run.")
+    p = Parser(prog="bantam resume", description="Continue a controlled run.")
     p.add_argument("run", help="a run id (under --runs-dir) or a run directory")
     p.add_argument("--config", metavar="FILE", help="new [limits], [runtime] or [model] (logged)")
     p.add_argument("--retry-blocked", action="store_true",
@@ -62,7 +62,7 @@ def resume_main(argv: list[str]) -> int:
 
 
 def status_main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="bantam status", description="Show a controlled run's state.")
+    p = Parser(prog="bantam status", description="Show a controlled run's state.")
     p.add_argument("run", help="a run id (under --runs-dir) or a run directory")
     p.add_argument("--json", action="store_true", help="the status as one JSON object")
     p.add_argument("--runs-dir", default="runs", metavar="DIR", help="where runs live (default: ./runs)")

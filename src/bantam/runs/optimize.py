@@ -16,7 +16,6 @@ unchanged.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from ..options import Parser
 from .prompts import FORMAT, RUN_COPY
 
 CLIPPED = "[... clipped ...]"  # the store's mark on an artifact cut at its size limit
@@ -114,7 +114,7 @@ def accepted(trace: Trace, answer: str) -> bool:
 
 def optimize_main(argv: list[str]) -> int:
     from ..options import common_options, flags
-    p = argparse.ArgumentParser(prog="bantam optimize", description="Optimise a controlled run's prompts "
+    p = Parser(prog="bantam optimize", description="Optimise a controlled run's prompts "
                                 "with DSPy (BootstrapFewShot) over the successful traces of earlier runs.")
     p.add_argument("runs", nargs="+", metavar="RUN", help="run ids (under --runs-dir) or run directories")
     p.add_argument("--output", required=True, metavar="FILE", help="where to write the prompt artifact (JSON)")

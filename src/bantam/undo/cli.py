@@ -1,9 +1,10 @@
 """`bantam undo [N] [--thread T] [--yes|--force] [--list]`: take back the file changes of the last
 N turns (that changed files) of this folder's session, or of thread T.
 
-On a terminal it shows what it will restore and remove and asks; with --yes, or with nobody to
-ask, it acts when no file changed by hand since the turn, and otherwise refuses with exit 1 and
-the list of those files (--force overwrites them; their content stays in the undo store).
+With nothing to undo it says so and exits 0. On a terminal it shows what it will restore and
+remove and asks; with --yes, or with nobody to ask, it acts when no file changed by hand since
+the turn, and otherwise refuses with exit 1 and the list of those files (--force overwrites
+them; their content stays in the undo store).
 """
 from __future__ import annotations
 
@@ -14,13 +15,14 @@ import time
 from pathlib import Path
 
 from ..errors import ConfigError
-from ..sessions import check_id, project_id
+from ..options import Parser
+from ..sessions import given_id, project_id
 from . import Store, apply, plan, session_key, thread_key, undoable
 from .restore import UndoError, shown
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="bantam undo", description=__doc__.split("\n\n")[0])
+    p = Parser(prog="bantam undo", description=__doc__.split("\n\n")[0])
     p.add_argument("count", nargs="?", type=int, default=1, metavar="N", help="how many turns (default 1)")
     p.add_argument("--thread", metavar="ID", help="a thread's turns (default: this folder's session)")
     p.add_argument("--list", action="store_true", help="the turns that can be undone, newest first")
@@ -33,9 +35,12 @@ def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     if args.count < 1:
         raise ConfigError("bantam undo: N must be at least 1")
-    key = thread_key(check_id(args.thread)) if args.thread else session_key(project_id(Path.cwd()))
+    key = thread_key(given_id(args.thread, "--thread")) if args.thread else session_key(project_id(Path.cwd()))
     if args.list:
         return list_turns(key)
+    if not undoable(key, Store()):  # nothing went wrong: there is simply no change to take back
+        print(f"bantam undo: nothing to undo in {key} (no recorded turn changed files)", file=sys.stderr)
+        return 0
     try:
         p = plan(key, args.count)
     except UndoError as e:

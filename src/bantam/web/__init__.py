@@ -21,6 +21,7 @@ from pathlib import Path
 from types import FrameType
 
 from ..errors import ConfigError
+from ..options import Parser
 
 DEFAULT_PORT = 8765
 DEFAULT_HOST = "127.0.0.1"
@@ -29,7 +30,7 @@ MIN_PASSWORD = 12  # web_password: shorter ones fall to guessing, however slowed
 
 def parser() -> argparse.ArgumentParser:
     from ..options import common_options
-    p = argparse.ArgumentParser(prog="bantam web", description="Chat with bantam and watch its work in a browser.")
+    p = Parser(prog="bantam web", description="Chat with bantam and watch its work in a browser.")
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port to listen on (default {DEFAULT_PORT}; 0: any free one)")
     p.add_argument("--workspace", default=".", metavar="DIR",
                    help="the project folder: the agent works there, the page shows its files (default: here)")
