@@ -37,7 +37,7 @@ def test_max_iter_zero_is_refused_and_one_is_one(home):
     model = RoutedModel([spawn_calls("zero", max_iter=0), spawn_calls("one step", max_iter=1), text("ok")], children)
     _, messages, _ = parent_run(model, home)
     zero = next(m["content"] for m in messages if m["role"] == "tool")
-    assert zero == "error: max_iter must be at least 1, got 0"
+    assert zero == "error: max_iter must be a whole number of at least 1, got 0"
     one = json.loads([m["content"] for m in messages if m["role"] == "tool"][1])
     assert one["status"] == "partial" and one["steps_taken"] == 1
     assert "max_al_iterations (1)" in one["output"]

@@ -28,8 +28,11 @@ def serve(cfg: Config, folder: Path) -> int:
     import anyio
     from mcp.server.mcpserver import Context, MCPServer
 
+    from mcp.server.mcpserver.exceptions import ToolError as McpToolError
+
     from .. import session
-    from ..tools.spawn import spawn
+    from ..errors import ToolError
+    from ..tools.spawn import iteration_budget, spawn
 
     cfg = cfg.with_values(mcp=False)
     server = MCPServer("bantam", version=__version__, instructions=INSTRUCTIONS)
@@ -58,11 +61,15 @@ def serve(cfg: Config, folder: Path) -> int:
                 message = f"step {steps[0]}: {event.name}"
                 anyio.from_thread.run(ctx.report_progress, steps[0], None, message)
 
+        try:  # the same rule as spawn_agent's: 0 is refused, not taken for the default
+            budget = iteration_budget(max_iter, cfg)
+        except ToolError as e:
+            raise McpToolError(str(e)) from None
         tool_ctx = session.build(cfg, folder, on_event=on_event, provider=provider(), with_mcp=False,
                                  tools=(), cancel=cancel).toolbox.ctx
 
         def work() -> dict[str, Any]:
-            return spawn(tool_ctx, task, checks or [], "ephemeral", max_iter or cfg.max_al_iterations)
+            return spawn(tool_ctx, task, checks or [], "ephemeral", budget)
         try:
             return await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
         except anyio.get_cancelled_exc_class():

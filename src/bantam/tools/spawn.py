@@ -71,12 +71,20 @@ class SpawnAgent:
         persistence = args.get("persistence") or "ephemeral"
         if persistence not in ("ephemeral", "durable"):
             raise ToolError(f"persistence must be ephemeral or durable, got {persistence!r}")
-        max_iter = args.get("max_iter")
-        if max_iter is not None and max_iter < 1:  # 0 is not "the default": refused, as the model meant little
-            raise ToolError(f"max_iter must be at least 1, got {max_iter}")
-        result = spawn(ctx, args["task"], checks, persistence, max_iter or ctx.cfg.max_al_iterations,
+        result = spawn(ctx, args["task"], checks, persistence, iteration_budget(args.get("max_iter"), ctx.cfg),
                        f"agent {number + 1}")
         return json.dumps(result, ensure_ascii=False)
+
+
+def iteration_budget(max_iter: Any, cfg: Any) -> int:
+    """A child's step budget as asked for (`max_iter`, by spawn_agent's model or run_task's client),
+    or the configured one when none is. 0 is not "the default" and not "no limit": refused, as
+    is anything but a whole number, since the caller meant something else."""
+    if max_iter is None:
+        return int(cfg.max_al_iterations)
+    if isinstance(max_iter, bool) or not isinstance(max_iter, int) or max_iter < 1:
+        raise ToolError(f"max_iter must be a whole number of at least 1, got {max_iter!r}")
+    return max_iter
 
 
 def spawn(ctx: ToolContext, task: str, checks: list[str], persistence: str, max_iter: int,
