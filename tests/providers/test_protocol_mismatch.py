@@ -118,6 +118,14 @@ def test_a_socks_proxy_that_answers_garbage_is_one_line_naming_the_proxy(direct,
     assert "check SOCKS_PROXY" in line and not server.requests and proxy.connections == 1
 
 
+def test_a_socks_proxy_named_by_all_proxy_that_answers_garbage_is_one_line_too(direct, babbler, server):
+    proxy = babbler(b"\x00garbage")
+    write_cfg(direct, **base_cfg(server, retry_delays=NINE))
+    line = one_error_line(run_bantam("-p", "hi", cwd=direct, env={"ALL_PROXY": f"socks5://127.0.0.1:{proxy.port}"}))
+    assert f"the SOCKS proxy socks5://127.0.0.1:{proxy.port} does not answer as a SOCKS proxy" in line
+    assert "check ALL_PROXY" in line and not server.requests
+
+
 def test_an_anthropic_stream_at_an_openai_endpoint_fails_at_once(direct, server):
     server.add(*[anth.text_reply("hello")] * 3)
     write_cfg(direct, **base_cfg(server, retry_delays=NINE))

@@ -497,9 +497,10 @@ def mapped_errors(url: str, cfg: Config, probe: bool = True) -> Iterator[None]:
         yield
     except (httpx.UnsupportedProtocol, httpx.InvalidURL) as e:
         raise ProviderError(f"bad endpoint URL {url!r}: {e}", retryable=False) from e
-    except socks_errors() as e:  # the SOCKS library's own: httpx maps none of them
-        raise ProviderError(f"the SOCKS proxy {socks_proxy()} does not answer as a SOCKS proxy ({e}); "
-                            f"check SOCKS_PROXY", retryable=False) from e
+    except socks_errors() as e:
+        named = socks_proxy() or os.environ.get("ALL_PROXY") or os.environ.get("all_proxy") or ""
+        raise ProviderError(f"the SOCKS proxy {named} does not answer as a SOCKS proxy ({e}); check "
+                            f"{'SOCKS_PROXY' if socks_proxy() else 'ALL_PROXY'}", retryable=False) from e
     except httpx.TimeoutException as e:
         mismatch = other_protocol(url, e, ask=False) if probe and isinstance(e, httpx.ReadTimeout) else None
         raise mismatch or ProviderError(f"no response from {url} within {cfg.timeout:g}s "
@@ -517,14 +518,12 @@ def mapped_errors(url: str, cfg: Config, probe: bool = True) -> Iterator[None]:
 
 
 def socks_errors() -> tuple[type[BaseException], ...]:
-    """The exceptions of the SOCKS library a proxy's garbage raises; () without a SOCKS proxy."""
-    if not socks_proxy():
-        return ()
-    try:
-        from socksio.exceptions import SOCKSError
-    except ImportError:
-        return ()
-    return (SOCKSError,)
+    """The SOCKS library's errors, which a proxy that does not speak SOCKS raises and httpx maps to
+    none of its own; () when no SOCKS proxy was used (httpx imports the library only for one,
+    from SOCKS_PROXY or from ALL_PROXY=socks5://...)."""
+    module = sys.modules.get("socksio.exceptions")
+    error = getattr(module, "SOCKSError", None)
+    return (error,) if isinstance(error, type) else ()
 
 
 def other_protocol(url: str, error: BaseException, ask: bool | None = True) -> ProviderError | None:
