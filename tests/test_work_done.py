@@ -13,10 +13,13 @@ from bench.bench_tasks import BY_NAME
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not available(), reason="the local extra is not installed")]
 
-# Three kinds of work a user asks first, each solved by the embedded default, Qwen2.5-Coder-1.5B-
-# Instruct (bench/RESULTS.md, "Work done on the embedded model"): read a value from a file and write
-# it where asked, count over a tree, write a file with given content. Greedy, so the same every run.
-SAMPLE = ["package-version", "count-py", "write-greeting"]
+# Kinds of work a user asks first, each solved by the embedded default, Qwen2.5-Coder-1.5B-Instruct
+# (bench/RESULTS.md, "Work done on the embedded model"): read a value from a file and write it where
+# asked, count over a tree, write a file with given content; and two that only its aids get done:
+# find-word (the worked exchange: write just the name, not the whole grep line) and run-script
+# (a command that printed nothing says so: the model had taken "exit: 0" for what a script printed
+# into the file and written that over it). Greedy, so the same every run.
+SAMPLE = ["package-version", "count-py", "write-greeting", "find-word", "run-script"]
 
 
 @pytest.fixture(scope="module")
