@@ -184,8 +184,8 @@ class Conversation:
             answer = self.ask(question).strip().lower()
         except (KeyboardInterrupt, EOFError):
             return
-        if answer in ("", "y", "yes"):
-            self.cmd_compact("")
+        if answer in ("", "y", "yes"):  # as /compact: Ctrl+C or a failed request leaves the conversation be
+            self.command("/compact", "")
 
     def shell(self, command: str) -> None:
         if not command:
