@@ -1,4 +1,5 @@
 """The compaction the terminal offers, driven through a real pseudo-terminal against a real local server."""
+import pexpect
 import pytest
 
 from tests.conftest import base_cfg, wait_for, write_cfg
@@ -26,6 +27,7 @@ def test_ctrl_c_in_the_offered_compaction_only_interrupts_it(cfg, server):
     server.add(text_reply("Big answer.", usage(700, 10)), slow, text_reply("Still here."))
     term = Term(cfg, NO_COLOR="1")
     offer(term)
+    term.expect("compacting the conversation")  # said while the summary is requested
     wait_for(lambda: len(server.chat_requests()) == 2, "the summary request")
     term.child.sendintr()
     term.expect("interrupted")
@@ -38,3 +40,12 @@ def test_ctrl_c_in_the_offered_compaction_only_interrupts_it(cfg, server):
     _, saved = session_records(session_file(cfg))
     assert [m["content"] for m in saved][:2] == ["a big question", "Big answer."]
 
+
+def test_the_offered_compaction_says_what_it_does(cfg, server):
+    server.add(text_reply("Big answer.", usage(700, 10)), text_reply("We discussed it."))
+    term = Term(cfg, NO_COLOR="1")
+    offer(term)
+    said = term.expect("compacted 2 messages into 1")
+    assert "compacting the conversation" in said
+    term.enter("/quit")
+    term.child.expect(pexpect.EOF)

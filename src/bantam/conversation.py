@@ -407,6 +407,7 @@ class Conversation:
         before = sessions.count(self.messages)
         if before <= 1:
             return self.say("nothing to compact yet")
+        self.say("compacting the conversation: the model is asked for a summary (Ctrl+C stops it)")
         compact.compact(self.provider, self.messages, self.cfg.retry_delays, quiet(self.render),
                         str(self.folder))
         self.changed = True
