@@ -326,7 +326,7 @@ def read_entries(path: Path, own: bool = False) -> list[tuple[str, str, str]]:
 def embedded_notice(cfg: "Config") -> str:
     """The one line that says a run answers on this machine, naming the model it loads."""
     model = bundled.default_model()
-    name = Path(cfg.model_path).name if cfg.model_path else model.name if model else "the embedded model"
+    name = Path(cfg.model_path).stem if cfg.model_path else model.name if model else "the embedded model"
     return (f"no endpoint configured: answering with {name} on this machine (set endpoint=, model= and "
             f"api_key= in {user_config_path()}, or pass --endpoint, for a remote model)")
 

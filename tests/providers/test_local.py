@@ -118,11 +118,16 @@ def test_embedded_default_with_nothing_configured(home):
 
 
 def test_the_notice_names_the_model_that_answers(home):
-    """With model_path= set, the notice names that file, not the embedded default."""
+    """With model_path= set, the notice names that file (without its folder and `.gguf`), not the
+    embedded default."""
     from bantam.bundled import SMOLLM2, model_file
-    r = run_bantam("--set", f"model_path={model_file(SMOLLM2)}", "--set", "max_tokens=16", "-p", "Say hi.", cwd=home,
-                   timeout=300)  # (an answer cut at max_tokens exits 1: only the notice matters here)
-    assert f"answering with {model_file(SMOLLM2).name} on this machine" in r.stderr, r.stderr
+    deep = home / "models" / "a" / "rather" / "long" / "folder"
+    deep.mkdir(parents=True)
+    (deep / "small-chat.gguf").symlink_to(model_file(SMOLLM2))
+    r = run_bantam("--set", f"model_path={deep / 'small-chat.gguf'}", "--set", "max_tokens=16", "-p", "Say hi.",
+                   cwd=home, timeout=300)  # (an answer cut at max_tokens exits 1: only the notice matters here)
+    assert "answering with small-chat on this machine" in r.stderr, r.stderr
+    assert "[small-chat: " in r.stderr and str(deep) not in r.stderr
 
 
 def free_port():

@@ -24,6 +24,7 @@ def usage_line(model: str, usage: Usage, window: int, cost: float | None = None,
     `| cost: $0.0021 (session $0.0100)` when the model list gave prices. A turn of several
     requests says so, `4100 prompt sent in 3 requests`: prompt tokens add up over the requests,
     while the context is the latest request's size alone."""
+    model = shown_model(model)
     about = "~" if usage.estimated else ""  # bantam's estimate: the server reported no usage
     prompt = f"{about}{usage.prompt_tokens} prompt"
     if usage.requests > 1:
@@ -42,6 +43,14 @@ def usage_line(model: str, usage: Usage, window: int, cost: float | None = None,
     share = 100 * usage.context_tokens / window
     return (f"[{model}: {prompt} + {about}{usage.completion_tokens} completion | "
             f"context: {about}{usage.context_tokens}/{window} ({share:.1f}%){spent}]")
+
+
+def shown_model(model: str) -> str:
+    """A model named by its GGUF file (llama-cpp-python's server lists the path it loaded) is shown
+    by the file's name without folder and `.gguf`: the path can fill the line."""
+    if model.lower().endswith(".gguf"):
+        return model.replace("\\", "/").rsplit("/", 1)[-1][:-len(".gguf")]
+    return model
 
 
 def use_color(cfg: Config, stream: IO[str]) -> bool:
