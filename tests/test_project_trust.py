@@ -280,3 +280,18 @@ def test_escape_sequences_in_a_projects_config_are_shown_not_obeyed(home):
     assert r".bantam.cfg:3 sandbox_writable=/tmp\x1b[1A\x1b[2K" in trusted
     assert r"cloned\x1b]0;evil\x07: .bantam.cfg" in trusted and r"cloned\x1b]0;evil\x07  .bantam.cfg" in listed
     assert r"sandbox_writable = /tmp\x1b[1A\x1b[2K  (.bantam.cfg:3)" in after
+
+
+def test_a_tools_folder_that_does_not_exist_is_not_trusted(home):
+    """Trust in a tools folder that is not there could never hold: every run would warn again.
+    `bantam trust` says the folder is missing and records nothing; once it exists, trust holds."""
+    with FakeServer([text_reply("a")]) as s:
+        write_cfg(home, trusted=False, **base_cfg(s), bantam_tools_dir="tools")
+        r = run_bantam("trust", cwd=home)
+        assert r.returncode == 2 and "tools, which does not exist" in r.stderr, r.stdout + r.stderr
+        assert "trusted" not in r.stdout and trust.trusted_projects() == {}
+        (home / "tools").mkdir()
+        (home / "tools" / "deploy").write_text("#!/bin/sh\necho deploy\n")
+        assert run_bantam("trust", cwd=home).returncode == 0
+        r = run_bantam("-p", "hi", cwd=home)
+        assert warnings(r.stderr) == [] and "Extra shell tools" in s.chat_requests()[0].body["messages"][0]["content"]

@@ -166,7 +166,13 @@ def present(directory: str | os.PathLike, tools_dir: str = "") -> dict[str, str]
 
 def trust(directory: str | os.PathLike, tools_dir: str = "") -> dict[str, str]:
     """Trust the project's files in `directory` as they are now (replacing what was trusted
-    there before); returns what was recorded."""
+    there before); returns what was recorded. A tools folder that is not there is refused, and
+    nothing is recorded: the project file naming it would stay untrusted at every run anyway."""
+    folder = Path(directory, tools_dir).expanduser()
+    if tools_dir and not folder.is_dir():
+        what = "is not a folder" if folder.exists() else "does not exist"
+        raise ConfigError(f"nothing trusted: bantam_tools_dir={tools_dir} names {os.path.abspath(folder)}, which {what} "
+                          f"(create it, or remove bantam_tools_dir from the project's file)")
     files = present(directory, tools_dir)
     if not files:
         raise ConfigError(f"nothing to trust in {folder_of(directory)}: no {', '.join(PROJECT_FILES)} there")
