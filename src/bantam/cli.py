@@ -42,7 +42,7 @@ WORD_HELP = {  # the modes that take the common options only
     "models": "usage: bantam models [--model M] [--endpoint URL] [--provider P] [--set KEY=VALUE]\n\n"
               "List the endpoint's models; the configured one is marked with *.",
     "handler": "usage: bantam handler [--model M] [--endpoint URL] [--provider P] [--set KEY=VALUE]\n\n"
-               "A queue handler (seed 004): the task on standard input; $ACTOR_RESULT_TOPIC, a newline\n"
+               "A queue handler: the task on standard input; $ACTOR_RESULT_TOPIC, a newline\n"
                "and the answer on standard output (the answer alone when the variable is unset).",
 }
 
@@ -240,7 +240,7 @@ def dispatch(args: argparse.Namespace) -> int:
 
 
 def queue_handler(args: argparse.Namespace) -> bool:
-    """Seed 004: actor-mesh runs the binary itself as its handler (`ACTOR_HANDLER=./agent`), with
+    """An actor mesh runs the binary itself as its handler (`ACTOR_HANDLER=./agent`), with
     ACTOR_RESULT_TOPIC set and the task on stdin. So with the variable set, no prompt given, and
     no person at standard input, bantam is the handler without the `handler` word."""
     return bool(os.environ.get("ACTOR_RESULT_TOPIC") and not args.words and args.prompt is None
@@ -282,7 +282,7 @@ def near_subcommand(word: str) -> str | None:
 
 def prompt_words(words: list[str], text: str | None) -> tuple[str | None, str | None]:
     """(prompt file, prompt text) from the positional words: a file, or else the words are the
-    prompt itself (seed 004's `agent "List files in /tmp"`). A word that looks like a file name
+    prompt itself (`bantam "List files in /tmp"`). A word that looks like a file name
     (`notes.md`, `dir/x`) is taken as one, so a mistyped name is an error, not a prompt."""
     files = [w for w in words if os.path.exists(w) or re.fullmatch(r"\S*(/\S*|\.\w{1,8})", w)]
     if not words or (files and len(files) == len(words)):

@@ -19,7 +19,7 @@ daemon's config.json "request" object arrives this way). A bad value raises Conf
 from, the key once: `.bantam.cfg:3: temperature: expected a number, got 'hot'`.
 
 The environment sits below the files, with one exception the seeds make: a variable in
-`ENV_FIRST` (seed 001's BANTAM_TOOLS_DIR, "checked first") beats both files, below the flags.
+`ENV_FIRST` (BANTAM_TOOLS_DIR, which is checked first) beats both files, below the flags.
 It is the user's own, so a project file, trusted or not, cannot override it.
 
 Which keys are secret is the schema's word (`knob(..., secret=True)`), plus any value outside
@@ -27,8 +27,8 @@ it shaped like a credential (`secret`); `max_tokens_limit` is no secret for hold
 
 The provider, when no `provider=` is given, is inferred from the endpoint: bantam's own rule for
 an endpoint from a flag or a file (Anthropic for `anthropic.com` or `/v1/messages`, else
-OpenAI-compatible, as `api_base=http://127.0.0.1:8080/v1` for llama.cpp wants), and seed 004's
-rule for its own variable LLM_URL (OpenAI-compatible only with `/v1/chat/completions` in it,
+OpenAI-compatible, as `api_base=http://127.0.0.1:8080/v1` for llama.cpp wants), and the Agent
+CLI's rule for its variable LLM_URL (OpenAI-compatible only with `/v1/chat/completions` in it,
 Anthropic for anything else).
 """
 from __future__ import annotations
@@ -51,7 +51,7 @@ from .toolnames import ALIASES as TOOL_ALIASES, MCP_SEPARATOR, REGISTRY, canonic
 __all__ = ["Config", "load", "KEYS", "ALIASES", "Key", "Kind", "Flag", "Number", "Choice", "Url", "Names",
            "Numbers", "ToolNames", "knob", "keys_of", "aliases_of", "canonical", "check"]
 
-DEFAULT_ENDPOINT = "https://api.kilo.ai/api/openrouter"  # seed 001's default
+DEFAULT_ENDPOINT = "https://api.kilo.ai/api/openrouter"  # a free OpenRouter gateway: works with no key
 DEFAULT_MODEL = "openrouter/free"
 # A tool result a local model sees, at most (the rest in a file the result names): a 30,000-byte
 # `cat README.md` overflowed the embedded model's window, where 6,000 bytes are about 1,500 tokens
@@ -127,9 +127,9 @@ REQUEST_FIELDS = frozenset((
     "verbosity", "thinking", "reasoning", "include_reasoning", "transforms", "models", "route",
     "usage", "grammar", "json_schema", "mirostat", "mirostat_tau", "mirostat_eta", "cache_prompt",
     "chat_template_kwargs", "options", "keep_alive", "web_search_options", "extra_body"))
-# Environment variables that beat the config files (below the flags): seed 001's BANTAM_TOOLS_DIR
-# "overrides this and is checked first". The others sit below the files, as bantam's own layers;
-# seed 001's key fallback (OPENAI_API_KEY: "fall back to") is below them too.
+# Environment variables that beat the config files (below the flags): BANTAM_TOOLS_DIR overrides
+# the files and is checked first. The others sit below the files, as bantam's own layers; the
+# key fallback (OPENAI_API_KEY when no api_key is set) is below them too.
 ENV_FIRST = frozenset(("BANTAM_TOOLS_DIR",))
 # A value shaped like a credential: a known vendor prefix, or a long opaque token that mixes
 # upper case, lower case and digits (model names and paths have dots, slashes or one case).
@@ -342,11 +342,11 @@ def exposed_key_warning(path: Path | None, entries: list[tuple[str, str, str]]) 
     return f"{path} holds an api_key and other users can read it (chmod 600 {path})" if exposed else ""
 
 
-SEED_URL = "LLM_URL"  # seed 004's variable: its provider follows seed 004's rule (infer_provider)
+SEED_URL = "LLM_URL"  # the Agent CLI's variable: its provider follows that CLI's rule (infer_provider)
 
 
 def infer_provider(endpoint: str, seed_url: bool = False) -> str:
-    """The provider an endpoint implies when `provider=` names none. Seed 004's rule for its own
+    """The provider an endpoint implies when `provider=` names none. The Agent CLI's rule for its
     LLM_URL (`seed_url`): OpenAI-compatible only when the URL holds `/v1/chat/completions`, the
     Anthropic Messages API for anything else (a gateway at a path of its own). bantam's rule for
     an endpoint from a flag or a file, whose usual value is an OpenAI-compatible base such as

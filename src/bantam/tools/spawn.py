@@ -1,4 +1,4 @@
-"""spawn_agent: a sub-agent with a fresh, isolated context and a structured result (seed 004).
+"""spawn_agent: a sub-agent with a fresh, isolated context and a structured result.
 
 The child runs the same loop with its own tool budget and cannot delegate. It ends its answer
 with `STATUS:` and `UNMET:` lines, which become the JSON result's `status` and `unmet_checks`.
