@@ -81,25 +81,30 @@ def test_a_failed_request_is_closed_too(cfg, server):
     assert roles == ["user", "assistant", "user"]
 
 
-def test_a_second_terminal_in_the_same_folder_does_not_replace_the_first_ones_session(cfg, server):
-    server.add(text_reply("answer one"), text_reply("answer two"), text_reply("answer three"))
+def test_a_second_terminal_saves_under_a_name_of_its_own_and_never_replaces_the_first_ones(cfg, server):
+    server.add(text_reply("answer one"), text_reply("answer two"), text_reply("the second's summary"),
+               text_reply("answer three"), text_reply("answer four"))
+    own = f"{sessions.project_id(cfg)}-2"
     first = Bantam(cfg)
     first.enter("first terminal")
     first.expect("answer one")
     second = Bantam(cfg)
     second.enter("second terminal")
     second.expect("answer two")
-    second.expect("another bantam (pid")  # said, at its first save
-    second.enter("/save")  # nor by saving on purpose under the project's name
-    second.expect("/save NAME keeps this one")
-    _, saved = session_records(session_file(cfg))
-    assert [m["content"] for m in saved] == ["first terminal", "answer one"]  # untouched by the second
-    assert second.quit() == 0
+    second.expect(f"this one is saved as {own}")  # said once, at its first save
+    second.enter("/save")  # saving on purpose keeps to its own name too
+    second.expect(f"to {session_file(cfg, own)}")
     first.enter("first again")
     first.expect("answer three")
     assert first.quit() == 0
+    second.enter("second again")  # the first has gone: still saved, still under its own name
+    second.expect("answer four")
+    assert second.quit() == 0
     _, saved = session_records(session_file(cfg))
     assert [m["content"] for m in saved] == ["first terminal", "answer one", "first again", "answer three"]
+    _, saved = session_records(session_file(cfg, own))
+    assert [m["content"] for m in saved] == ["second terminal", "answer two", "second again", "answer four"]
+    assert second.shown.count("this one is saved as") == 1
 
 
 def test_the_lock_goes_with_the_process(cfg, server):

@@ -353,9 +353,9 @@ class Conversation:
         self.say("conversation cleared")
 
     def cmd_save(self, arg: str) -> None:
-        name = sessions.check_id(arg) if arg else self.autosave.id
-        if name == self.autosave.id and self.autosave.claim():  # another bantam writes it: not replaced
+        if not arg and self.autosave.claim():  # this process cannot save the project's session at all
             return self.say(self.autosave.other)
+        name = sessions.check_id(arg) if arg else self.autosave.name  # its own when another bantam holds it
         try:
             summary = compact.ask(self.provider, self.messages, compact.SUMMARY_PROMPT,
                                   self.cfg.retry_delays, quiet(self.render))
@@ -364,7 +364,7 @@ class Conversation:
             self.say(f"no summary from the model ({e}); using the first request")
         path = sessions.save(name, self.messages, summary=" ".join(summary.split())[:200],
                              model=self.cfg.model, secret=self.cfg.api_key, project=self.folder)
-        if name == self.autosave.id:
+        if name == self.autosave.name:
             self.autosave.adopt()
         self.say(f"saved {sessions.count(self.messages)} messages to {path}")
 

@@ -7,8 +7,9 @@ messages after every step (fsynced), so its cost does not grow with the session;
 /clear or /save rewrites the file atomically. A crash mid-append loses at most that last record:
 reading skips a torn last line with a notice. The autosave of a project is the session whose id
 is the MD5 of its directory; one process at a time writes it (an flock on `<id>.lock`, held while
-that process lives): a second bantam in the same folder is told at its first save and leaves the
-file alone, instead of the file flipping whole to whichever wrote last. Sessions of earlier
+that process lives): a second bantam in the same folder leaves the file alone, instead of the file
+flipping whole to whichever wrote last, and autosaves its own conversation as `<id>-2` (the first
+free number, held the same way), said at its first save. Sessions of earlier
 versions (`<id>.json`, one JSON document) are still read, listed and deleted; the first save of
 one writes it as `<id>.jsonl` and removes the `.json`. Threads (`--thread ID`):
 `~/.bantam/threads/<id>.jsonl`, appended after every step, with durable sub-agents' progress beside
@@ -267,6 +268,7 @@ def first_request(messages: list[dict]) -> str:
 
 
 _HELD: dict[str, int] = {}  # lock file -> its flock'd descriptor, for the life of this process
+ANOTHER = "another bantam"  # how Autosave.take's answer begins when another process holds the session
 
 
 class Autosave:
@@ -279,7 +281,8 @@ class Autosave:
         self.file = SessionLog(self.id, directory)
         self.checked = False
         self.blocked = ""  # why autosave refuses to write
-        self.other = ""    # set when another process holds the session: this one never writes it
+        self.other = ""    # set when this process cannot save at all: it never writes the session
+        self.notice = ""   # said once: another process holds the session, this one saves under its own name
         self.lock: int | None = None  # the flock'd descriptor while this process owns the file
 
     def resume(self, notify: Notify | None = None) -> list[dict]:
@@ -288,8 +291,8 @@ class Autosave:
             raise SessionError(f"no session {self.id!r}")
         if path_of(self.id).suffix == OLD_SUFFIX:
             messages = read(path_of(self.id), notify)["messages"]
-        else:
-            messages = self.file.read(notify=notify)
+        else:  # (read by the log that appends, unless this process saves under its own name)
+            messages = (self.file if self.name == self.id else SessionLog(self.id)).read(notify=notify)
         self.adopt()
         return messages
 
@@ -300,9 +303,13 @@ class Autosave:
             return ""
         if self.claim():
             return self.other
+        notice, self.notice = self.notice, ""
+        return self.save(messages, model, secret) or notice
+
+    def save(self, messages: list[dict], model: str, secret: str) -> str:
         if not self.checked:
             self.checked = True
-            path = path_of(self.id)
+            path = path_of(self.name)
             try:
                 if path.suffix == SUFFIX:
                     self.file.read()  # heals a torn last line; then appends follow the good ones
@@ -314,7 +321,7 @@ class Autosave:
         if self.blocked:
             return ""
         try:
-            if path_of(self.id).suffix == OLD_SUFFIX:
+            if path_of(self.name).suffix == OLD_SUFFIX:
                 self.file.rewrite(messages, model, secret)
             else:
                 self.file.sync(messages, model, secret)
@@ -326,14 +333,40 @@ class Autosave:
     def claim(self) -> str:
         """Hold the session for this process, if it does not yet; why it cannot ("" when held)."""
         if self.lock is None and not self.other:
-            self.other = self.take()
+            self.other = self.take(self.id)
+            if self.other.startswith(ANOTHER):
+                self.other = self.own_name()
         return self.other
 
-    def take(self) -> str:
-        """Hold this project's session for this process (an flock the kernel drops when the process
-        ends); why not, when another process holds it or the folder cannot be written. Within one
+    @property
+    def name(self) -> str:
+        """The session this process writes: the project's, or its own when another process held that."""
+        return self.file.id
+
+    def own_name(self) -> str:
+        """Another process saves the project's session: this one saves its conversation as the
+        first free `<id>-2`, `<id>-3`, ... (held the same way), so neither replaces the other and
+        nothing is lost when either ends. Why not, when no name can be had."""
+        holder = self.other
+        for n in range(2, 100):
+            name = f"{self.id}-{n}"
+            if exists(name):
+                continue
+            why = self.take(name)
+            if why.startswith(ANOTHER):
+                continue
+            if why:
+                return why
+            self.file, self.checked = SessionLog(name, self.file.head["project"]), True
+            self.notice = f"{holder.split(';')[0]}; this one is saved as {name} (/load {name} resumes it)"
+            return ""
+        return holder
+
+    def take(self, name: str) -> str:
+        """Hold session `name` for this process (an flock the kernel drops when the process ends);
+        why not, when another process holds it or the folder cannot be written. Within one
         process the lock is shared (JsonlLog's ownership check keeps two writers there apart)."""
-        path = sessions_dir() / f"{self.id}.lock"
+        path = sessions_dir() / f"{name}.lock"
         if str(path) in _HELD:
             self.lock = _HELD[str(path)]
             return ""
@@ -347,7 +380,7 @@ class Autosave:
         except OSError:
             holder = os.read(fd, 20).decode("ascii", "replace").strip()
             os.close(fd)
-            return (f"another bantam{f' (pid {holder})' if holder.isdigit() else ''} is saving this "
+            return (f"{ANOTHER}{f' (pid {holder})' if holder.isdigit() else ''} is saving this "
                     "project's conversation; this one is not saved there, so neither replaces the "
                     "other (/save NAME keeps this one)")
         os.ftruncate(fd, 0)
