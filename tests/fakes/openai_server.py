@@ -135,10 +135,10 @@ def completion(content: str | None = None, tool_calls: list | None = None,
 
 class FakeServer:
     def __init__(self, script: list[Response] | None = None, models: list[dict] | None = None,
-                 props: dict | None = None, show: dict | None = None):
+                 props: dict | None = None, show: dict | None = None, slots: list | None = None):
         self.script = list(script or [])
         self.models = models if models is not None else [{"id": "test-model", "object": "model"}]
-        self.props, self.show = props, show
+        self.props, self.show, self.slots = props, show, slots  # llama.cpp's /props and /slots, Ollama's /api/show
         self.gateway_path = ""  # a POST here is answered too: a gateway at a path of its own
         self.requests: list[Recorded] = []
         self.lock = threading.Lock()
@@ -241,6 +241,8 @@ def _handler(server: FakeServer) -> type[BaseHTTPRequestHandler]:
                 self._send(json_reply({"object": "list", "data": server.models}))
             elif self.path == "/props" and server.props is not None:
                 self._send(json_reply(server.props))
+            elif self.path == "/slots" and server.slots is not None:
+                self._send(json_reply(server.slots))
             else:
                 self._send(json_reply({"error": {"message": "not found"}}, status=404))
 

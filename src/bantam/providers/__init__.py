@@ -100,19 +100,19 @@ def ask(provider: Provider, messages: list[dict], delays: tuple[float, ...], on_
     return with_retries(call, on_event, delays)
 
 
-def context_window(provider: Provider, cfg: Config) -> int:
-    """What the server said (in a refusal, or its model list; remembered per endpoint and model),
-    else the config's `context_window`, else 200000."""
+def context_window(provider: Provider, cfg: Config) -> int | None:
+    """What the server said (in a refusal, or when asked; remembered per endpoint and model), else
+    the config's `context_window`; None when nobody says."""
     from .. import cache
     url = provider.url
     known = cache.remembered_window(url, provider.model) if url else None
     if known and url:
         provider.prices = cache.remembered_prices(url, provider.model)
-        return known[0] or cfg.context_window or FALLBACK_CONTEXT_WINDOW
+        return known[0] or cfg.context_window
     found = provider.context_window()
     if url:  # 0: the server said nothing (or did not answer); not asked again for a while
         cache.remember_window(url, provider.model, found or 0, "discovered", provider.prices)
-    return found or cfg.context_window or FALLBACK_CONTEXT_WINDOW
+    return found or cfg.context_window
 
 
 def context_window_later(provider: Provider, cfg: Config, wait: float = WINDOW_WAIT) -> "ModelFacts":
@@ -129,18 +129,25 @@ class ModelFacts:
         import threading
         self.provider, self.cfg = provider, cfg
         self.wait = wait  # the longest the lookup may hold up the usage line (a test sets less)
-        self.found: list[int] = []
+        self.found: list[int | None] = []
         self.lookup = threading.Thread(target=lambda: self.found.append(context_window(provider, cfg)),
                                        daemon=True)
 
     def __call__(self) -> int:
+        """The window to plan by: a large fallback when nobody says (input is refused only when
+        it surely cannot fit, and a refusal that states the window teaches it)."""
+        return self.stated() or FALLBACK_CONTEXT_WINDOW
+
+    def stated(self) -> int | None:
+        """The window as the server or the configuration states it; None: not known (the usage
+        line says so rather than show the fallback as if it were the model's)."""
         learned = self.provider.learned_window
         if learned:
             return learned
         if self.lookup.ident is None:  # started once, when first wanted
             self.lookup.start()
             self.lookup.join(self.wait)  # a server that does not answer delays the usage line a bounded time
-        return self.found[0] if self.found else self.cfg.context_window or FALLBACK_CONTEXT_WINDOW
+        return self.found[0] if self.found else self.cfg.context_window
 
     def cost(self, usage: Usage) -> float | None:
         """What these tokens cost in dollars, when the model list gave prices."""

@@ -92,25 +92,38 @@ class OpenAIProvider(HTTPProvider):
         return turn.finish()
 
     def context_window(self) -> int | None:
-        """Ask the server: `/models`, then llama.cpp's `/props` or Ollama's `/api/show`."""
+        """Ask the server: its model list, then Ollama's `/api/show` or llama.cpp's `/props` and
+        `/slots`. A list of one model is the model asked for whatever it is called there (llama.cpp's
+        server lists the file it loaded and answers to any name)."""
         try:
-            entry = next((m for m in self.models() if isinstance(m, dict)
-                          and self.model in (m.get("id"), m.get("name"), m.get("model"))), {})
+            models = [m for m in self.models() if isinstance(m, dict)]
+            entry = next((m for m in models if self.model in (m.get("id"), m.get("name"), m.get("model"))),
+                         models[0] if len(models) == 1 else {})
             self.prices = token_prices(entry)
             root = self.base_url.removesuffix("/v1")
-            owner = str(entry.get("owned_by", ""))
-            if owner == "llamacpp":
-                return _positive(self._optional(root + "/props"), "default_generation_settings", "n_ctx") \
-                    or _positive(entry, "meta", "n_ctx_train")
-            if owner in ("library", "ollama") or ":11434" in root:
+            if str(entry.get("owned_by", "")) in ("library", "ollama") or ":11434" in root:
                 return self._ollama_context(root)
             for key in ("context_length", "context_window", "max_context_length", "max_model_len",
                         "max_input_tokens"):
                 if _positive(entry, key):
                     return _positive(entry, key)
-            return _positive(entry, "top_provider", "context_length")
+            return _positive(entry, "top_provider", "context_length") or self._llama_cpp_context(root, entry)
         except ProviderError:
             return None
+
+    def _llama_cpp_context(self, root: str, entry: dict) -> int | None:
+        """The context llama.cpp's server runs with (`/props`, else a slot's in `/slots`), else
+        the model's training context from its list. Asked of any server whose list says nothing:
+        a server without them answers 404, once while the answer is remembered."""
+        found = _positive(self._optional(root + "/props"), "default_generation_settings", "n_ctx")
+        if found:
+            return found
+        try:
+            slots = self.get_json(root + "/slots")
+        except ProviderError:
+            slots = []
+        first = slots[0] if isinstance(slots, list) and slots else {}
+        return _positive(first, "n_ctx") or _positive(entry, "meta", "n_ctx_train")
 
     def _ollama_context(self, root: str) -> int | None:
         info = self._optional(root + "/api/show", {"model": self.model})

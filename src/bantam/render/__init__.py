@@ -17,13 +17,15 @@ class Renderer(Protocol):
     def reset(self) -> None: ...
 
 
-def usage_line(model: str, usage: Usage, window: int, cost: float | None = None,
+def usage_line(model: str, usage: Usage, window: int | None, cost: float | None = None,
                session_cost: float | None = None) -> str:
     """`[model: 1420 prompt (1000 cached, 420 uncached) + 85 completion | context: 1420/200000 (0.7%)]`
     (Anthropic's cache writes as `(1000 cached, 300 written to cache, 120 uncached)`), then
     `| cost: $0.0021 (session $0.0100)` when the model list gave prices. A turn of several
     requests says so, `4100 prompt sent in 3 requests`: prompt tokens add up over the requests,
-    while the context is the latest request's size alone."""
+    while the context is the latest request's size alone. `window` 0: not known to this front end
+    (a controlled run), no context part; None: the model's window is not known, `context: 1420/?
+    (window unknown)`."""
     model = shown_model(model)
     about = "~" if usage.estimated else ""  # bantam's estimate: the server reported no usage
     prompt = f"{about}{usage.prompt_tokens} prompt"
@@ -38,11 +40,19 @@ def usage_line(model: str, usage: Usage, window: int, cost: float | None = None,
         spent = f" | cost: {about}${cost:.4f}"
         if session_cost is not None and session_cost > cost:
             spent += f" (session {about}${session_cost:.4f})"
-    if not window:  # not known to this front end (a controlled run)
+    if window == 0:  # not known to this front end (a controlled run)
         return f"[{model}: {prompt} + {about}{usage.completion_tokens} completion{spent}]"
+    if window is None:
+        return (f"[{model}: {prompt} + {about}{usage.completion_tokens} completion | "
+                f"context: {about}{usage.context_tokens}/? (window unknown){spent}]")
     share = 100 * usage.context_tokens / window
     return (f"[{model}: {prompt} + {about}{usage.completion_tokens} completion | "
             f"context: {about}{usage.context_tokens}/{window} ({share:.1f}%){spent}]")
+
+
+def stated_window(window: Callable[[], int]) -> int | None:
+    """The window a front end's lookup states (a ModelFacts says when it is only the fallback)."""
+    return getattr(window, "stated", window)()
 
 
 def shown_model(model: str) -> str:

@@ -15,7 +15,7 @@ from typing import IO, Callable
 from ..events import (Done, Error, Event, Notice, Preparing, Reasoning, RequestStarted, Retry, Text,
                       ToolCall, ToolResult, UsageReport)
 from ..sanitize import TerminalStream, terminal_safe
-from . import usage_line
+from . import stated_window, usage_line
 
 STATUS, CYAN, DIM, YELLOW, GREEN, RED, RESET = (
     "\033[1;90m", "\033[36m", "\033[2m", "\033[33m", "\033[32m", "\033[31m", "\033[0m")
@@ -89,7 +89,8 @@ class TextRenderer:
                 self.mid_line = True  # the terminal echoed ^C where the cursor was: a new line first
             cost = getattr(self.context_window, "cost", lambda usage: None)(event.usage)
             self.session_cost += cost or 0.0
-            self._line(usage_line(event.model, event.usage, self.context_window(), cost, self.session_cost), DIM)
+            self._line(usage_line(event.model, event.usage, stated_window(self.context_window), cost,
+                                  self.session_cost), DIM)
         elif isinstance(event, Retry):
             self._line(f"[{who}retry {event.attempt} in {event.delay:g}s: {event.message}]", RED)
         elif isinstance(event, Notice):

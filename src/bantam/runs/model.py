@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..config import Config
+from ..config import FALLBACK_CONTEXT_WINDOW, Config
 from ..errors import ConfigError, ProviderError, Refused
 from ..fsutil import CONFIG_LIMIT, read_named
 from ..events import OnEvent, quiet
@@ -108,7 +108,7 @@ class ProviderModel:
         self.max_tokens = settings.max_output_tokens
 
     def window(self) -> int:
-        return self.settings.context_window or context_window(self.provider, self.cfg)
+        return self.settings.context_window or context_window(self.provider, self.cfg) or FALLBACK_CONTEXT_WINDOW
 
     def answer(self, request: Request, on_event: OnEvent) -> ModelReply:
         constrained = self.grammar and request.kinds and request.purpose != "write"

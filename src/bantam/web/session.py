@@ -35,7 +35,7 @@ from ..envpolicy import redact
 from ..events import Done, Event, Reasoning, RequestStarted, Retry, Text, ToolCall, UsageReport
 from ..providers import ModelFacts
 from ..providers.cancel import Stopper
-from ..render import usage_line
+from ..render import stated_window, usage_line
 from ..runs.chat import PAUSING
 
 # Events at which a stopped worker raises KeyboardInterrupt: the ones a turn emits while it still
@@ -92,7 +92,7 @@ class PageRenderer:
 
     def page_event(self, event: Event) -> dict:
         if isinstance(event, UsageReport):
-            return {"type": "usage", "line": usage_line(event.model, event.usage, self.window())}
+            return {"type": "usage", "line": usage_line(event.model, event.usage, stated_window(self.window))}
         if isinstance(event, Done):
             return {"type": "done"}
         data = event.to_json()
