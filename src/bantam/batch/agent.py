@@ -597,7 +597,8 @@ def answer_task(task: Task, cfg: Any, provider: Any, tid: str, folder: Path, log
         return {**failed(task, tally.errors[-1], seconds, tid), "output": text, "steps": steps,
                 "usage": tally.spent()}
     status, output, unmet = read_report(text, list(task.checks))
-    return Result(task.id, status, output, steps, tally.spent(), seconds, None, unmet, tid).to_json()
+    return Result(task.id, status, output, steps, tally.spent(), seconds, None, unmet, tid,
+                  checked=bool(task.checks)).to_json()
 
 
 def final_text(cfg: Any, provider: Any, task: Task, tid: str, tally: "Tally", folder: Path, log: IO[str],

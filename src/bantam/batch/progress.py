@@ -89,9 +89,16 @@ class Progress:
 
 
 def describe(record: dict[str, Any]) -> str:
-    """`7 success 3 steps 2.1s` and, for a failure, why."""
-    line = f"{record.get('id')} {record.get('status')} {record.get('steps', 0)} steps {record.get('seconds', 0):.1f}s"
+    """`7 success 3 steps 2.1s` (`success (nothing checked)` for a task that named no checks)
+    and, for a failure, why."""
+    status = f"{record.get('status')}{' (nothing checked)' if unchecked_success(record) else ''}"
+    line = f"{record.get('id')} {status} {record.get('steps', 0)} steps {record.get('seconds', 0):.1f}s"
     return f"{line}: {record['error']}" if record.get("error") else line
+
+
+def unchecked_success(record: dict[str, Any]) -> bool:
+    """A success no check stands behind (results written before `checked` existed are not counted)."""
+    return record.get("status") == "success" and record.get("checked") is False
 
 
 def summary(tasks: Sequence[Task | Malformed], done: dict[str, dict[str, Any]], wall: float,
@@ -104,12 +111,14 @@ def summary(tasks: Sequence[Task | Malformed], done: dict[str, dict[str, Any]], 
     prompt = sum(int((r.get("usage") or {}).get("prompt_tokens", 0)) for r in records)
     completion = sum(int((r.get("usage") or {}).get("completion_tokens", 0)) for r in records)
     errors = sum(bool(r.get("error")) for r in records)
+    unchecked = sum(map(unchecked_success, records))
     agent_time = sum(float(r.get("seconds", 0)) for r in records)
     now = len(records) - before  # finished by this run
     rate = now / wall if now > 0 and wall > 0 else None
     out = out or sys.stdout
     if as_json:
-        out.write(json.dumps({"event": "summary", "tasks": len(tasks), "statuses": dict(statuses), "errors": errors,
+        out.write(json.dumps({"event": "summary", "tasks": len(tasks), "statuses": dict(statuses),
+                              "unchecked_successes": unchecked, "errors": errors,
                               "not_finished": len(tasks) - len(records), "prompt_tokens": prompt,
                               "completion_tokens": completion, "cost_usd": None if cost is None else round(cost, 6),
                               "agent_seconds": round(agent_time, 3), "finished_now": max(now, 0),
@@ -123,6 +132,8 @@ def summary(tasks: Sequence[Task | Malformed], done: dict[str, dict[str, Any]], 
     table.add_column(justify="right")
     table.add_row("tasks", str(len(tasks)))
     table.add_row("done (success)", str(statuses.pop("success", 0)))
+    if unchecked:
+        table.add_row("  of which nothing checked", str(unchecked))
     for status, count in sorted(statuses.items()):
         table.add_row(f"failed ({status})", str(count))
     table.add_row("errors", str(errors))

@@ -189,6 +189,9 @@ class Result:
     error: str | None = None     # why bantam could not finish the task (the model failed, a budget...)
     unmet_checks: list[str] = field(default_factory=list)
     thread: str = ""             # `bantam --thread THREAD` continues the conversation
+    # The task named checks, so `success` means the agent reported each one met. False: nothing
+    # was checked, and `success` is only the agent's word (or no report at all).
+    checked: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -197,7 +200,7 @@ class Result:
 def failed(task: Task | Malformed, error: str, seconds: float = 0.0, thread: str = "") -> dict[str, Any]:
     """The result of a task bantam could not run to an answer."""
     return Result(task.id, "failure", error=error, seconds=round(seconds, 3),
-                  unmet_checks=list(task.checks), thread=thread).to_json()
+                  unmet_checks=list(task.checks), thread=thread, checked=bool(task.checks)).to_json()
 
 
 class ResultsFile:
