@@ -240,12 +240,19 @@ def untrusted_lines(directory: str | os.PathLike) -> list[str]:
     config file sets, the MCP servers it would start. [] when nothing waits for trust. Each line
     is `visible`: what the user is asked to trust cannot be redrawn by escape sequences in it, nor
     a line faked by a newline in a value."""
+    from pathlib import Path
+
+    from . import trust
     from .mcp import servers
+    from .prompt import PROJECT_PROMPT
     ignored: list[str] = []
     config.layers({}, directory, os.environ, ignored)
     lines = [f"  {entry}" for entry in ignored]
     if lines:
         lines.insert(0, f"{config.read_config_file(directory)[0]} sets bantam's boundary:")
+    prompt_file = Path(directory, PROJECT_PROMPT)
+    if prompt_file.is_file() and not trust.is_trusted(prompt_file):
+        lines.append(f"{PROJECT_PROMPT}: replaces bantam's system prompt")
     return [visible(line) for line in lines + servers.untrusted_lines(servers.select(directory).untrusted)]
 
 

@@ -1,6 +1,7 @@
-"""The system prompt: the built-in one (or `$AGENT_DIR/system.md`), the skills in
-`$AGENT_DIR/skills/*.md` in name order, the project's AGENTS.md, and the extra-tools line.
-The project is the session's folder, always passed in: never the process's folder."""
+"""The system prompt: the project's `system.txt` once the user trusts it (else `$AGENT_DIR/system.md`,
+else the built-in one), the skills in `$AGENT_DIR/skills/*.md` in name order, the project's
+AGENTS.md, and the extra-tools line. The project is the session's folder, always passed in: never
+the process's folder."""
 from __future__ import annotations
 
 import os
@@ -12,6 +13,7 @@ from .fsutil import bantam_home, read_inside
 from .sandbox import Sandbox, warn_once
 
 AGENTS_FILE = "AGENTS.md"
+PROJECT_PROMPT = "system.txt"  # the project's own system prompt (a trusted project's only)
 AGENTS_LIMIT = 32_000  # characters of AGENTS.md included; a larger file is clipped
 
 # Sent with every request: what the tool schemas already say (write_file, the sub-agent tools) is
@@ -58,11 +60,27 @@ def agents_md(directory: str | os.PathLike) -> str:
     return _read(Path(directory), AGENTS_FILE, AGENTS_LIMIT * 4)[:AGENTS_LIMIT]
 
 
+def project_prompt(directory: str | os.PathLike) -> str:
+    """The project's `system.txt`, which replaces the base prompt (what follows it, the project's
+    rules and bantam's boundary, stays). A cloned repository's file must not silently redefine
+    the agent, so it counts only while the user trusts it as it is now (`bantam trust`); until
+    then it is ignored, with one warning."""
+    from . import trust
+    path = Path(directory, PROJECT_PROMPT)
+    if not path.is_file():
+        return ""
+    if not trust.is_trusted(path):
+        warn_once(f"{PROJECT_PROMPT} is not trusted, so it does not replace the system prompt "
+                  f"(read it, then `bantam trust` applies it)")
+        return ""
+    return _read(Path(directory), PROJECT_PROMPT)
+
+
 def system_prompt(cfg: Config, directory: str | os.PathLike, can_ask: bool = False, tmp: Path | None = None) -> str:
     """The prompt for a conversation in the project at `directory`; `can_ask`: a person is there to
     approve (the terminal, the browser), so the tools offer a way to ask and the prompt may describe it."""
     home = agent_dir()
-    parts = [_read(home, "system.md") or builtin_prompt(cfg.tools)]
+    parts = [project_prompt(directory) or _read(home, "system.md") or builtin_prompt(cfg.tools)]
     skills = home / "skills"
     for path in sorted(skills.glob("*.md")) if skills.is_dir() else []:
         text = _read(skills, path.name)

@@ -2,7 +2,8 @@
 trusted them, as they are now.
 
 A cloned repository is not the user: its `.bantam.cfg` or `model.cfg` could switch the sandbox
-off, its `.mcp.json` could start programs, the tools folder its config names could hold scripts.
+off, its `.mcp.json` could start programs, the tools folder its config names could hold scripts,
+its `system.txt` could replace the system prompt.
 So, as VS Code's Workspace Trust and Codex's `projects.<path>.trust_level` do, trust is kept per
 project folder, and, as Claude Code's `.mcp.json` approval does, pinned to content: the store
 holds the sha256 of each of the folder's files as the user trusted it; an edit, or a new file,
@@ -12,8 +13,9 @@ is untrusted again until `bantam trust` (or the terminal's one question) trusts 
 
 Until then a project file cannot loosen the boundary (config.BOUNDARY_KEYS: the keys are
 ignored, with one line naming file:line) nor receive the user's key (config.withheld_key), and
-its `.mcp.json` servers do not start. Everything else in it (model, temperature, an endpoint
-without the user's key) applies: a project may choose its model, not its rights.
+its `.mcp.json` servers do not start, its `system.txt` is not the system prompt. Everything
+else in it (model, temperature, an endpoint without the user's key) applies: a project may choose
+its model, not its rights.
 This module knows files and digests only; config and MCP ask it.
 """
 from __future__ import annotations
@@ -27,7 +29,7 @@ from pathlib import Path
 from .errors import ConfigError
 from .fsutil import atomic_write, bantam_home, private_dir, read_up_to
 
-PROJECT_FILES = (".bantam.cfg", "model.cfg", ".mcp.json")  # what a project supplies, by name
+PROJECT_FILES = (".bantam.cfg", "model.cfg", ".mcp.json", "system.txt")  # what a project supplies, by name
 TOOLS = "tools:"           # a record's key for a tools folder: "tools:/abs/path"
 TREE_FILES = 1000          # a tools folder's digest reads at most this many files ...
 TREE_BYTES = 64 << 20      # ... and this many bytes; past that it cannot be trusted (say so)
