@@ -129,16 +129,20 @@ def test_two_turns_in_a_plain_folder_and_what_cannot_be_undone(home, server):
     (home / "old").mkdir()
     (home / "debug.log").write_text("kept\n")
     (home / "notes.md").write_text("n\n")
+    (home / "huge.bin").write_bytes(b"h" * (MAX_FILE_BYTES + 1))
     before = state(home)
     one_turn(server, home, EVERY_KIND)
-    one_turn(server, home, [("shell_exec", {"command": "echo more >> a.txt && rm -r empty && "
-                                                       f"head -c {MAX_FILE_BYTES + 1} /dev/zero > big.bin"})])
+    one_turn(server, home, [("shell_exec", {"command": "echo more >> a.txt && rm -r empty && echo x >> huge.bin && echo T=1 > .env.local && "
+                                                       f"mkdir -p out && head -c {MAX_FILE_BYTES + 1} /dev/zero > out/big.bin"})])
     assert len(run_bantam("undo", "--list", "--thread", "T", cwd=home).stdout.splitlines()) == 2
     r = run_bantam("undo", "2", "--thread", "T", cwd=home)  # no terminal: acts, nothing conflicts
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "big.bin: larger than 10 MB" in r.stdout
+    assert "remove        out/big.bin" in r.stdout  # created by the turn: removing needs no copy of it
+    assert "remove        .env.local" in r.stdout  # nor a file whose content is never kept (keys)
+    assert "huge.bin: larger than 10 MB" in r.stdout  # its earlier content was not kept: said, not pretended
     after = state(home)
-    assert after.pop("big.bin")[0] == "file"  # not kept, so not removed: said, not pretended
+    assert after.pop("huge.bin")[2] == b"h" * (MAX_FILE_BYTES + 1) + b"x\n"
+    before.pop("huge.bin")
     assert after == before
 
 

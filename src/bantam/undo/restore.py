@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ..errors import BantamError
 from ..fsutil import write_all
-from .store import SECRET, Entry, Store, same, sync_dir
+from .store import SECRET, SPECIAL, Entry, Store, same, sync_dir
 from .turns import record_path, undoable
 
 JOURNAL = "journal.json"
@@ -120,6 +120,8 @@ def merge(chosen: list[dict]) -> tuple[dict[str, Action], set[str]]:
 
 def unrestorable(store: Store, a: Action) -> str:
     """Why this change cannot be undone, or ''."""
+    if a.target is None and a.expect and (a.expect[0] == "b" or a.expect[2].startswith((SECRET, SPECIAL))):
+        return ""  # created by the turn: removing it needs no copy of its content
     for e in (a.expect, a.target):
         if e and e[0] == "b":
             return "larger than 10 MB, its content was not kept"

@@ -48,6 +48,7 @@ from ..fsutil import atomic_write, bantam_home, private_dir, write_all
 from ..sandbox import PROTECTED_NAMES
 
 MAX_FILE_BYTES = 10 << 20  # a file larger than this is not copied: its change is reported, not undone
+                           # (one a turn created is removed all the same: that needs no copy)
 MAX_ENTRIES = 200_000      # a folder with more entries (a home directory) is not recorded at all
 RACY_NS = 2_000_000_000    # a file changed this close to a scan is hashed again (mtime granularity)
 SKIP_NAMES = frozenset({"node_modules", "__pycache__", ".venv", "venv", ".tox", ".mypy_cache",
@@ -56,6 +57,7 @@ SKIP_NAMES = frozenset({"node_modules", "__pycache__", ".venv", "venv", ".tox", 
 SECRET_NAMES = frozenset({".env", ".netrc", ".npmrc", ".pypirc", ".git-credentials", "id_rsa", "id_dsa",
                           "id_ecdsa", "id_ed25519"})
 SECRET = "secret:"  # the signature of a file whose content is not kept because it holds secrets
+SPECIAL = "special:"  # the signature of a socket, fifo or device
 Entry = list[Any]
 Manifest = dict[str, Entry]
 
@@ -202,26 +204,28 @@ class Store:
         return found
 
     def entry(self, folder: Path, path: str, keep: bool = False) -> Entry | None:
-        """The state of one path now (None: absent); `keep`: a file's content is stored too."""
+        """The state of one path now (None: absent), described as a scan describes it; `keep`:
+        a file's content is stored too."""
         full = folder / path
         try:
             st = os.lstat(full)
         except FileNotFoundError:
             return None
-        return describe(self, str(full), st, Rules(folder, None) if keep else None)
+        rules = Rules(folder, None, secrets=tuple(s.encode() for s in known_secrets()))
+        return describe(self, str(full), st, rules, keep=keep)
 
 
-def describe(store: Store, full: str, st: os.stat_result, rules: Rules | None, cached: Entry | None = None,
-             start: int = 0) -> Entry:
-    """One path's entry from its lstat. With `rules` None the content is hashed without storing."""
+def describe(store: Store, full: str, st: os.stat_result, rules: Rules, cached: Entry | None = None,
+             start: int = 0, keep: bool = True) -> Entry:
+    """One path's entry from its lstat. With `keep` False the content is hashed without storing."""
     mode, stamp = stat.S_IMODE(st.st_mode), [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
     if stat.S_ISDIR(st.st_mode):
         return ["d", mode, "", *stamp]
     if stat.S_ISLNK(st.st_mode):
         return ["l", 0, os.readlink(full), *stamp]
     if not stat.S_ISREG(st.st_mode):
-        return ["i", mode, f"special:{st.st_mode:o}", *stamp]
-    if rules is not None and rules.secret(os.path.basename(full)):
+        return ["i", mode, f"{SPECIAL}{st.st_mode:o}", *stamp]
+    if rules.secret(os.path.basename(full)):
         return ["i", mode, f"{SECRET}{st.st_size}:{st.st_mtime_ns}", *stamp]
     if st.st_size > MAX_FILE_BYTES:
         return ["b", mode, f"{st.st_size}:{st.st_mtime_ns}", *stamp]
@@ -229,9 +233,9 @@ def describe(store: Store, full: str, st: os.stat_result, rules: Rules | None, c
         return [cached[0], mode, cached[2], *stamp]  # unchanged: as it was (a secret's still unstored)
     with open(full, "rb") as f:
         data = f.read()
-    if rules is not None and rules.holds_secret(data):
+    if rules.holds_secret(data):
         return ["i", mode, f"{SECRET}{st.st_size}:{st.st_mtime_ns}", *stamp]
-    sha = store.put(data) if rules is not None else hashlib.sha256(data).hexdigest()
+    sha = store.put(data) if keep else hashlib.sha256(data).hexdigest()
     return ["f", mode, sha, *stamp]
 
 
