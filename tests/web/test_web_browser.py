@@ -448,3 +448,18 @@ def test_a_viewed_page_reaches_no_other_server(page, web, collector):
     assert seen == []
     policy = web.client.get(src).headers["content-security-policy"]
     assert "connect-src 'none'" in policy and "form-action 'none'" in policy and "default-src 'none'" in policy
+
+
+def test_a_reloaded_page_shows_the_end_of_the_chat(page, web, server):
+    """A page opened on a long conversation (a reload, another tab) starts at its last message."""
+    for n in range(6):
+        server.add(text_reply("\n".join(f"answer {n}, line {i}" for i in range(12))))
+        send(page, f"question {n}")
+        expect(page.locator(".assistant")).to_have_count(n + 1)
+        idle(page)
+    page.reload()
+    expect(page.locator(".assistant")).to_have_count(6)
+    expect(page.locator("#status")).not_to_have_text("connecting…")
+    page.wait_for_function("() => { const log = document.getElementById('log');"
+                           " return log.scrollHeight > 2 * log.clientHeight"
+                           " && log.scrollHeight - log.scrollTop - log.clientHeight < 5; }")
