@@ -246,6 +246,20 @@ def test_a_bad_line_and_bad_requests_get_json_rpc_errors_and_stdout_is_only_json
     assert proc.returncode == 0
 
 
+def test_requests_read_before_the_client_closes_its_end_are_all_answered(home, server):
+    """An editor (or a script) sends its requests and closes stdin at once: session/new, slower
+    than the rest, is answered all the same before the agent exits."""
+    requests = [{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}},
+                {"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": {"cwd": str(home), "mcpServers": []}},
+                {"jsonrpc": "2.0", "id": 3, "method": "session/list", "params": {}}]
+    done = subprocess.run(agent_args(server), input="".join(json.dumps(r) + "\n" for r in requests).encode(),
+                          capture_output=True, cwd=home, timeout=120)
+    answers = {m["id"]: m for m in map(json.loads, done.stdout.splitlines()) if "method" not in m}
+    assert sorted(answers) == [1, 2, 3], done.stderr.decode()[-2000:]
+    assert answers[2]["result"]["sessionId"].startswith("acp-")
+    assert done.returncode == 0
+
+
 def test_mcp_servers_from_the_editor_budgets_and_commands(home, server):
     """The editor's MCP server, never seen before, is started and waited for by session/new, so
     the first request offers its tools; a spent tool budget stops the turn as max_turn_requests;

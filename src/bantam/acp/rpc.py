@@ -4,7 +4,9 @@ One thread reads: a request runs in a thread of its own (a prompt may take minut
 `session/cancel` or a permission answer must still be read meanwhile), a notification runs on
 the reader, a response wakes the thread that sent the request. Every line written is one JSON
 object, written whole under a lock, so threads never interleave inside a line. A line that is
-not JSON is answered with a parse error and the connection goes on.
+not JSON is answered with a parse error and the connection goes on. When the client closes its
+end, every request already read is still answered before `serve` returns (a client may send its
+last requests and close at once, then read the answers).
 """
 from __future__ import annotations
 
@@ -51,6 +53,7 @@ class Connection:
         self.pending_lock = threading.Lock()
         self.next_id = 0
         self.closed = threading.Event()
+        self.workers: list[threading.Thread] = []  # the threads of requests read, answered or not
 
     # --- writing --------------------------------------------------------------------------------
 
@@ -111,7 +114,9 @@ class Connection:
                 self.answer(None, error=RpcError(INVALID_REQUEST, f"a message over {limit} bytes was dropped"))
             elif line.strip():
                 self.take(line, handlers, notifications)
-        self.closed.set()
+        self.closed.set()  # from here a question to the client fails at once: nobody can answer it
+        for worker in self.workers:
+            worker.join()
 
     def take(self, line: bytes, handlers: dict[str, Handler], notifications: dict[str, Handler]) -> None:
         try:
@@ -133,8 +138,10 @@ class Connection:
         handler = handlers.get(method)
         if handler is None:
             return self.answer(ident, error=RpcError(METHOD_NOT_FOUND, f"method not found: {method}"))
-        threading.Thread(target=self.run, args=(handler, params, ident, method), daemon=True,
-                         name=f"acp {method}").start()
+        worker = threading.Thread(target=self.run, args=(handler, params, ident, method), daemon=True,
+                                  name=f"acp {method}")
+        self.workers = [w for w in self.workers if w.is_alive()] + [worker]
+        worker.start()
         return None
 
     def run(self, handler: Handler, params: dict, ident: Any, method: str) -> None:
