@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import struct
 import time
 import zlib
@@ -463,3 +464,21 @@ def test_a_reloaded_page_shows_the_end_of_the_chat(page, web, server):
     page.wait_for_function("() => { const log = document.getElementById('log');"
                            " return log.scrollHeight > 2 * log.clientHeight"
                            " && log.scrollHeight - log.scrollTop - log.clientHeight < 5; }")
+
+
+def test_a_long_file_name_keeps_its_end_in_view_and_shows_whole_on_hover(page, web):
+    name = "reports/2026/quarterly/" + "a-summary-of-the-long-analysis-" * 3 + "final-v2.csv"
+    (web.workspace / name).parent.mkdir(parents=True)
+    (web.workspace / name).write_text("a,b\n1,2\n")
+    (web.workspace / "a.txt").write_text("short\n")
+    item = page.locator("#files li").filter(has_text="final-v2.csv")
+    expect(item).to_have_attribute("title", name)  # the whole name, on hover
+    assert page.evaluate("() => { const ul = document.getElementById('files');"
+                         " return ul.scrollWidth <= ul.clientWidth; }")  # nothing runs off to the side
+    end, size = item.locator(".tail").bounding_box(), item.locator(".size").bounding_box()
+    files = page.locator("#files").bounding_box()
+    assert item.locator(".tail").text_content().endswith("final-v2.csv")
+    assert end["x"] + end["width"] <= size["x"] and size["x"] + size["width"] <= files["x"] + files["width"]
+    item.click()
+    expect(page.locator("#path")).to_have_attribute("title", name)
+    expect(page.locator("#path .tail")).to_have_text(re.compile("final-v2.csv$"))
