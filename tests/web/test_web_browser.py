@@ -482,3 +482,29 @@ def test_a_long_file_name_keeps_its_end_in_view_and_shows_whole_on_hover(page, w
     item.click()
     expect(page.locator("#path")).to_have_attribute("title", name)
     expect(page.locator("#path .tail")).to_have_text(re.compile("final-v2.csv$"))
+
+
+def test_a_runs_record_is_one_folded_entry_and_follow_shows_its_output(page, web):
+    """A controlled run keeps its state, logs and artifacts in runs/<id>/ beside its workspace:
+    the list folds them into one entry, and follow opens what the run wrote, not its logs."""
+    answers = web.workspace / "answers.json"
+    answers.write_text(json.dumps(["```html\n<h1>Hello from the run</h1>\n```", json.dumps({"final": "wrote it"})]))
+    send(page, f"/run --output web/hello.html --scripted {answers} Write a greeting page.")
+    expect(page.locator(".output").last).to_have_text("wrote it")
+    idle(page)
+    run = next((web.workspace / "runs").iterdir())
+    output = f"runs/{run.name}/workspace/web/hello.html"
+    expect(page.locator("#path")).to_have_attribute("title", output)
+    expect(page.frame_locator("#viewer iframe").locator("h1")).to_have_text("Hello from the run")
+    time.sleep(1.5)  # three scans of the workspace: the logs written last do not take the viewer
+    expect(page.locator("#path")).to_have_attribute("title", output)
+    folded = page.locator("#files li.run")
+    expect(folded).to_have_count(1)
+    expect(folded).to_contain_text(f"runs/{run.name}/")
+    expect(page.locator(f'#files li[data-path="{output}"]')).to_be_visible()
+    log = page.locator(f'#files li[data-path="runs/{run.name}/events.jsonl"]')
+    expect(log).to_be_hidden()
+    folded.click()
+    expect(log).to_be_visible()
+    log.click()
+    expect(page.locator("#viewer .code")).to_contain_text('"type"')

@@ -18,6 +18,7 @@ from ..config import CONFIG_FILES
 from ..envpolicy import redact
 from ..errors import Refused
 from ..fsutil import confine, open_confined, read_up_to
+from ..runs.chat import RUNS_DIR
 
 MAX_FILES = 2000              # entries listed; a huge tree is cut, not walked forever
 MAX_TEXT = 512 * 1024         # bytes of a text file highlighted in the viewer
@@ -26,6 +27,7 @@ POLL_SECONDS = 0.5            # how often the workspace is scanned for changes
 SKIP_DIRS = {"node_modules", "__pycache__", "venv", "site-packages"}  # and every hidden folder
 IMAGE_TYPES = {".png", ".jpg", ".jpeg", ".gif", ".webp", ".svg", ".bmp", ".ico", ".avif"}
 HTML_TYPES = {".html", ".htm", ".xhtml"}
+RUN_MARKS = ("goal.md", "workspace")  # what every controlled run's directory holds (runs/store.py)
 
 
 @dataclass(frozen=True)
@@ -34,9 +36,10 @@ class Entry:
     size: int
     mtime: float
     version: str   # changes whenever the file does: the page reloads on a new one
+    run: str = ""  # part of a controlled run's record (its state, logs, artifacts): that run's folder
 
     def to_json(self) -> dict:
-        return {"path": self.path, "size": self.size, "mtime": self.mtime, "version": self.version}
+        return {"path": self.path, "size": self.size, "mtime": self.mtime, "version": self.version, "run": self.run}
 
 
 class FileView:
@@ -74,7 +77,7 @@ class FileView:
         self._walk(self.root, "", found)
         return sorted(found, key=lambda e: e.path)
 
-    def _walk(self, folder: Path, prefix: str, found: list[Entry]) -> None:
+    def _walk(self, folder: Path, prefix: str, found: list[Entry], run: str = "") -> None:
         try:
             entries = sorted(os.scandir(folder), key=lambda d: d.name)
         except OSError:
@@ -86,10 +89,10 @@ class FileView:
             try:
                 if d.is_dir(follow_symlinks=False):  # a symlinked folder could loop or lead out
                     if d.name not in SKIP_DIRS:
-                        self._walk(Path(d.path), rel + "/", found)
+                        self._walk(Path(d.path), rel + "/", found, record_of(rel, Path(d.path), run))
                 elif d.is_file() and Path(os.path.realpath(d.path)).is_relative_to(self.root):
                     st = d.stat()
-                    found.append(Entry(rel, st.st_size, st.st_mtime, f"{st.st_mtime_ns:x}-{st.st_size:x}"))
+                    found.append(Entry(rel, st.st_size, st.st_mtime, f"{st.st_mtime_ns:x}-{st.st_size:x}", run))
             except OSError:  # deleted while we looked
                 continue
 
@@ -128,6 +131,15 @@ class FileView:
         if kind.startswith("text/") or kind in ("application/javascript", "application/json"):
             kind += "; charset=utf-8"
         return data, kind
+
+
+def record_of(rel: str, folder: Path, run: str) -> str:
+    """The run whose record the folder `rel` is part of, given `run`, its parent's: a run's
+    directory (`runs/<id>`) starts one; its workspace, where the run's own work is, ends it."""
+    if run:
+        return "" if rel == f"{run}/workspace" else run
+    parent = PurePosixPath(rel).parent.name
+    return rel if parent == RUNS_DIR and all(os.path.exists(folder / mark) for mark in RUN_MARKS) else ""
 
 
 def highlight(name: str, text: str) -> str:
