@@ -242,6 +242,27 @@ def test_sigkill_at_random_points_of_an_undo_leaves_no_half_state(home, server):
     assert "completed after the kill" in outcomes, outcomes  # the kills did land in the middle
 
 
+def test_a_turn_cut_by_sigkill_mid_command_can_be_undone(home, server):
+    """The record is on disk before the command runs: what the command did before bantam was
+    killed is found by the next bantam that uses the store, and undone."""
+    write_cfg(home, **base_cfg(server, tools=TOOLS, approval="never"))
+    (home / "a.txt").write_text("alpha\n")
+    before = state(home)
+    server.add(tool_reply("shell_exec", {"command": "echo made > made.txt && echo more >> a.txt && mkdir d && "
+                                                    "touch d/started && sleep 120"}), text_reply("never sent"))
+    agent = subprocess.Popen([sys.executable, "-m", "bantam", "--thread", "T", "-p", "go"], cwd=home,
+                             env=env_for(home), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    wait_for(lambda: (home / "d" / "started").exists(), "the command to begin")
+    agent.send_signal(signal.SIGKILL)
+    agent.wait()
+    listed = run_bantam("undo", "--list", "--thread", "T", cwd=home)
+    assert " 1  turn 1" in listed.stdout and "4 change(s)" in listed.stdout, listed.stdout + listed.stderr
+    r = run_bantam("undo", "--thread", "T", "--yes", cwd=home)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert state(home) == before
+    assert not list((home.parent / "home" / ".bantam" / "undo" / "turns").glob("*/*.base.json"))
+
 
 def test_bantams_own_store_inside_the_workspace_is_never_recorded(home, monkeypatch):
     monkeypatch.setenv("BANTAM_HOME", str(home / "state" / ".bantam"))

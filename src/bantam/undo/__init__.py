@@ -11,8 +11,10 @@
 How a turn is recorded (UndoGuard, a loop guard): before the turn's first tool call that may
 change files (anything but read_file, list_files, read_image, read_pdf) the whole workspace is
 scanned into the content store (store.py: files by SHA-256, so an unchanged file costs a stat,
-not a copy); after each such call it is scanned again and the difference from the first scan
-is the turn's record (turns.py). Undoing restores each changed path to its state before the
+not a copy) and the turn's record is written, marked running, beside that scan (turns.py);
+after each such call it is scanned again and the difference from the first scan is the turn's
+record. A record a kill left running is finished by the next start from the folder as the
+kill left it. Undoing restores each changed path to its state before the
 turn: created files removed, deleted ones recreated, modified ones restored byte for byte with
 every permission bit, symlinks and empty folders too; journalled, so a kill cannot leave it
 half done (restore.py). Nothing is written in the user's `.git`.
@@ -20,6 +22,7 @@ half done (restore.py). Nothing is written in the user's `.git`.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import IO, Callable, TypeVar
 
 from ..events import Notice, OnEvent, ignore
 from ..tools import Outcome
@@ -31,6 +34,7 @@ from .turns import changes, session_key, thread_key
 __all__ = ["UndoGuard", "Plan", "UndoError", "plan", "apply", "undoable", "recover", "session_key",
            "thread_key", "READ_ONLY"]
 
+T = TypeVar("T")
 READ_ONLY = frozenset({"read_file", "list_files", "read_image", "read_pdf"})  # tools that change no file
 
 
@@ -66,6 +70,7 @@ class UndoGuard:
         self.before: Manifest | None = None  # the workspace before the turn's first change
         self.last: Manifest | None = None
         self.record: dict | None = None
+        self.hold: IO[bytes] | None = None  # the turn's scan file, flocked while this turn lives
         self.turn = self.cut = 0
         self.off = keep < 1
 
@@ -78,29 +83,38 @@ class UndoGuard:
         self.turn = len(users)
 
     def before_call(self, name: str, arguments: str) -> str | None:
-        if name not in READ_ONLY and self.before is None and not self.off:
-            self.before = self.attempt(self.first_scan)
+        if name in READ_ONLY or self.off:
+            return None
+        if self.before is None:
+            self.open()
+        elif self.record is not None and not self.record["running"]:
+            self.record["running"] = True  # on disk before the call: a kill during it is finished later
+            self.attempt(lambda: turns.save_record(self.store, self.record or {}))
         return None
 
     def after_call(self, name: str, arguments: str, outcome: Outcome) -> None:
-        if name in READ_ONLY or self.before is None or self.off:
+        if name in READ_ONLY or self.before is None or self.record is None or self.off:
             return
         after = self.attempt(lambda: self.store.scan(self.folder, self.last or self.before))
         if after is None:
-            return
+            return  # the record stays running: the next start finishes it from the folder
         self.last = after
-        found = changes(self.before, after)
-        if found and self.record is None:
-            self.record = turns.new_record(self.store, self.key, self.folder, self.turn, self.cut, self.keep, found)
-        elif self.record is not None:
-            self.record["changes"] = found
-            turns.save_record(self.store, self.record)
+        self.record["changes"], self.record["running"] = changes(self.before, after), False
+        self.attempt(lambda: turns.save_record(self.store, self.record or {}))
+
+    def open(self) -> None:
+        """The scan before the turn's first change, and its record, on disk before the call runs."""
+        before = self.attempt(self.first_scan)
+        opened = None if before is None else self.attempt(lambda: turns.open_record(
+            self.store, self.key, self.folder, self.turn, self.cut, self.keep, before))
+        if before is not None and opened is not None:
+            self.before, (self.record, self.hold) = before, opened
 
     def first_scan(self) -> Manifest:
-        restore.recover(self.store)  # an undo a kill interrupted is finished before anything is recorded
+        restore.recover(self.store)  # an undo or a turn a kill interrupted is finished before anything is recorded
         return self.store.scan(self.folder)
 
-    def attempt(self, work) -> Manifest | None:
+    def attempt(self, work: Callable[[], T]) -> T | None:
         try:
             return work()
         except (TooLarge, OSError) as e:

@@ -23,7 +23,7 @@ from pathlib import Path
 from ..errors import BantamError
 from ..fsutil import write_all
 from .store import SECRET, SPECIAL, Entry, Store, same, sync_dir
-from .turns import record_path, undoable
+from .turns import finish_cut, record_path, undoable
 
 JOURNAL = "journal.json"
 
@@ -155,7 +155,9 @@ def apply(store: Store, p: Plan, force: bool = False) -> list[str]:
 
 
 def recover(store: Store) -> list[str]:
-    """Complete an undo a killed process left half done (there is nothing to do almost always)."""
+    """Complete an undo a killed process left half done, and the records of turns a kill cut
+    (there is nothing to do almost always)."""
+    finish_cut(store)
     if not (store.path / JOURNAL).exists():
         return []
     with store.locked(exclusive=True):

@@ -7,13 +7,22 @@ order they were recorded:
     {"key", "seq", "turn": the number of the turn's request among the user's messages,
      "cut": how many messages (no system prompt) came before that request: /rewind keeps these,
      "folder", "started", "updated", "undone": 0 or when,
+     "running": true while one of its tool calls runs,
      "changes": {path: [entry before the turn, entry after it]}}   (entries: store.py; null: absent)
+
+The record is written before the turn's first call that may change files, beside the scan of
+the folder before it (`<seq>.base.json`), which the live turn holds an flock on. A record left
+`running` by a process that died (SIGKILL, a power cut), or by a call that never returned, is finished
+by the next user of the store (`finish_cut`): the folder as it is now against that scan, so
+what the cut command had done can be undone too.
 """
 from __future__ import annotations
 
+import fcntl
 import os
 import time
 from pathlib import Path
+from typing import IO
 
 from .store import Manifest, Store, same, sync_dir
 
@@ -59,22 +68,54 @@ def record_path(store: Store, key: str, seq: int) -> Path:
     return folder_of(store, key) / f"{seq:08d}.json"
 
 
-def new_record(store: Store, key: str, folder: Path, turn: int, cut: int, keep: int,
-               found: dict[str, list]) -> dict:
-    """The record of a turn that has begun to change files (`found`); the oldest beyond `keep`
-    are pruned, after this one is on disk, so the contents it needs are never taken for garbage."""
+def base_path(store: Store, key: str, seq: int) -> Path:
+    return folder_of(store, key) / f"{seq:08d}.base.json"
+
+
+def open_record(store: Store, key: str, folder: Path, turn: int, cut: int, keep: int,
+                before: Manifest) -> tuple[dict, IO[bytes]]:
+    """The record of a turn about to run its first call that may change files, with the scan
+    before it, and the open scan file whose flock says the turn is alive (held until closed).
+    The oldest records beyond `keep` are pruned, after this one is on disk, so the contents it
+    needs are never taken for garbage."""
     with store.locked(exclusive=True):
         past = records(store, key)
         seq = max((int(r.get("seq", 0)) for r in past), default=0) + 1
-        doc = {"key": key, "seq": seq, "turn": turn, "cut": cut, "folder": str(folder),
-               "started": time.time(), "updated": time.time(), "undone": 0, "changes": found}
+        base = base_path(store, key, seq)
+        store.write_json(base, {"folder": str(folder), "entries": before})
+        hold = open(base, "rb")
+        fcntl.flock(hold, fcntl.LOCK_EX)
+        doc = {"key": key, "seq": seq, "turn": turn, "cut": cut, "folder": str(folder), "started": time.time(),
+               "updated": time.time(), "undone": 0, "running": True, "changes": {}}
         store.write_json(record_path(store, key, seq), doc)
-        dropped = past[:max(0, len(past) + 1 - keep)]
+        done = [r for r in past if r.get("changes") and not r.get("running")]
+        dropped = done[:max(0, len(done) + 1 - keep)]
         for old in dropped:
             record_path(store, key, int(old["seq"])).unlink(missing_ok=True)
         if dropped:
             collect(store)
-    return doc
+    return doc, hold
+
+
+def finish_cut(store: Store) -> None:
+    """Finish the records of turns no process holds any more: one left running (its process
+    died, or its call was cut short) gets the changes its folder shows now against the scan
+    before the turn; the scan then goes (and a record that changed nothing with it)."""
+    for base in sorted((store.path / "turns").glob("*/*.base.json")):
+        try:
+            with open(base, "rb") as hold:
+                fcntl.flock(hold, fcntl.LOCK_EX | fcntl.LOCK_NB)  # held: its turn is still going
+                path = base.with_name(base.name.replace(".base", ""))
+                doc = store.read_json(path)
+                if doc is not None and doc.get("running"):
+                    before = (store.read_json(base) or {}).get("entries", {})
+                    doc["changes"], doc["running"] = changes(before, store.scan(Path(doc["folder"]))), False
+                    save_record(store, doc)
+                if doc is not None and not doc.get("changes"):
+                    path.unlink(missing_ok=True)
+                base.unlink(missing_ok=True)
+        except (BlockingIOError, FileNotFoundError):
+            continue  # a live turn's, or another process finished it first
 
 
 def save_record(store: Store, doc: dict) -> None:
@@ -93,6 +134,8 @@ def collect(store: Store) -> int:
         for doc in records(store, key):
             folders.add(str(doc.get("folder")))
             live.update(e[2] for pair in doc.get("changes", {}).values() for e in pair if e and e[0] == "f")
+    for base in turns.glob("*/*.base.json"):  # a turn going on, or cut: finish_cut needs its scan
+        live.update(e[2] for e in (store.read_json(base) or {}).get("entries", {}).values() if e[0] == "f")
     for cache in (store.path / "folders").glob("*.json"):
         scan = store.read_json(cache)
         recent = time.time() - cache.stat().st_mtime < SCAN_AGE
