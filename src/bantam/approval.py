@@ -286,22 +286,49 @@ def remembered(approvals: Approvals) -> str:
 
 # --- asking in a terminal (and the browser, which lends the terminal's `read`) ---------------
 
-ANSWERS = "[y]es / [n]o [reason]"
+
+@dataclass(frozen=True)
+class Choice:
+    """One answer a question offers. Its first letter, typed, gives it; a page's button sends that."""
+    word: str          # as offered: "yes", "always 'git commit'"
+    more: str = ""     # words that may follow it when typed: "reason" (offered as "[n]o [reason]")
+    draft: str = ""    # what those words start from, for a front end that lets them be edited
+
+    @property
+    def answer(self) -> str:
+        return self.word[0]
+
+    @property
+    def label(self) -> str:
+        return f"[{self.answer}]{self.word[1:]}" + (f" [{self.more}]" if self.more else "")
 
 
-def terminal_ask(read: Callable[[str], str], show: Callable[[str], None]) -> Ask:
+# A person's answer to a question, given the choices it offers (none: any text).
+Read = Callable[[str, tuple[Choice, ...]], str]
+YES_NO = (Choice("yes"), Choice("no"))
+
+
+def choices(request: Request) -> tuple[Choice, ...]:
+    """What a person may answer to `request`, in the order it is offered."""
+    always = () if not request.prefix else (Choice("always this exact command"),) if request.exact \
+        else (Choice(f"always '{request.prefix}'"),) if request.action != "write" \
+        else (Choice(f"always in {request.prefix}"),)
+    edit = () if request.action == "write" else (Choice("edit", draft=request.text),)
+    return (Choice("yes"), Choice("no", more="reason"), *always, *edit)
+
+
+def terminal_ask(read: Read, show: Callable[[str], None]) -> Ask:
     """Ask through the REPL's line reader: the request in full, then one line of answer."""
     def ask(request: Request) -> Verdict:
         question = {"run": "run this?", "escape": "run this outside the sandbox?",
                     "write": "write this?"}[request.action]
         show(f"approval needed ({request.why}): {request.text}")
-        edit = "" if request.action == "write" else " / [e]dit"
-        always = "" if not request.prefix else " / [a]lways this exact command" if request.exact \
-            else f" / [a]lways '{request.prefix}'" if request.action != "write" else f" / [a]lways in {request.prefix}"
-        choices = f"{ANSWERS}{always}{edit}"
+        offered = choices(request)
+        given = {c.answer for c in offered}
+        listed = " / ".join(c.label for c in offered)
         while True:
             try:
-                line = read(f"{question} {choices}: ").strip()
+                line = read(f"{question} {listed}: ", offered).strip()
             except EOFError:
                 return Verdict(False, "no answer")
             word, _, rest = line.partition(" ")
@@ -310,11 +337,11 @@ def terminal_ask(read: Callable[[str], str], show: Callable[[str], None]) -> Ask
                 return Verdict(True, request.text)
             if word in ("n", "no"):
                 return Verdict(False, rest.strip())
-            if word in ("a", "always") and always:
+            if word in ("a", "always") and "a" in given:
                 return Verdict(True, request.text, remember=True)
-            if word in ("e", "edit") and edit:
-                new = rest.strip() or read("command to run instead: ").strip()
+            if word in ("e", "edit") and "e" in given:
+                new = rest.strip() or read("command to run instead: ", ()).strip()
                 if new:
                     return Verdict(True, new)
-            show(f"answer {choices}")
+            show(f"answer {listed}")
     return ask

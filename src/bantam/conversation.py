@@ -6,7 +6,8 @@ each own a Conversation and differ only in what they hand it:
     chat.greet()
     while ...: chat.handle(line)          # False: the person asked to quit
 
-- `ask(question)`: the next answer from the person (approvals, the compaction question);
+- `ask(question, choices)`: the next answer from the person (approvals, the compaction question),
+  offered `choices` (approval.Choice: a page shows them as buttons; none: any text);
   KeyboardInterrupt or EOFError when there is none;
 - `show(text)`: output meant to be read as it is (a listing, a run's answer);
 - `renderer(cfg, window)`: what draws the loop's events, made again when the model changes;
@@ -27,7 +28,7 @@ from pathlib import Path
 from typing import Callable
 
 from . import __version__, compact, config, session, sessions, undo
-from .approval import Approvals, boundary_words, remembered, terminal_ask
+from .approval import YES_NO, Approvals, Read, boundary_words, remembered, terminal_ask
 from .commands import trust_project
 from .errors import BantamError, ConfigError, LimitReached, ProviderError
 from .events import Done, Error, Notice, Usage, quiet
@@ -82,7 +83,7 @@ MakeRenderer = Callable[[config.Config, ModelFacts], Renderer]
 
 
 class Conversation:
-    def __init__(self, flags: dict[str, str], folder: Path, *, ask: Callable[[str], str],
+    def __init__(self, flags: dict[str, str], folder: Path, *, ask: Read,
                  show: Callable[[str], None], renderer: MakeRenderer, background_runs: bool = True,
                  shell_cancel: threading.Event | None = None, continue_hint: str = "/continue resumes it",
                  session_id: str | None = None):
@@ -98,7 +99,7 @@ class Conversation:
         self.run_job: threading.Thread | None = None
         self.messages: list[dict] = []
         # the person approves through the same channel they answer on; "always" lasts the conversation
-        self.approvals = Approvals(terminal_ask(lambda q: self.ask(q), self.say))
+        self.approvals = Approvals(terminal_ask(lambda q, offered: self.ask(q, offered), self.say))
         self.configure(session.load_config(self.flags, self.folder))
         self.messages = [self.system()]
 
@@ -181,7 +182,7 @@ class Conversation:
         question = (f"Context usage is at {100 * tokens / window:.1f}% ({tokens} / {window} tokens). "
                     "Compact conversation? [Y/n]: ")
         try:
-            answer = self.ask(question).strip().lower()
+            answer = self.ask(question, YES_NO).strip().lower()
         except (KeyboardInterrupt, EOFError):
             return
         if answer in ("", "y", "yes"):  # as /compact: Ctrl+C or a failed request leaves the conversation be
@@ -254,7 +255,7 @@ class Conversation:
         question = ("overwrite your own changes to the files above too? [y/N] " if p.conflicts
                     else f"{word} this? [Y/n] ")
         try:
-            answer = self.ask(question).strip().lower()
+            answer = self.ask(question, YES_NO).strip().lower()
         except (KeyboardInterrupt, EOFError):
             answer = "n"
         if answer not in (("y", "yes") if p.conflicts else ("", "y", "yes")):

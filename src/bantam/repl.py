@@ -32,8 +32,8 @@ class Repl:
         self.waiting = typing_ahead if read is None and on_terminal() else nullcontext
         self.out, self.err = out, err
         where = session.workspace(folder or Path.cwd())  # default: where the user started bantam
-        self.chat = Conversation(flags, where, ask=lambda q: self.read(q), show=self.print, renderer=self.renderer,
-                                 session_id=session_id)
+        self.chat = Conversation(flags, where, ask=lambda q, _choices: self.read(q), show=self.print,
+                                 renderer=self.renderer, session_id=session_id)
 
     def renderer(self, cfg: Config, window: ModelFacts) -> Renderer:
         return make_renderer(cfg, False, self.out, self.err, window)

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .. import config
+from ..approval import Choice
 from ..commands import trust_note
 from ..conversation import Conversation
 from ..envpolicy import redact
@@ -116,6 +117,7 @@ class WebSession:
         self.stopper = Stopper()       # Stop: the flag, and the sockets of the responses in flight
         self.stopping = self.stopper.event
         self.question: str | None = None
+        self.choices: list[dict] = []  # the pending question's answers, as the page's buttons
         self.answers: queue.Queue = queue.Queue()
         # the input's worker thread drives a run (background_runs=False): Stop reaches it by
         # run_pause; Stop (not SIGINT) ends a `!command`
@@ -135,19 +137,22 @@ class WebSession:
     def print(self, text: str) -> None:
         self.emit({"type": "output", "text": text})
 
-    def ask(self, question: str) -> str:
-        """The conversation's questions (approvals, compaction): the next input from the page answers it."""
+    def ask(self, question: str, choices: tuple[Choice, ...] = ()) -> str:
+        """The conversation's questions (approvals, compaction, undo): the next input from the page
+        answers it, typed or sent by one of the `choices`' buttons."""
         with self.lock:
             if self.stopping.is_set():
                 raise KeyboardInterrupt
             self.question = question
-        self.emit({"type": "ask", "question": question})
+            self.choices = [{"answer": c.answer, "word": c.word, "more": c.more, "draft": redact(c.draft)}
+                            for c in choices]
+            self.emit(self.ask_event())
         try:
             answer = self.answers.get()
         finally:
             with self.lock:
-                self.question = None
-            self.emit({"type": "ask", "question": None})
+                self.question, self.choices = None, []
+                self.emit(self.ask_event())
         if answer is _STOP:
             raise KeyboardInterrupt
         return answer
@@ -176,7 +181,10 @@ class WebSession:
         return {"type": "reset", "items": transcript(self.chat.messages)}
 
     def state_event(self) -> dict:
-        return {"type": "busy", "busy": self.job is not None, "question": self.question}
+        return {**self.ask_event(), "type": "busy", "busy": self.job is not None}
+
+    def ask_event(self) -> dict:
+        return {"type": "ask", "question": self.question, "choices": self.choices}
 
     # --- one input at a time -----------------------------------------------------------------
 
@@ -194,7 +202,7 @@ class WebSession:
             self.job = threading.Thread(target=self.work, args=(line,), name="bantam-web-turn", daemon=True)
             self.job_start = len(self.log)
         self.emit({"type": "input", "text": line})
-        self.emit({"type": "busy", "busy": True, "question": None})
+        self.emit({"type": "busy", "busy": True, "question": None, "choices": []})
         self.job.start()
         return "started"
 
