@@ -50,7 +50,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
                    "bantam.runs", "bantam.batch", "bantam.mcp.cli", "bantam.mcp.serve", "bantam.conversation",
                    "bantam.acp", "bantam.undo.cli")),
     # The entry points: the command line, which hands each subcommand to its module by name.
-    ("entry", ("bantam.cli", "bantam.__main__", "bantam.batch.__main__")),
+    ("entry", ("bantam.cli", "bantam.commandline", "bantam.__main__", "bantam.batch.__main__")),
 ]
 
 # (importer, imported) -> why this upward import is right. Keep it short: each entry is a debt.

@@ -1,6 +1,6 @@
 """What every command line shares: the common options and the configuration they produce.
 
-`bantam` (cli.py) and each subcommand with options of its own (`bantam run`, `daemon`, `web`,
+`bantam` (commandline.py) and each subcommand with options of its own (`bantam run`, `daemon`, `web`,
 `batch`, `worker`, `mcp`, `config`, ...) parse their arguments with `common_options` and turn
 them into a configuration with `load_config`. This module sits below all of them (the layers in
 docs/architecture.md): a subcommand never imports the command line that dispatches to it.
@@ -8,7 +8,6 @@ docs/architecture.md): a subcommand never imports the command line that dispatch
 from __future__ import annotations
 
 import argparse
-import difflib
 import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NoReturn
@@ -70,6 +69,7 @@ class Parser(argparse.ArgumentParser):
         have; "" when nothing is close."""
         if not message.startswith("unrecognized arguments: "):
             return ""
+        import difflib  # here: only a mistake needs it, and it is not cheap to import
         names = [name for action in self._actions for name in action.option_strings if name.startswith("--")]
         for word in message.split(": ", 1)[1].split():
             if word.startswith("--"):

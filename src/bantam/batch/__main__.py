@@ -1,7 +1,7 @@
 """`python -m bantam.batch`: one agent process of a batch or worker (see agent.py); not for people."""
 import sys
 
-from ..cli import guarded
+from ..commandline import guarded
 from .agent import main
 
 sys.exit(guarded(main))

@@ -1,0 +1,52 @@
+"""What a start of bantam imports: each path loads what it needs, when it needs it.
+
+Start-up is mostly imports, so these tests pin them, not times (bench/RESULTS.md has the times):
+a real interpreter runs the real entry point, `bantam.cli.main` on the process's own arguments
+as the console script and `python -m bantam` run it, and reports which modules it imported
+beyond the interpreter's own start.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+
+# The console script's body, and last on stderr the modules it added to the interpreter's own.
+ENTRY = """
+import json, sys
+before = set(sys.modules)
+try:
+    from bantam.cli import main
+    sys.exit(main())
+finally:
+    sys.stdout.flush()
+    print(json.dumps(sorted(set(sys.modules) - before)), file=sys.stderr)
+"""
+
+
+def imported(*args: str, cwd: Path) -> tuple[subprocess.CompletedProcess, set[str]]:
+    """Run `bantam ARGS...` as the console script does; (the process, the modules it imported)."""
+    r = subprocess.run([sys.executable, "-c", ENTRY, *args], cwd=cwd, capture_output=True,
+                       text=True, stdin=subprocess.DEVNULL, timeout=120, env={**os.environ, "NO_COLOR": "1"})
+    *_, report = r.stderr.splitlines() or [""]
+    return r, set(json.loads(report))
+
+
+def test_version_imports_nothing_but_the_entry_point(home):
+    """`bantam --version` is what shells, scripts and installers run: it answers before argparse,
+    the subcommand table, the configuration or the error tree are loaded."""
+    r, modules = imported("--version", cwd=home)
+    assert r.returncode == 0 and r.stdout.startswith("bantam "), r.stderr
+    assert modules <= {"bantam", "bantam.cli", "__future__"}, sorted(modules)
+
+
+def test_version_among_other_words_is_still_argparse(home):
+    """Only the bare `--version` is answered early; with anything else argparse decides, as before."""
+    r, modules = imported("--model", "m", "--version", cwd=home)
+    assert r.returncode == 0 and r.stdout.startswith("bantam "), r.stderr
+    assert "argparse" in modules
+    r, _ = imported("-p", "--version", cwd=home)
+    assert r.returncode == 2 and "expected one argument" in r.stderr
