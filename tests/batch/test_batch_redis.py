@@ -267,17 +267,49 @@ def test_a_task_that_keeps_killing_workers_is_failed_not_retried(home, redis_url
     assert client.xpending(TASKS, GROUP)["pending"] == 0
 
 
-def test_losing_redis_while_collecting_is_one_line_and_a_rerun_goes_on(home, redis_server):
+def test_a_batch_rides_through_a_redis_restart_and_every_task_gets_one_result(home, redis_server):
+    """Redis restarts empty (no persistence) while a task runs and the others wait in the queue:
+    the batch waits for it, enqueues again what was lost, and finishes; the worker goes on."""
+    with TaskServer() as server:
+        write_cfg(home, **base_cfg(server))
+        write_tasks(home / "tasks.jsonl", [{"id": i, "task": f"t{i} go"} for i in range(3)])
+        server.stall(answers_only=True)  # the first task waits at its last step
+        worker = start_worker(home, redis_server.url)
+        batch = start_batch(home, "tasks.jsonl", "-o", "results.jsonl", "--queue", redis_server.url)
+        try:
+            wait_for(lambda: server.waiting, what="a task at its last step")
+            redis_server.stop()
+            redis_server.start(redis_server.port)
+            server.release()
+            out, err = batch.communicate(timeout=240)
+            assert batch.returncode == 0, err
+        finally:
+            [log] = stop([worker])
+            if batch.poll() is None:
+                batch.kill()
+    results = read_results(home / "results.jsonl")
+    assert sorted(r["id"] for r in results) == [0, 1, 2]  # exactly one each
+    assert all(r["status"] == "success" for r in results), results
+    assert f"bantam batch: Redis at {redis_server.url} is back" in err, err
+    assert "Traceback" not in err + log
+
+
+def test_redis_away_past_the_reconnect_timeout_is_one_line_and_a_rerun_goes_on(home, redis_server):
     client = redis.Redis.from_url(redis_server.url, decode_responses=True)
     with TaskServer() as server:
         write_cfg(home, **base_cfg(server))
         write_tasks(home / "tasks.jsonl", ["one go", "two go"])
-        batch = start_batch(home, "tasks.jsonl", "-o", "results.jsonl", "--queue", redis_server.url)
+        batch = start_batch(home, "tasks.jsonl", "-o", "results.jsonl", "--queue", redis_server.url,
+                            "--reconnect-timeout", "2")
         wait_for(lambda: client.exists(TASKS) and client.xlen(TASKS) == 2, what="the tasks enqueued")
         redis_server.stop()  # no worker yet: the batch is waiting for results
         out, err = batch.communicate(timeout=60)
         assert batch.returncode == 1 and "Traceback" not in err
-        assert err.startswith(f"bantam: Redis at {redis_server.url}:") and "collects the rest" in err
+        *waited, last = err.splitlines()
+        assert waited == [f"bantam batch: Redis at {redis_server.url}: " + waited[0].split(": ", 2)[2]]
+        assert waited[0].endswith("waiting up to 2 s for it to come back")
+        assert last.startswith(f"bantam: Redis at {redis_server.url} has been away for over 2 s (")
+        assert last.endswith("the same command collects the rest once Redis is back")
         redis_server.start(redis_server.port)  # empty: the queue is gone, so the rerun enqueues again
         worker = start_worker(home, redis_server.url)
         try:
@@ -287,3 +319,6 @@ def test_losing_redis_while_collecting_is_one_line_and_a_rerun_goes_on(home, red
             stop([worker])
     assert r.returncode == 0, r.stderr
     assert sorted(x["id"] for x in read_results(home / "results.jsonl")) == [1, 2]
+    r = run_bantam("batch", "tasks.jsonl", "-o", "x.jsonl", "--queue", redis_server.url,
+                   "--reconnect-timeout", "0", cwd=home)
+    assert r.returncode == 2 and r.stderr == "bantam: --reconnect-timeout must be above 0, got 0\n"

@@ -27,6 +27,7 @@ from typing import Any
 
 from .agent import Runner, forget, interrupt, check_runner, isolation_options, run_threads, runner_for
 from .progress import Progress, summary
+from .redisq import RECONNECT_TIMEOUT
 from .tasks import Malformed, ResultsFile, Task, apply_rates, fail_malformed, rate_options, read_tasks, real_root
 
 DEFAULT_WORKERS = 4
@@ -46,6 +47,9 @@ def parser() -> argparse.ArgumentParser:
     rate_options(p)
     p.add_argument("--queue", metavar="redis://HOST:PORT/DB",
                    help="enqueue on Redis for `bantam worker`s and collect their results")
+    p.add_argument("--reconnect-timeout", type=float, default=RECONNECT_TIMEOUT, metavar="S",
+                   help="with --queue: seconds to wait for Redis to come back when it goes away (a "
+                        f"restart), before the batch stops (default {RECONNECT_TIMEOUT:g})")
     p.add_argument("--retry-failed", action="store_true", help="run again the tasks whose result is not "
                    "success (each in a fresh thread); their new results are appended and count from then on")
     p.add_argument("--root", metavar="DIR", help="the folder a task's cwd is relative to and must stay "
@@ -60,6 +64,8 @@ def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     if args.workers < 1:
         raise ConfigError(f"--workers must be at least 1, got {args.workers}")
+    if not args.reconnect_timeout > 0:  # NaN included
+        raise ConfigError(f"--reconnect-timeout must be above 0, got {args.reconnect_timeout:g}")
     cfg = load_config(args)  # bad configuration stops the batch here, not in every task
     apply_rates(args)
     if args.retry_failed and args.queue:
@@ -83,7 +89,7 @@ def main(argv: list[str]) -> int:
             pass
         elif args.queue:
             from .redisq import run_queued
-            run_queued(args.queue, tasks, results, args.json)
+            run_queued(args.queue, tasks, results, args.json, args.reconnect_timeout)
         else:
             run_local(tasks, results, runner_for(args, root, flags(args), Path(os.getcwd())),
                       args.workers, args.json)

@@ -66,6 +66,14 @@ class Progress:
                 self.bar.console.print(describe(record), markup=False, highlight=False)
             self.redraw()
 
+    def note(self, text: str) -> None:
+        """A line on stderr, above the bar when there is one."""
+        if self.bar is not None:
+            self.bar.console.print(text, markup=False, highlight=False)
+        else:
+            self.err.write(text + "\n")
+            self.err.flush()
+
     def state(self) -> dict[str, Any]:
         """The numbers as data: what --json prints with each result."""
         elapsed = time.monotonic() - self.started_at

@@ -19,10 +19,16 @@ Whoever can write to the stream is untrusted: messages are read as bytes (so no 
 inside the Redis client, where an error would kill the worker thread and leave the message pending
 for the next worker), each goes through `read_message`, and a malformed one is answered with a
 `failure` and acknowledged, never retried. A task's `cwd` stays inside the worker's `--root`.
+
+Redis may restart while a batch collects (with its data, or without): workers and the batch
+reconnect with back-off. The batch then enqueues again the tasks that have neither a result nor a
+place in the queue, and reads its reply stream again from the start; when Redis stays away longer
+than `--reconnect-timeout`, it stops with one line, and the same command goes on later.
 """
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import signal
@@ -32,7 +38,7 @@ import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from ..errors import BantamError, ConfigError
 from ..options import Parser
@@ -47,10 +53,11 @@ IDLE_TIMEOUT = 60.0               # seconds without a renewed claim before anoth
 MAX_DELIVERIES = 5                # a task that killed this many workers is failed, not retried
 DONE_TTL = 7 * 86400              # seconds a finished batch's done-set lingers, to drop late duplicates
 RECONNECT_DELAYS = (1, 1, 2, 3, 5, 8)
+RECONNECT_TIMEOUT = 300.0         # seconds a batch waits for Redis to come back before it stops
 
 # Both scripts run atomically inside Redis: a kill between two commands cannot split them.
 ENQUEUE = """
-if redis.call('SADD', KEYS[1], ARGV[1]) == 1 then
+if redis.call('SISMEMBER', KEYS[3], ARGV[1]) == 0 and redis.call('SADD', KEYS[1], ARGV[1]) == 1 then
   redis.call('XADD', KEYS[2], '*', 'task', ARGV[2], 'reply_to', ARGV[3])
   return 1
 end
@@ -106,34 +113,77 @@ def ensure_group(client: Any) -> None:
 
 # --- the batch side --------------------------------------------------------------------------------
 
-def run_queued(url: str, tasks: list[Task | Malformed], results: ResultsFile, as_json: bool = False) -> None:
+def run_queued(url: str, tasks: list[Task | Malformed], results: ResultsFile, as_json: bool = False,
+               patience: float = RECONNECT_TIMEOUT) -> None:
     """Enqueue the tasks without a result (once, however often this is rerun) and append the
-    results the workers send, until every task has one. A malformed line fails here."""
+    results the workers send, until every task has one. A malformed line fails here. When Redis
+    goes away, wait for it up to `patience` seconds, then do it all again from the start."""
     import redis
     client = connect(url)
     reply = f"bantam:results:{results.batch}"  # this batch's own stream; a rerun finds it again
     pending = [t for t in tasks if t.key not in results.done]
+    stopped = f"the results so far are in {results.path}, and the same command collects the rest once Redis is back"
     try:
         with Progress(len(tasks), len(tasks) - len(pending), as_json=as_json) as progress:
             try:
                 runnable = fail_malformed(pending, results, progress.finished)
-                enqueue_all(client, runnable, reply)
-                collect(client, reply, {t.key for t in runnable}, results, progress)
+                missing = {t.key for t in runnable}
+
+                def exchange() -> None:
+                    ensure_group(client)  # a Redis restarted without its data has neither group nor tasks
+                    enqueue_all(client, [t for t in runnable if t.key in missing], reply)
+                    collect(client, reply, missing, results, progress)
+                riding_out(exchange, client, url, patience, progress.note, stopped)
             finally:
                 results.flush()
-        client.delete(reply, f"{reply}:enqueued")  # all on disk now
-        client.expire(f"{reply}:done", DONE_TTL)
+
+        def tidy() -> None:
+            client.delete(reply, f"{reply}:enqueued")  # all on disk now
+            client.expire(f"{reply}:done", DONE_TTL)
+        riding_out(tidy, client, url, patience, progress.note, stopped)
     except redis.RedisError as e:
-        raise QueueError(f"Redis at {url}: {e}; the results so far are in {results.path}, and the "
-                         "same command collects the rest once Redis is back") from None
+        raise QueueError(f"Redis at {url}: {e}; {stopped}") from None
+
+
+def riding_out(work: Callable[[], None], client: Any, url: str, patience: float,
+               note: Callable[[str], None], stopped: str) -> None:
+    """Run `work`; when Redis goes away meanwhile (a restart, a lost link), wait until it answers
+    again and run `work` again from the start, or raise QueueError after `patience` seconds."""
+    import redis
+    while True:
+        try:
+            return work()
+        except (redis.ConnectionError, redis.TimeoutError) as e:  # loading its data is a ConnectionError
+            note(f"bantam batch: Redis at {url}: {e}; waiting up to {patience:g} s for it to come back")
+            if not answers_within(client, patience):
+                raise QueueError(f"Redis at {url} has been away for over {patience:g} s ({e}); {stopped}") from None
+            note(f"bantam batch: Redis at {url} is back")
+
+
+def answers_within(client: Any, patience: float) -> bool:
+    """Whether Redis answers a PING within `patience` seconds, asked with back-off."""
+    import redis
+    deadline = time.monotonic() + patience
+    for attempt in itertools.count():
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        time.sleep(min(RECONNECT_DELAYS[min(attempt, len(RECONNECT_DELAYS) - 1)], left))
+        try:
+            return bool(client.ping())
+        except (redis.ConnectionError, redis.TimeoutError):
+            pass
+    return False
 
 
 def enqueue_all(client: Any, tasks: list[Task], reply: str) -> None:
+    """Add each task to the queue unless it was added before or has a result (both checked in
+    Redis itself, so enqueueing again after Redis lost its data adds only what was lost)."""
     enqueue = client.register_script(ENQUEUE)
     with client.pipeline(transaction=False) as pipe:
         for task in tasks:
-            enqueue(keys=[f"{reply}:enqueued", TASKS], args=[task.key, json.dumps(task.to_json()), reply],
-                    client=pipe)
+            enqueue(keys=[f"{reply}:enqueued", TASKS, f"{reply}:done"],
+                    args=[task.key, json.dumps(task.to_json()), reply], client=pipe)
         pipe.execute()
 
 
