@@ -365,6 +365,13 @@ def is_api_base(url: str) -> bool:
     return not path or re.fullmatch(r"v\d+(beta\d*|alpha\d*)?", path.rsplit("/", 1)[-1]) is not None
 
 
+def refuse_empty_model(text: str, where: str, given: str) -> None:
+    """An empty model would be sent as "model": "", which no API serves."""
+    if not text.strip():
+        raise ConfigError(f"{where}: {given}: empty; name a model (`bantam models` lists the "
+                          f"endpoint's) or leave the key out for the default")
+
+
 def load(flags: Mapping[str, str] | None = None, directory: str | os.PathLike = ".",
          environ: Mapping[str, str] | None = None) -> Config:
     """Build the Config from every layer. `flags` maps keys to values given on the command line."""
@@ -380,9 +387,8 @@ def load(flags: Mapping[str, str] | None = None, directory: str | os.PathLike = 
             continue
         if key == "model":  # `--model fast` with `alias.fast=openrouter/...` in a config file
             text = aliases.get(text.strip(), text)
-        if key == "model" and not text.strip():  # sent as "model": "", which no API serves
-            raise ConfigError(f"{where}: {given}: empty; name a model (`bantam models` lists the "
-                              f"endpoint's) or leave the key out for the default")
+        if key == "model":
+            refuse_empty_model(text, where, given)
         if key in KEYS:
             values[key] = check(KEYS[key], text, where, named=given)
         elif key in REPLACED_KEYS:  # a key of an older bantam: say what it became

@@ -171,6 +171,7 @@ def test_first_start_creates_the_agent_and_asks_for_a_key(home):
     ('{"colour": "blue"}', "unknown key 'colour'"),
     ('{"opt": ["tools/nope"]}', "opt: no tools/nope.py"),
     ('{"provider": "mine"}', "provider: 'mine' is neither built in"),
+    ('{"model": ""}', "model: empty; name a model"),  # absent is the user's model; empty is no model
 ])
 def test_bad_configuration_is_one_clear_line(home, model, config, message):
     agent = configure(home / "agent", model)

@@ -124,6 +124,8 @@ def _split(data: Mapping[str, Any], where: str, typed: bool) -> tuple[dict, dict
     for name, (given, value) in bantam_config.canonical(data, {**bantam_config.KEYS, **KEYS}, where).items():
         if name in KEYS:
             values[name] = bantam_config.check(KEYS[name], value, where, typed, given)
+            if name == "model":  # "" is the default only while the key is absent
+                bantam_config.refuse_empty_model(values[name], where, given)
         elif name in bantam_config.KEYS:
             spec = bantam_config.KEYS[name]
             passthrough[name] = _as_text(bantam_config.check(spec, value, where, typed, given))
