@@ -21,6 +21,7 @@ different folders run side by side in one process.
 """
 from __future__ import annotations
 
+import functools
 import os
 import threading
 import time
@@ -30,7 +31,7 @@ from typing import Callable
 from . import __version__, compact, config, session, sessions, undo
 from .approval import YES_NO, Approvals, Read, boundary_words, remembered, terminal_ask
 from .commands import trust_project
-from .errors import BantamError, ConfigError, LimitReached, ProviderError
+from .errors import BantamError, ConfigError, LimitReached, ProviderError, ToolError
 from .events import Done, Error, Notice, Usage, quiet
 from .envpolicy import user_env
 from .mcp.cli import mcp_command
@@ -65,6 +66,8 @@ COMMANDS: list[tuple[str, str]] = [
     ("/status", "the last run's progress, budgets and completion state"),
     ("/files", "the files in the last run's workspace"),
     ("/mcp [trust]", "MCP servers, their state and tools; trust: the same as /trust"),
+    ("/server:prompt [ARGS]", "an MCP server's prompt, sent as your message (/help lists those of running servers)"),
+    ("@server:uri", "in a message: an MCP server's resource, read and attached to it"),
     ("/trust", "trust this project's files as they are now (.bantam.cfg, .mcp.json, tools folder)"),
     ("/undo [N]", "take back the file changes of the last N turns (default 1), shell commands' included"),
     ("/rewind [N]", "the same, and the conversation goes back to before those turns"),
@@ -151,8 +154,20 @@ class Conversation:
             return True
         if line.startswith("/") and "/" not in name[1:]:
             return self.command(name, arg.strip())
-        self.turn(line)
+        self.said(line)
         return True
+
+    def said(self, line: str) -> None:
+        """A message the person typed: its `@server:uri` resources attached, then sent."""
+        if "@" in line:
+            from .mcp.resources import with_resources
+            try:
+                line = with_resources(line, self.mcp_servers(), self.toolbox.ctx)
+            except KeyboardInterrupt:
+                return self.say("interrupted")
+            except BantamError as e:  # nothing was sent: the person can fix the mention
+                return self.render(Error(message=str(e)))
+        self.turn(line)
 
     def turn(self, prompt: str) -> None:
         self.messages.append({"role": "user", "content": prompt})
@@ -205,6 +220,8 @@ class Conversation:
         if name == "/quit":
             return False
         handler: Callable[[str], None] | None = getattr(self, "cmd_" + ALIASES.get(name, name[1:]), None)
+        if ":" in name:  # /server:prompt
+            handler = functools.partial(self.mcp_prompt, name)
         if handler is None:
             self.say(f"unknown command {name}; /help lists the commands")
             return True
@@ -218,7 +235,22 @@ class Conversation:
         return True
 
     def cmd_help(self, arg: str) -> None:
-        self.show(HELP)
+        from .mcp.prompts import commands
+        prompts = commands(self.mcp_servers())
+        self.show("\n".join([HELP, *(f"{usage}  {what}" for usage, what in prompts)]))
+
+    def mcp_servers(self) -> dict:
+        from .mcp import servers_here
+        return servers_here(self.cfg.mcp, self.folder)
+
+    def mcp_prompt(self, name: str, arg: str) -> None:
+        """`/server:prompt ARGS`: the server's messages join the conversation, the last one sent."""
+        from .mcp.prompts import expand
+        messages = expand(self.mcp_servers(), name, arg, self.toolbox.ctx)
+        if not messages or messages[-1]["role"] != "user":
+            raise ToolError(f"{name}: the server's prompt does not end with a message of yours to send")
+        self.messages += messages[:-1]
+        self.turn(messages[-1]["content"])
 
     def cmd_mcp(self, arg: str) -> None:
         if arg == "trust":

@@ -5,7 +5,9 @@
     launch.py   the SDK's import and the servers' start, in a background thread
     hub.py      the client: one event-loop thread holding every server's connection
     tools.py    each server's tools as bantam tools named server__tool (cached ones at once)
-    results.py  a tool result as text
+    resources.py  the read_resource tool, and `@server:uri` in what the user types
+    prompts.py  each server's prompts as slash commands /server:prompt
+    results.py  what a server answers (a tool result, a resource, a prompt) as text
     serve.py    `bantam mcp`: bantam's tools and a run_task tool over stdio
     cli.py      `bantam mcp [serve|list|trust]`
 
@@ -24,6 +26,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ..tools import Toolbox
+    from .servers import ServerSpec
 
 PROJECT_FILE = ".mcp.json"
 
@@ -50,6 +53,15 @@ def offer(box: Toolbox) -> Toolbox:
     if box.ctx.cfg.mcp and configured(_folder(box)):  # two stat calls; the SDK loads only past this line
         attach(box)
     return box
+
+
+def servers_here(enabled: bool, directory: str | os.PathLike) -> dict[str, ServerSpec]:
+    """The servers a session in `directory` starts (the user's, and a trusted .mcp.json's): none
+    when MCP is off (`enabled`), no file names any or the SDK is not installed."""
+    if not (enabled and configured(directory) and has_sdk()):
+        return {}
+    from .servers import select
+    return select(directory).servers
 
 
 def _folder(box: Toolbox) -> str | os.PathLike:

@@ -1,6 +1,7 @@
 """The tools each MCP server listed when it last started, kept so that a run need not wait for it.
 
-    ~/.bantam/mcp/tools/KEY.json    {"server": "time 1.2.0", "tools": [{name, title, description, inputSchema}]}
+    ~/.bantam/mcp/tools/KEY.json    {"server": "time 1.2.0", "tools": [{name, title, description, inputSchema}],
+                                     "resources": true}
 
 KEY is the SHA-256 of everything that decides which program runs and how: the server's name,
 command, args, env (names and values), cwd, url and headers. A changed entry is a new key, so one
@@ -48,6 +49,7 @@ class ToolInfo:
 class Cached:
     server: str                 # "name version" from the server's handshake ("" when it gave none)
     tools: tuple[ToolInfo, ...]
+    resources: bool = False     # it has resources to read: the read_resource tool is offered
 
 
 def key(spec: ServerSpec) -> str:
@@ -65,7 +67,8 @@ def load(spec: ServerSpec) -> Cached | None:
     """What this configuration's server listed last time; None when never seen (or unreadable)."""
     try:
         data = json.loads(path(spec).read_bytes())
-        return Cached(str(data.get("server") or ""), tuple(ToolInfo.from_json(t) for t in data["tools"]))
+        return Cached(str(data.get("server") or ""), tuple(ToolInfo.from_json(t) for t in data["tools"]),
+                      data.get("resources") is True)
     except (OSError, ValueError, KeyError, TypeError, AttributeError):  # absent or damaged: start as if new
         return None
 
@@ -74,7 +77,7 @@ def save(spec: ServerSpec, cached: Cached) -> bool:
     """Keep what the server listed now; True when it differs from what was kept."""
     if load(spec) == cached:
         return False
-    data = {"server": cached.server, "tools": [t.to_json() for t in cached.tools]}
+    data = {"server": cached.server, "tools": [t.to_json() for t in cached.tools], "resources": cached.resources}
     target = path(spec)
     private_dir(target.parent)
     atomic_write(target, json.dumps(data, ensure_ascii=False).encode("utf-8"), mode=0o600)

@@ -54,6 +54,7 @@ def listing(enabled: bool, start: bool, directory: str | os.PathLike) -> str:
         if c:
             from .tools import tool_name
             lines += [f"    {visible(tool_name(name, t.name))}" for t in c.tools]
+            lines += [f"    /{visible(name)}:{visible(p.name)}" for p in c.prompts]
     for name, spec in selection.untrusted.items():
         lines.append(f"{visible(name)}  [not trusted: run `bantam trust`]  {visible(spec.describe())}  "
                      f"({visible(spec.source)})")

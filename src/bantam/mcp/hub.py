@@ -29,10 +29,10 @@ import logging
 import os
 import shutil
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import mcp
 import mcp_types
@@ -51,6 +51,7 @@ EXIT_GRACE = 2.0       # seconds a start still under way at exit may go on, for 
 LOG_TAIL = 400         # characters of a server's stderr quoted when it fails
 logging.getLogger("mcp").addHandler(logging.NullHandler())  # failures reach the user as one line
 BROKEN = {mcp_types.CONNECTION_CLOSED, mcp_types.REQUEST_TIMEOUT}  # the server must be restarted
+T = TypeVar("T")
 
 
 class Connection:
@@ -60,6 +61,8 @@ class Connection:
         self.spec = spec
         self.state = "not started"
         self.tools: list[mcp_types.Tool] = []
+        self.prompts: list[mcp_types.Prompt] = []  # offered to the user as /server:prompt
+        self.resources = False  # it has resources to read (listed any, or templates of them)
         self.client: mcp.Client | None = None
         self.started: concurrent.futures.Future | None = None  # the first start, once asked for
         self.on_tools_changed: list[Callable[[Connection], None]] = []
@@ -106,12 +109,16 @@ class Connection:
         return tuple(cache.ToolInfo(t.name, t.description or "", t.title or "", dict(t.input_schema or {}))
                      for t in self.tools)
 
-    def _remember(self) -> None:
-        """What the server listed at its start, for the next run (a failed write costs only speed)."""
+    def known(self) -> cache.Cached:
+        """What the server offers, as the cache keeps it."""
         info = self.client.server_info if self.client is not None else None
         server = f"{info.name} {info.version}" if info is not None else ""
+        return cache.Cached(server, self.infos(), self.resources)
+
+    def _remember(self) -> None:
+        """What the server listed at its start, for the next run (a failed write costs only speed)."""
         try:
-            cache.save(self.spec, cache.Cached(server, self.infos()))
+            cache.save(self.spec, self.known())
         except OSError:
             pass
 
@@ -120,6 +127,8 @@ class Connection:
             async with AsyncExitStack() as stack:
                 client = await stack.enter_async_context(await self._client(stack))
                 self.tools = await _all_tools(client)
+                self.prompts = await _prompts(client)
+                self.resources = await _has_resources(client)
                 self.client = client
                 ready.set_result(None)
                 listener = asyncio.ensure_future(self._listen(client))
@@ -204,14 +213,18 @@ class Connection:
         self.state = "stopped"
 
     async def call(self, tool: str, args: dict[str, Any], timeout: float) -> mcp_types.CallToolResult:
+        return await self.request(lambda c: c.call_tool(tool, args, read_timeout_seconds=timeout), timeout)
+
+    async def request(self, send: Callable[[mcp.Client], Awaitable[T]], timeout: float) -> T:
+        """`send(client)`: one request (a tool call, a resource read, a prompt), the server
+        started first when it is not running; a failure is a ToolError that says why."""
         if self.client is None:
             await self.start()
             if self.client is None:
                 raise ToolError(f"MCP server {self.spec.name} is not running ({self.state})")
         reason: BaseException
         try:
-            return await asyncio.wait_for(self.client.call_tool(tool, args, read_timeout_seconds=timeout),
-                                          timeout + 5)  # a backstop if the SDK's own timer is stuck
+            return await asyncio.wait_for(send(self.client), timeout + 5)  # a backstop if the SDK's own timer is stuck
         except MCPError as e:
             if e.code not in BROKEN:
                 raise ToolError(f"MCP server {self.spec.name} answered with an error: {e.message}") from e
@@ -279,14 +292,42 @@ def _innermost(e: BaseException) -> BaseException:
 
 
 async def _all_tools(client: mcp.Client, cache_mode: Any = "use") -> list[mcp_types.Tool]:
-    tools, cursor = [], None
+    return await pages(lambda cursor: client.list_tools(cursor=cursor, cache_mode=cache_mode), "tools")
+
+
+async def _prompts(client: mcp.Client) -> list[mcp_types.Prompt]:
+    """The server's prompts; none when it offers none, or fails to list them (its tools still count)."""
+    if client.server_capabilities.prompts is None:
+        return []
+    try:
+        return await pages(lambda cursor: client.list_prompts(cursor=cursor), "prompts")
+    except MCPError:
+        return []
+
+
+async def _has_resources(client: mcp.Client) -> bool:
+    """Whether the server lists resources or templates of them (many say they may have some, and
+    list none)."""
+    if client.server_capabilities.resources is None:
+        return False
+    try:
+        return bool((await client.list_resources()).resources or
+                    (await client.list_resource_templates()).resource_templates)
+    except MCPError:
+        return False
+
+
+async def pages(list_page: Callable[[str | None], Awaitable[Any]], field: str) -> list[Any]:
+    """Every item of a paged list (tools, prompts, resources), page after page."""
+    items: list[Any] = []
+    cursor = None
     for _ in range(100):  # a server whose pages never end cannot hang us
-        page = await client.list_tools(cursor=cursor, cache_mode=cache_mode)
-        tools += page.tools
+        page = await list_page(cursor)
+        items += getattr(page, field)
         cursor = page.next_cursor
         if not cursor:
             break
-    return tools
+    return items
 
 
 class Hub:

@@ -14,7 +14,8 @@ import atexit
 import concurrent.futures
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..providers import REQUEST_SENT
 from .servers import ServerSpec
@@ -27,6 +28,7 @@ _hub: concurrent.futures.Future = concurrent.futures.Future()  # the process's H
 _needed = threading.Event()  # a caller waits for a server: start now
 _thread: threading.Thread | None = None
 _lock = threading.Lock()
+T = TypeVar("T")
 
 
 def launch(servers: dict[str, ServerSpec]) -> concurrent.futures.Future:
@@ -53,6 +55,14 @@ def connection(key: str, spec: ServerSpec, cancel: threading.Event | None = None
         from ..errors import ToolError
         raise ToolError(f"MCP server {spec.name} was not started: the mcp package failed to import ({e})") from e
     return hub, hub.ensure({key: spec})[0]
+
+
+def request(key: str, spec: ServerSpec, send: Callable[[Connection], Coroutine[Any, Any, T]],
+            cancel: threading.Event | None = None) -> T:
+    """One request to this server (a tool call, a resource read, a prompt): `send(connection)`
+    runs on the hub's loop once the server is up; Ctrl+C (or `cancel`) abandons it."""
+    hub, c = connection(key, spec, cancel)
+    return hub.submit(send(c), cancel=cancel)
 
 
 def current() -> Hub:

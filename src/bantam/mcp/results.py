@@ -1,4 +1,5 @@
-"""An MCP tool result as the text the model reads (the SDK is loaded by the time a call returns).
+"""What an MCP server answers as the text the model reads (the SDK is loaded by the time an answer
+arrives): a tool's result, a resource read, a prompt's messages.
 
 Text blocks as they are, images described by the model as `read_image` would (one side request),
 resources as text under their URI, the whole clipped to `tool_output_limit` with the full text
@@ -33,15 +34,23 @@ def block_text(block: Any, ctx: ToolContext, name: str) -> str:
     if isinstance(block, mcp_types.ImageContent):
         return image_text(block, ctx, name)
     if isinstance(block, mcp_types.EmbeddedResource):
-        res = block.resource
-        if isinstance(res, mcp_types.TextResourceContents):
-            return f"[resource {res.uri}]\n{res.text}"
-        return f"[resource {res.uri}: {res.mime_type or 'binary'}, {_size(res.blob)} bytes, not shown]"
+        return resource_text(block.resource)
     if isinstance(block, mcp_types.ResourceLink):
         return f"[resource link {block.uri}] {block.description or block.name}"
     if isinstance(block, mcp_types.AudioContent):
         return f"[audio: {block.mime_type}, {_size(block.data)} bytes, not shown]"
     return f"[{getattr(block, 'type', type(block).__name__)} content, not shown]"
+
+
+def resource_text(res: mcp_types.TextResourceContents | mcp_types.BlobResourceContents) -> str:
+    if isinstance(res, mcp_types.TextResourceContents):
+        return f"[resource {res.uri}]\n{res.text}"
+    return f"[resource {res.uri}: {res.mime_type or 'binary'}, {_size(res.blob)} bytes, not shown]"
+
+
+def contents_text(result: mcp_types.ReadResourceResult) -> str:
+    """A resource read: each of its parts under its URI."""
+    return "\n".join(resource_text(res) for res in result.contents) or "(empty)"
 
 
 def image_text(block: mcp_types.ImageContent, ctx: ToolContext, name: str) -> str:

@@ -12,6 +12,7 @@ When a started server lists other tools than were offered, this toolbox's tools 
 the next request carries the new list (the loop reads the list before each request); the model
 also learns of it from a note before the next result of that server's tools, and the user from
 one notice. A server that fails to start is one notice, and its tools' calls are errors naming why.
+A server with resources adds the one `read_resource` tool (resources.py), kept in the same way.
 No SDK import here: results.py converts a result, once a call has needed the SDK anyway.
 """
 from __future__ import annotations
@@ -31,7 +32,6 @@ if TYPE_CHECKING:
     from .hub import Connection
 
 SEPARATOR = "__"
-Listing = tuple[cache.ToolInfo, ...]
 
 
 class McpTool:
@@ -48,9 +48,8 @@ class McpTool:
         self.parameters = schema
 
     def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
-        hub, connection = launch.connection(self.key, self.spec, ctx.cancel)
         timeout = self.spec.timeout or ctx.cfg.shell_timeout
-        result = hub.submit(connection.call(self.remote, args, timeout), cancel=ctx.cancel)
+        result = launch.request(self.key, self.spec, lambda c: c.call(self.remote, args, timeout), ctx.cancel)
         from .results import clip, result_text
         text = clip(result_text(result, ctx, self.name), ctx.cfg.tool_output_limit)
         while self.note:  # pop: of parallel calls, one tells it
@@ -72,27 +71,27 @@ def add_tools(box: Toolbox, servers: dict[str, ServerSpec]) -> None:
     offered = {key: _known(key, spec) for key, spec in servers.items()}
     notes: dict[str, list[str]] = {key: [] for key in servers}  # for the model, shared by a server's tools
     for key, spec in servers.items():
-        _offer(box, key, spec, offered[key] or (), notes[key])
+        _offer(box, key, spec, offered[key] or cache.Cached("", ()), notes[key])
     pending.add_done_callback(lambda done: _watch(box, done, offered, notes))
 
 
-def _known(key: str, spec: ServerSpec) -> Listing | None:
+def _known(key: str, spec: ServerSpec) -> cache.Cached | None:
     """What to offer without waiting: the running server's list, else the cached one."""
     running = launch.running(key, spec)
-    if running is not None:
-        return running.infos()
-    cached = cache.load(spec)
-    return cached.tools if cached is not None else None
+    return running.known() if running is not None else cache.load(spec)
 
 
-def _offer(box: Toolbox, key: str, spec: ServerSpec, listing: Listing, note: list[str]) -> None:
+def _offer(box: Toolbox, key: str, spec: ServerSpec, offers: cache.Cached, note: list[str]) -> None:
     """Put this server's tools in `box` in place of those it had (one assignment: no torn dict).
     `note`: what the model is to be told with the next result of any of them, old or new."""
-    kept = {n: t for n, t in box.tools.items() if getattr(t, "key", None) != key}
-    box.tools = {**kept, **{t.name: t for t in (McpTool(key, spec, info, note) for info in listing)}}
+    from .resources import READ_RESOURCE, reader
+    kept = {n: t for n, t in box.tools.items() if getattr(t, "key", None) != key and n != READ_RESOURCE}
+    tools = {t.name: t for t in (McpTool(key, spec, info, note) for info in offers.tools)}
+    read = reader(box.tools.get(READ_RESOURCE), key, spec, offers.resources)
+    box.tools = {**kept, **tools, **({READ_RESOURCE: read} if read is not None else {})}
 
 
-def _watch(box: Toolbox, pending: concurrent.futures.Future, offered: dict[str, Listing | None],
+def _watch(box: Toolbox, pending: concurrent.futures.Future, offered: dict[str, cache.Cached | None],
            notes: dict[str, list[str]]) -> None:
     """Once the hub holds the connections: follow each server's list, and compare what its start
     lists with what was offered (before a call that waited for that start goes on)."""
@@ -107,7 +106,7 @@ def _watch(box: Toolbox, pending: concurrent.futures.Future, offered: dict[str, 
         hub.when_started(c, functools.partial(_reconcile, ref, key, was=offered[key], note=notes[key]))
 
 
-def _reconcile(ref: weakref.ref, key: str, c: Connection, *, was: Listing | None, note: list[str]) -> None:
+def _reconcile(ref: weakref.ref, key: str, c: Connection, *, was: cache.Cached | None, note: list[str]) -> None:
     box = ref()
     if box is None:
         return
@@ -116,17 +115,16 @@ def _reconcile(ref: weakref.ref, key: str, c: Connection, *, was: Listing | None
         return
     if c.state != "ready":  # stopped before its start ended: bantam is exiting
         return
-    now = c.infos()
-    if was is None:  # never seen before: its tools arrive now, offered from the next request on
-        _offer(box, key, c.spec, now, note)
-    elif now != was:
-        change = f"MCP server {c.spec.name}'s tools changed since the last run ({_difference(was, now)})"
+    now = c.known()
+    if was is not None and now.tools != was.tools:
+        change = f"MCP server {c.spec.name}'s tools changed since the last run ({_difference(was.tools, now.tools)})"
         note.append(f"[bantam: {change}; the new list is offered from the next request]")
-        _offer(box, key, c.spec, now, note)
         tell(box.ctx, f"{key} changed", f"{change}; the model is offered the new list from its next request")
+    if was is None or (now.tools, now.resources) != (was.tools, was.resources):  # never seen before,
+        _offer(box, key, c.spec, now, note)  # or changed: offered from the next request on
 
 
-def _difference(was: Listing, now: Listing) -> str:
+def _difference(was: tuple[cache.ToolInfo, ...], now: tuple[cache.ToolInfo, ...]) -> str:
     before, after = {t.name: t for t in was}, {t.name: t for t in now}
     parts = [f"{word}: {', '.join(names)}" for word, names in (
         ("added", sorted(after.keys() - before.keys())), ("removed", sorted(before.keys() - after.keys())),
@@ -141,5 +139,5 @@ def _follow(ref: weakref.ref, key: str, connection: Connection, note: list[str])
         if target is None:  # that toolbox is gone (a finished sub-agent's): forget it
             c.on_tools_changed.remove(changed)
             return
-        _offer(target, key, c.spec, c.infos(), note)
+        _offer(target, key, c.spec, c.known(), note)
     connection.on_tools_changed.append(changed)
