@@ -44,6 +44,8 @@ def test_a_terminal_is_told_what_is_under_way_a_pipe_gets_the_answer_alone_and_t
     first = on_a_terminal(home, "Say hello.")  # a new prompt: the model loads, then reads it
     assert "...loading SmolLM2-135M-Instruct.Q4_1...\r\x1b[K" in first
     assert "...reading the prompt (" in first and "tokens, saved for next time)...\r\x1b[K" in first
+    # read in this run, so nothing was cached: the prompt's fixed start was written for the next
+    assert " prompt (0 cached, " in first and " written to cache, " in first
     (state,) = saved_states(home)
     data = state.read_bytes()
     prefix = struct.unpack("<I", data[4:8])[0]
@@ -61,5 +63,6 @@ def test_a_terminal_is_told_what_is_under_way_a_pipe_gets_the_answer_alone_and_t
     assert r.returncode == 0, r.stderr
     usage = json.loads(r.stdout.splitlines()[-1])["usage"]
     assert usage["prompt_tokens"] - usage["cached_tokens"] < 32 < usage["cached_tokens"]  # the state was used
+    assert usage["cache_write_tokens"] is None  # and not written again
     assert all(json.loads(line)["type"] != "request" for line in r.stdout.splitlines())
     assert state.stat().st_ino == inode and saved_states(home) == [state]

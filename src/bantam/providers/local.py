@@ -151,15 +151,16 @@ class LocalProvider:
             need = len(tokens) + min(limit, self.n_ctx - len(tokens))  # the answer's whole budget fits
             if need > llama.n_ctx():
                 _grow(llama, min(self.n_ctx, max(need, 2 * llama.n_ctx())))
-            self._warm_prefix(llama, chat, messages, shown, tokens, on_event)
-            cached = _common_prefix(list(llama._input_ids[: llama.n_tokens]), tokens)
-            _threads(llama, len(tokens) - cached, self.n_threads is None)
+            held = _common_prefix(list(llama._input_ids[: llama.n_tokens]), tokens)  # from this process's last request
+            cached, written = self._warm_prefix(llama, chat, messages, shown, tokens, held, on_event)
+            ready = _common_prefix(list(llama._input_ids[: llama.n_tokens]), tokens)
+            _threads(llama, len(tokens) - ready, self.n_threads is None)
             try:
                 text = self._generate(llama, tokens, tools, limit, on_event, required, self.aids.answer(messages))
             finally:
                 _threads(llama, SMALL_BATCH, False)  # the next cold prefix (kv_cache.save): every core
         completion = len(llama.tokenize(text.encode("utf-8"), add_bos=False, special=True))
-        usage = Usage(len(tokens), completion, cached, len(tokens))
+        usage = Usage(len(tokens), completion, cached, len(tokens), cache_write_tokens=written or None)
         cut = completion >= min(limit, self.n_ctx - len(tokens))  # stopped by the output limit
         try:
             message = to_message(text, tools, written=self.native)
@@ -207,28 +208,31 @@ class LocalProvider:
         return text
 
     def _warm_prefix(self, llama: Any, chat: list[dict], messages: list[dict], tools: list[dict],
-                     tokens: list[int], on_event: OnEvent) -> None:
+                     tokens: list[int], held: int, on_event: OnEvent) -> tuple[int, int]:
         """Put the system prompt's KV state in place before generating: already there (a later turn),
-        loaded from the disk cache (a new process), or evaluated now and saved for the next one."""
+        loaded from the disk cache (a new process), or evaluated now and saved for the next one.
+        Returns the prompt's tokens this request reuses (`held`: those the context already holds)
+        and those it evaluates and saves: the usage line's cached and written-to-cache counts."""
         prefix = self.prefix_tokens(chat, messages, tools)
-        if len(prefix) < kv_cache.MIN_PREFIX or tokens[: len(prefix)] != prefix:
-            return
-        if _common_prefix(list(llama._input_ids[: llama.n_tokens]), prefix) == len(prefix):
-            return
+        if len(prefix) < kv_cache.MIN_PREFIX or tokens[: len(prefix)] != prefix or held >= len(prefix):
+            return held, 0
         name = kv_cache.key(self.path, self.n_ctx, prefix, _cache_types.get(self._key, "f16"))
         path = kv_cache.directory() / f"{name}.kv"
         try:
             if kv_cache.restore(llama, path, prefix):
-                return
+                return len(prefix), 0
         except (OSError, ValueError) as e:
             on_event(Notice(message=f"ignored the saved prompt state: {e}"))
         # the first run in a folder: seconds to tens of seconds on a CPU, worth saying
         on_event(Preparing(model=self.model, what=f"reading the prompt ({len(prefix):,} tokens, saved for next time)"))
+        written = 0  # evaluated from an empty context (kv_cache.save): nothing held before is reused
         try:
             kv_cache.save(llama, path, prefix)
+            written = len(prefix)
         except OSError as e:
             on_event(Notice(message=f"could not save the prompt state: {e}"))
         on_event(RequestStarted(model=self.model))  # read: the terminal's status is the request's again
+        return 0, written
 
     def prefix_tokens(self, chat: list[dict], messages: list[dict], tools: list[dict] | None = None) -> list[int]:
         """The tokens of the conversation's fixed start (`chat`, made from `messages`): its system
