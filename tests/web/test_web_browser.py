@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from bantam import sessions
+from bantam.sessions import project_id
 from tests.conftest import base_cfg, write_cfg
 from tests.fakes.openai_server import chunk, sse, text_reply, tool_reply, usage
 from tests.web.test_web import WebServer, saved_messages
@@ -544,3 +545,52 @@ def test_a_runs_record_is_one_folded_entry_and_follow_shows_its_output(page, web
     expect(log).to_be_visible()
     log.click()
     expect(page.locator("#viewer .code")).to_contain_text('"type"')
+
+
+def test_a_turn_that_changed_files_offers_its_diff_and_undo(page, web, server, tmp_path):
+    server.add(tool_reply("write_file", {"path": "notes.txt", "content": "one\ntwo\nthree\n"}),
+               text_reply("wrote the notes"),
+               tool_reply("shell_exec", {"command": "sed -i s/two/2/ notes.txt && echo new > extra.txt"},
+                          call_id="call_2"),
+               text_reply("changed them"))
+    send(page, "write the notes")
+    expect(page.locator(".assistant").last).to_have_text("wrote the notes")
+    send(page, "change them")
+    expect(page.locator(".assistant").last).to_have_text("changed them")
+    idle(page)
+    expect(page.locator("#files li").filter(has_text="extra.txt")).to_be_visible()
+    expect(page.locator("#viewer .code")).to_be_visible()  # follow has opened what changed: the diff stays
+    blocks = page.locator(".changes")
+    expect(blocks).to_have_count(2)
+    expect(blocks.first).to_contain_text("turn 1 changed 1 path: notes.txt (created)")
+    expect(blocks.last).to_contain_text("turn 2 changed 2 paths: extra.txt (created), notes.txt (changed)")
+    blocks.last.get_by_role("button", name="Diff").click()
+    diff = page.locator("#viewer .diff")
+    expect(diff).to_contain_text("--- a/notes.txt")
+    lines = diff.inner_text().splitlines()
+    assert "-two" in lines and "+2" in lines and " one" in lines and "+new" in lines, lines
+    expect(page.locator("#path")).to_contain_text("turn 2")
+    shot(page, "web-diff.png", tmp_path)
+
+    blocks.last.get_by_role("button", name="Undo").click()
+    expect(page.locator("#ask")).to_contain_text("undo this? [Y/n]")
+    expect(page.locator(".output").last).to_contain_text("remove        extra.txt")
+    page.locator("#ask button").filter(has_text="yes").click()
+    expect(page.locator(".notice").last).to_contain_text("undone")
+    idle(page)
+    assert (web.workspace / "notes.txt").read_text() == "one\ntwo\nthree\n" and not (web.workspace / "extra.txt").exists()
+    expect(blocks.last).to_have_class(re.compile("undone"))
+    expect(blocks.last.get_by_role("button", name="Undo")).to_be_disabled()
+    expect(blocks.first.get_by_role("button", name="Undo")).to_be_enabled()
+
+    page.reload()  # the blocks are in the replayed conversation, the undone one marked
+    expect(page.locator(".changes")).to_have_count(2)
+    expect(page.locator(".changes").last.get_by_role("button", name="Undo")).to_be_disabled()
+    page.locator(".changes").first.get_by_role("button", name="Undo").click()
+    expect(page.locator(".command").last).to_have_text("> /undo 1")  # turn 2 is undone already
+    page.locator("#ask button").filter(has_text="yes").click()
+    idle(page)
+    assert not (web.workspace / "notes.txt").exists()
+    ask = "async (q) => { const r = await fetch('/api/turn?seq=' + q); return [r.status, (await r.json()).error]; }"
+    assert page.evaluate(ask, "x")[0] == 400
+    assert page.evaluate(ask, "99") == [404, f"no recorded turn 99 in session-{project_id(web.workspace)}"]

@@ -32,9 +32,9 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from .. import sessions
+from .. import sessions, undo
 from ..errors import ConfigError, NotJson
-from .files import Refused, FileView
+from .files import MAX_TEXT, FileView, Refused, highlight
 from .session import WebSession
 
 KEEPALIVE = 15.0  # seconds between comments on an idle event stream, so proxies keep it open
@@ -214,7 +214,7 @@ class Routes:
                 Route("/api/state", self.state), Route("/api/events", self.events),
                 Route("/api/input", self.submit, methods=["POST"]), Route("/api/stop", self.stop, methods=["POST"]),
                 Route("/api/sessions", self.sessions), Route("/api/files", self.files),
-                Route("/api/view", self.view), Route("/raw/{key}/{path:path}", self.raw)]
+                Route("/api/view", self.view), Route("/api/turn", self.turn), Route("/raw/{key}/{path:path}", self.raw)]
 
     def index(self, request: Request) -> Response:
         nonce = secrets.token_urlsafe(16)
@@ -280,6 +280,19 @@ class Routes:
             return JSONResponse(self.workspace.view(request.query_params.get("path", "")))
         except Refused as e:
             return JSONResponse({"error": str(e)}, e.status)
+
+    def turn(self, request: Request) -> Response:
+        """`?seq=N`: what a turn of this conversation changed in the files, as a highlighted diff."""
+        from ..undo.diff import turn_diff
+        seq = request.query_params.get("seq", "")
+        if not seq.isdigit():
+            return JSONResponse({"error": "expected ?seq=N, a turn's number in the undo store"}, 400)
+        try:
+            text = turn_diff(self.session.chat.undo_key(), int(seq))
+        except undo.UndoError as e:
+            return JSONResponse({"error": str(e)}, 404)
+        return JSONResponse({"seq": int(seq), "html": highlight("turn.diff", self.workspace.blank(text[:MAX_TEXT])),
+                             "clipped": len(text) > MAX_TEXT, "size": len(text)})
 
     def raw(self, request: Request) -> Response:
         """The viewer's route: its own key instead of the cookie (see the module docstring)."""

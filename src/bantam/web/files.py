@@ -106,13 +106,17 @@ class FileView:
             return {**info, "kind": "image"}
         if b"\x00" in data[:8192]:
             return {**info, "kind": "binary"}
-        text = data[:MAX_TEXT].decode("utf-8", "replace")
-        for secret in self.secrets:  # an api_key in model.cfg is still nobody's business
-            text = text.replace(secret, "***")
-        text = redact(text)  # and every other secret bantam knows
+        text = self.blank(data[:MAX_TEXT].decode("utf-8", "replace"))
         clipped = len(data) > MAX_TEXT
         return {**info, "kind": "html" if suffix in HTML_TYPES else "text",
                 "html": highlight(rel, text), "clipped": clipped}
+
+    def blank(self, text: str) -> str:
+        """Text for the page without a secret: an api_key in model.cfg is still nobody's business,
+        nor is the web password or any other secret bantam knows."""
+        for secret in self.secrets:
+            text = text.replace(secret, "***")
+        return redact(text)
 
     def servable(self, rel: str) -> bool:
         """Whether the raw route may hand the file to the sandboxed frame: never a config file,

@@ -28,11 +28,12 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable
 
-from .. import config
+from .. import config, undo
 from ..approval import Choice
 from ..commands import trust_note
 from ..conversation import Conversation
 from ..envpolicy import redact
+from ..errors import BantamError
 from ..events import Done, Event, Reasoning, RequestStarted, Retry, Text, ToolCall, UsageReport
 from ..providers import ModelFacts
 from ..providers.cancel import Stopper
@@ -125,6 +126,8 @@ class WebSession:
                                  background_runs=False, shell_cancel=self.stopping,
                                  continue_hint="/continue resumes it, or pick one under Sessions")
         self.log = [self.reset_event()]
+        self.undoable = [int(r["seq"]) for r in self.records()]  # as the page last heard: blocks to mark undone
+        self.turns_seen = max(self.undoable, default=0)  # the newest turn record the page has a block for
         self.chat.greet()
         if note := trust_note(self.chat.folder):  # the terminal asks at start; the page says how
             self.chat.say(note)
@@ -233,6 +236,7 @@ class WebSession:
         messages = self.chat.messages
         now = messages[1] if len(messages) > 1 else None
         replaced = now is not first and not (first is None and is_turn)  # /clear, /load, /compact
+        turns = self.turn_events()
         with self.lock:  # held throughout, so a new input cannot slip in before "not busy" is sent
             self.job = None
             if replaced or len(self.log) > LOG_LIMIT:
@@ -240,7 +244,30 @@ class WebSession:
                 tail = [e for e in self.log[self.job_start:] if e["type"] not in ("busy", "ask")]
                 self.log = []
                 self.emit({"type": "reset", "items": transcript(messages) + tail})
+            for event in turns:
+                self.emit(event)
             self.emit(self.state_event())
+
+    # --- the turns that changed files: the page's Diff and Undo ------------------------------
+
+    def records(self) -> list[dict]:
+        """This conversation's turns that changed files and can be undone, newest first."""
+        try:
+            return undo.undoable(self.chat.undo_key())
+        except (OSError, BantamError):  # an unreadable store takes the buttons away, not the page
+            return []
+
+    def turn_events(self) -> list[dict]:
+        """After an input: a block for each turn that changed files since the last (its Diff and
+        Undo), and, when that changed, which blocks can still be undone (an undo marks the rest)."""
+        records = self.records()
+        seqs = [int(r["seq"]) for r in records]
+        events = [changes_event(r) for r in reversed(records) if int(r["seq"]) > self.turns_seen]
+        self.turns_seen = max([self.turns_seen, *seqs])
+        if seqs != self.undoable:
+            self.undoable = seqs
+            events.append({"type": "undoable", "seqs": seqs})
+        return events
 
     def stop(self) -> bool:
         """The page's Stop: what Ctrl+C does in the terminal. False when nothing was running."""
@@ -263,6 +290,13 @@ class WebSession:
         if job is not None and self.stop():
             job.join(5)
         self.chat.save_auto()
+
+
+def changes_event(record: dict) -> dict:
+    """A turn's record as the page's block: each path, and whether the turn created, changed or deleted it."""
+    files = [{"path": redact(path), "change": "created" if before is None else "deleted" if after is None else "changed"}
+             for path, (before, after) in sorted(record["changes"].items())]
+    return {"type": "changes", "seq": int(record["seq"]), "turn": record.get("turn"), "files": files}
 
 
 def transcript(messages: list[dict]) -> list[dict]:
