@@ -43,17 +43,28 @@ CANDIDATES = {
 }
 
 
-def settings(name: str, steps: int) -> str:
+def write_settings(home: Path, name: str, steps: int) -> None:
+    """The candidate's settings in the user's file under `home`, where a user keeps them (a
+    project's file may not raise max_al_iterations, a boundary key, until the user trusts it)."""
     values = {"provider": "local", "temperature": "0", "seed": "1", "max_al_iterations": str(steps),
               **{k: v for k, v in CANDIDATES[name].items() if v and k != "embedded"}}
-    return "".join(f"{k}={v}\n" for k, v in values.items())
+    config = home / ".config" / "bantam" / "config"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text("".join(f"{k}={v}\n" for k, v in values.items()))
+
+
+def environment(home: Path, name: str) -> dict[str, str]:
+    """bantam's environment: HOME the bench's own and no XDG_CONFIG_HOME, so the user's file is the
+    one write_settings wrote, and no endpoint or key of the person running the bench."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("BANTAM_", "OPENAI_", "ANTHROPIC_", "LLM_")) and k != "XDG_CONFIG_HOME"}
+    return {**env, "HOME": str(home), "NO_COLOR": "1", **embedded(name)}
 
 
 def run_task(name: str, task: Task, home: Path, steps: int, limit: float, logs: Path) -> dict:
     work = Path(tempfile.mkdtemp(prefix=f"emb-{task.name}-"))
     task.setup(work)
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith(("BANTAM_", "OPENAI_", "LLM_"))},
-           "HOME": str(home), "NO_COLOR": "1", **embedded(name)}
+    env = environment(home, name)
     started = time.monotonic()
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     try:
@@ -84,13 +95,10 @@ def embedded(name: str) -> dict[str, str]:
 
 def warm(name: str, home: Path, steps: int) -> None:
     """One short run, so the model is assembled (if it is) and its prompt state saved."""
-    config = home / ".config" / "bantam" / "config"
-    config.parent.mkdir(parents=True, exist_ok=True)
-    config.write_text(settings(name, steps))
+    write_settings(home, name, steps)
     work = Path(tempfile.mkdtemp(prefix="emb-warm-"))
     subprocess.run([BANTAM, "--yolo", "-p", "What is the capital of France?"], cwd=work,
-                   env={**os.environ, "HOME": str(home), **embedded(name)}, capture_output=True, timeout=600,
-                   stdin=subprocess.DEVNULL)
+                   env=environment(home, name), capture_output=True, timeout=600, stdin=subprocess.DEVNULL)
     shutil.rmtree(work, ignore_errors=True)
 
 

@@ -53,7 +53,9 @@ def write_servers(home: Path, names: list[str]) -> None:
 
 def startup_rows(home: Path, work: Path, reps: int) -> list[str]:
     rows = []
-    env = {**os.environ, **ENV, "HOME": str(home)}
+    # the user's mcp.json is the one under this HOME: none of the runner's XDG_CONFIG_HOME or BANTAM_HOME
+    env = {**{k: v for k, v in os.environ.items() if k not in ("XDG_CONFIG_HOME", "BANTAM_HOME")},
+           **ENV, "HOME": str(home)}
     with FakeServer() as server:
         (work / ".bantam.cfg").write_text(f"endpoint={server.url}\nmodel=m\n")
         for names in ([], ["time"], ["time", "git", "fake"]):
