@@ -131,8 +131,7 @@ def unanswered(messages: list[dict]) -> list[dict]:
 
 def _saved_first(call: dict, toolbox: Toolbox) -> bool:
     tool = toolbox.tools.get(_name(call))
-    saved_first = getattr(tool, "saved_first", None)
-    return bool(saved_first and saved_first(_arguments(call), toolbox.ctx))
+    return tool is not None and tool.saved_first(_arguments(call), toolbox.ctx)
 
 
 def request(provider: Provider, messages: list[dict], schemas: list[dict], limits: Limits,

@@ -170,7 +170,7 @@ TOOLS: list[tuple[str, ToolFn, str, dict]] = [
 ]
 
 
-class DaemonTool:
+class DaemonTool(Tool):
     """A daemon tool for bantam's Toolbox: every call runs through the agent's bg_run."""
     name: str
     description: str
@@ -207,10 +207,7 @@ class Wrapped(DaemonTool):
 
     def __post_init__(self) -> None:
         self.name, self.description, self.parameters = self.spec.name, self.spec.description, self.spec.parameters
-
-    @property
-    def raw_arguments(self) -> tuple[str, ...]:
-        return self.spec.raw_arguments
+        self.raw_arguments = self.spec.raw_arguments
 
     def run(self, args: dict, ctx: ToolContext) -> str:
         if "path" in self.parameters["properties"]:

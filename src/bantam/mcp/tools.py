@@ -24,6 +24,7 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ToolError
+from ..tools import Tool
 from . import cache, launch, tell
 from .servers import ServerSpec
 
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
 SEPARATOR = "__"
 
 
-class McpTool:
+class McpTool(Tool):
     parallel = True  # one server answers several requests at once; the SDK matches the replies
 
     def __init__(self, key: str, spec: ServerSpec, tool: cache.ToolInfo, note: list[str] | None = None):

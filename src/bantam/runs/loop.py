@@ -37,7 +37,7 @@ from ..errors import BantamError, LimitReached, ProviderError
 from ..events import Notice, OnEvent, Usage
 from ..providers import DEFAULT_OPTIONS, Provider, RequestOptions
 from ..providers import Reply as CoreReply
-from ..tools import Outcome, ToolContext, Toolbox
+from ..tools import Outcome, Tool, ToolContext, Toolbox
 from . import context, patch
 from .context import Request
 from .evidence import evidence_note, record_evidence
@@ -502,7 +502,7 @@ def reject(run: Run, rejection: Rejected) -> str:
     return run.state.hint
 
 
-class PlanTool:
+class PlanTool(Tool):
     """`plan`: the run's plan replaced by the proposed steps (the gates passed each one)."""
     name, description = "plan", "the plan: a list of steps, each one tool call"
     parameters = {"type": "object", "required": ["steps"], "properties": {"steps": {"type": "array"}}}
@@ -520,7 +520,7 @@ class PlanTool:
         return f"{kind} accepted: {len(steps)} steps"
 
 
-class FinalTool:
+class FinalTool(Tool):
     """`final`: the run completes with this answer (the completion gate passed)."""
     name, description = "final", "the final answer to the goal"
     parameters = {"type": "object", "required": ["answer"], "properties": {"answer": {"type": "string"}}}

@@ -20,7 +20,7 @@ from typing import Any, Mapping
 
 from ..config import Config
 from ..errors import Refused as Refused  # re-exported: the tools raise it
-from ..tools import Outcome, ToolContext, core_tool
+from ..tools import Outcome, Tool, ToolContext, core_tool
 from ..tools.shell import clean_env as clean_env, run_argv as run_argv  # re-exported for the run's callers
 from ..tools.workspace import Workspace as Workspace
 
@@ -68,7 +68,7 @@ def invoke(tool: RunTool, args: dict[str, Any], ws: Workspace) -> Outcome:
 JSON_TYPES = {str: "string", int: "integer", bool: "boolean", list: "array", dict: "object"}
 
 
-class CoreTool:
+class CoreTool(Tool):
     """A run tool in the loop's shape, bound to its workspace."""
 
     def __init__(self, tool: RunTool, ws: Workspace):

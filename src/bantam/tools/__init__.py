@@ -37,11 +37,27 @@ _usage_lock = threading.Lock()
 
 
 class Tool(Protocol):
+    """What a tool is. Every tool subclasses it, so what it leaves out takes the default here and
+    the core asks every tool the same questions, never probing for attributes."""
     name: str
     description: str
     parameters: dict[str, Any]
+    # Several calls of it in one assistant message may run at the same time (sub-agents, MCP
+    # requests); the rest run one after another, in order.
+    parallel: bool = False
+    # Arguments kept byte for byte (file content is data); every other string is sanitised.
+    raw_arguments: tuple[str, ...] = ()
 
     def run(self, args: dict[str, Any], ctx: "ToolContext") -> "str | Outcome": ...
+
+    def parameters_for(self, ctx: "ToolContext") -> dict[str, Any]:
+        """The schema as offered in this context: a tool may leave out what cannot apply here."""
+        return self.parameters
+
+    def saved_first(self, arguments: str, ctx: "ToolContext") -> bool:
+        """Whether the step that makes this call must be saved before it runs (a call that starts
+        something a restart must find, such as a durable sub-agent)."""
+        return False
 
 
 @dataclass
@@ -130,11 +146,12 @@ class Toolbox:
         self.ctx.spawn_numbers = itertools.count()
 
     def parallel(self, name: str) -> bool:
-        return getattr(self.tools.get(name), "parallel", False)
+        tool = self.tools.get(name)
+        return tool is not None and tool.parallel
 
     def schemas(self) -> list[dict[str, Any]]:
         return [{"type": "function", "function": {"name": t.name, "description": t.description,
-                                                  "parameters": _parameters(t, self.ctx)}}
+                                                  "parameters": t.parameters_for(self.ctx)}}
                 for t in self.tools.values()]
 
     def execute(self, name: str, arguments: str) -> Outcome:
@@ -150,7 +167,7 @@ class Toolbox:
         if tool is None:
             return Outcome(f"error: unknown tool {name!r}; available: {', '.join(self.tools)}", True)
         try:
-            args = clean_arguments(arguments, getattr(tool, "raw_arguments", ()))
+            args = clean_arguments(arguments, tool.raw_arguments)
             check_args(tool.parameters, args)
             result = tool.run(args, self.ctx)
             if isinstance(result, Outcome):
@@ -160,12 +177,6 @@ class Toolbox:
             return Outcome(sanitize(f"error: {e}"), True, e)
         except Exception as e:  # a tool bug must not kill the session; the model sees what broke
             return Outcome(sanitize(f"error: {type(e).__name__}: {e}"), True, e)
-
-
-def _parameters(tool: Tool, ctx: ToolContext) -> dict[str, Any]:
-    """A tool's schema as offered in this context (a tool may leave out what cannot apply here)."""
-    offered = getattr(tool, "parameters_for", None)
-    return offered(ctx) if offered is not None else tool.parameters
 
 
 def make_toolbox(names: tuple[str, ...] | list[str], ctx: ToolContext) -> Toolbox:

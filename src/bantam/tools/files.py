@@ -25,11 +25,11 @@ from typing import Any
 from ..errors import Refused, ToolError
 from ..fsutil import ANYWHERE, Boundary, Change, open_confined, read_up_to
 from ..sanitize import bidi_note
-from . import Outcome
+from . import Outcome, Tool
 from .workspace import Workspace, sha256
 
 
-class WriteFile:
+class WriteFile(Tool):
     name = "write_file"
     raw_arguments = ("content",)  # file content is data: written byte for byte
     description = (
@@ -183,7 +183,7 @@ def _path(args: dict[str, Any], ctx: Any) -> Path:
     return ctx.at(args["path"]) if ctx is not None else Path(args["path"]).expanduser()
 
 
-class ReadFile:
+class ReadFile(Tool):
     name = "read_file"
     description = ("Read a text file as numbered lines (offset: first line, from 1; limit: how many "
                    f"lines, default {READ_LINES}).")
@@ -242,7 +242,7 @@ def numbered_lines(data: bytes, shown_as: str, offset: int | None = None, limit:
     return text or "(empty file)"
 
 
-class EditFile:
+class EditFile(Tool):
     name = "edit_file"
     description = ("Replace old_string by new_string in a file. old_string must be unique in the file "
                    "unless replace_all is set.")
@@ -290,7 +290,7 @@ def edit_file(path: Path, shown_as: str, old: str, new: str, replace_all: bool =
     return f"replaced {count[0] if replace_all else 1} occurrence(s) in {shown_as}"
 
 
-class ListFiles:
+class ListFiles(Tool):
     name = "list_files"
     description = f"List the files under a directory (default: the project's), with sizes; at most {LIST_LIMIT}."
     parameters = {"type": "object", "properties": {"path": {"type": "string", "description": "directory"}}}

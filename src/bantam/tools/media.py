@@ -20,7 +20,7 @@ from typing import Any
 from ..errors import ProviderError, ToolError
 from ..events import Usage, quiet
 from ..providers.retry import with_retries
-from . import ToolContext
+from . import Tool, ToolContext
 
 IMAGE_LIMIT = 20 * 1024 * 1024   # bytes: OpenAI's per-image limit (others refuse sooner, as ToolErrors)
 PDF_LIMIT = 100 * 1024 * 1024    # bytes of PDF we are willing to parse
@@ -36,7 +36,7 @@ OTHER_TYPES = {b"GIF8": "it is a GIF", b"BM": "it is a BMP", b"II*\x00": "it is 
 _PATH = {"type": "string", "description": "the file to read"}
 
 
-class ReadImage:
+class ReadImage(Tool):
     name = "read_image"
     description = ("Look at a PNG or JPEG image file with the vision model and return its answer "
                    "to a question about the image (by default, a detailed description).")
@@ -53,7 +53,7 @@ class ReadImage:
         return ask_model(ctx, parts, path)
 
 
-class ReadPdf:
+class ReadPdf(Tool):
     name = "read_pdf"
     description = ("Extract the text of a PDF file and return the model's answer to a question "
                    f"about it (by default, a summary). Only the first {PDF_TEXT_LIMIT} characters "

@@ -23,7 +23,7 @@ from ..clip import HeadTail
 from ..envpolicy import StreamRedactor, redact_cut, tool_env
 from ..errors import Refused, ToolError
 from ..fsutil import bantam_home, private_dir
-from . import Outcome
+from . import Outcome, Tool
 
 if TYPE_CHECKING:
     from ..sandbox import Sandbox
@@ -56,7 +56,7 @@ class ShellResult:
 COMMAND_PARAMETER = {"type": "string", "description": "the command line"}
 
 
-class ShellExec:
+class ShellExec(Tool):
     name = "shell_exec"
     description = ("Run a shell command (bash) in the project directory and return its output "
                    "(stdout and stderr merged) followed by the exit code. stdin is closed: use "

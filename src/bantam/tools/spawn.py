@@ -16,7 +16,7 @@ from typing import Any
 from ..errors import LimitReached, ProviderError, ToolError
 from ..events import Event, OnEvent
 from ..limits import Limits
-from . import ToolContext, make_toolbox
+from . import Tool, ToolContext, make_toolbox
 from .subagent import check_can_delegate, child_messages, run_child
 
 STATUSES = ("success", "partial", "failure", "blocked")
@@ -33,7 +33,7 @@ Checks:
 _events_lock = threading.Lock()  # sub-agents run side by side; their traces must not interleave
 
 
-class SpawnAgent:
+class SpawnAgent(Tool):
     name = "spawn_agent"
     parallel = True  # several calls in one assistant message run at the same time
     description = ("Delegate a self-contained subtask to a sub-agent with a fresh, isolated context "

@@ -6,12 +6,12 @@ from typing import Any
 from ..errors import ToolError
 from ..events import Event, OnEvent, Usage, UsageReport
 from ..limits import Limits, Turn
-from . import ToolContext, Toolbox, make_toolbox
+from . import Tool, ToolContext, Toolbox, make_toolbox
 
 CHILD_NOTE = "\n\nImportant: this is a child agent"
 
 
-class RunSubagent:
+class RunSubagent(Tool):
     name = "run_subagent"
     description = ("Delegate a self-contained task to a child agent with a fresh context and the "
                    "same tools. Returns the child's final answer. Children cannot delegate further.")
