@@ -37,9 +37,9 @@ WTTR_TEXT = "Weather report: London\n\n     \\  /       Partly cloudy\n   _ /\"\
 WTTR_JSON = {"current_condition": [{"temp_C": "12", "weatherDesc": [{"value": "Partly cloudy"}]}],
              "nearest_area": [{"areaName": [{"value": "Tokyo"}]}]}
 C7_SEARCH = {"results": [
-    {"id": "/expressjs/express", "title": "Express", "description": "Fast, unopinionated\n web framework",
+    {"id": "/expressjs/express", "name": "Express", "description": "Fast, unopinionated\n web framework",
      "totalSnippets": 120, "trustScore": 9.1},
-    {"id": "/other/express-like", "title": "Express-like", "description": "a lookalike"}]}
+    {"id": "/other/express-like", "name": "Express-like", "description": "a lookalike"}]}
 C7_DOCS = "TITLE: Error-handling middleware\nDESCRIPTION: Define it with four arguments (err, req, res, next)."
 
 
@@ -81,9 +81,10 @@ class Web:
             return 200, "text/plain", b"x" * (3 << 20)
         if method == "POST" and path == "/html/":
             return 200, "text/html; charset=utf-8", DDG_PAGE.encode()
-        if path == "/v1/search":
-            return 200, "application/json", json.dumps(C7_SEARCH).encode()
-        if path == "/v1/expressjs/express":
+        if path == "/v2/libs/search":  # {"results": [...]}, or the bare list as its API guide shows
+            found = C7_SEARCH if query.get("libraryName") != ["bare"] else C7_SEARCH["results"][1:]
+            return 200, "application/json", json.dumps(found).encode()
+        if path == "/v2/context" and query.get("libraryId") == ["/expressjs/express"]:
             return 200, "text/plain", C7_DOCS.encode()
         if path == "/Tokyo":
             return 200, "application/json", json.dumps(WTTR_JSON).encode()
@@ -145,11 +146,15 @@ def test_context7_resolves_queries_and_sends_the_key_only_as_a_header(web):
     assert r.stdout.splitlines() == [
         "/expressjs/express  Express: Fast, unopinionated web framework (snippets: 120, trust: 9.1)",
         "/other/express-like  Express-like: a lookalike (snippets: ?, trust: ?)"]
-    r = extra("context7", "docs", "express", "middleware errors", "--tokens", "800", **env)
+    assert parse_qs(web.requests[-1]["query"]) == {"libraryName": ["express"], "query": ["express"]}
+    assert extra("context7", "resolve", "bare", **env).stdout.startswith("/other/express-like  Express-like")
+    r = extra("context7", "docs", "express", "middleware errors", **env)
     assert r.returncode == 0 and r.stdout == C7_DOCS + "\n" and r.stderr == "context7: using /expressjs/express\n"
-    asked = web.requests[-1]
-    assert asked["path"] == "/v1/expressjs/express"
-    assert parse_qs(asked["query"]) == {"type": ["txt"], "topic": ["middleware errors"], "tokens": ["800"]}
+    searched, asked = web.requests[-2:]
+    assert parse_qs(searched["query"]) == {"libraryName": ["express"], "query": ["middleware errors"]}
+    assert asked["path"] == "/v2/context"
+    assert parse_qs(asked["query"]) == {"libraryId": ["/expressjs/express"], "query": ["middleware errors"],
+                                        "type": ["txt"]}
     assert asked["headers"]["Authorization"] == "Bearer c7-secret-key"
     assert all("c7-secret-key" not in q["path"] + q["query"] for q in web.requests)
 
@@ -162,7 +167,7 @@ def test_context7_resolves_queries_and_sends_the_key_only_as_a_header(web):
     ("weather", (), {"WEATHER_TIMEOUT": "soon"}, 1, "weather: WEATHER_TIMEOUT='soon': expected a number"),
     ("context7", (), {}, 2, "context7: the following arguments are required"),
     ("context7", ("query", "../../etc", "x"), {}, 1, "context7: '../../etc' is no library ID"),
-    ("context7", ("query", "/a/b", "x", "--tokens", "0"), {}, 2, "context7 query: argument --tokens: must be 1"),
+    ("context7", ("query", "/a/b", " "), {}, 2, "context7 query: argument question: a question of 1 to 500"),
 ])
 def test_bad_usage_is_one_line_and_asks_nothing(web, name, args, env, code, start):
     urls = {"WEBSEARCH_URL": f"{web.url}/html/", "WTTRAPI": web.url, "CONTEXT7_API_URL": web.url}
@@ -171,7 +176,7 @@ def test_bad_usage_is_one_line_and_asks_nothing(web, name, args, env, code, star
 
 
 @pytest.mark.parametrize("name,args,path", [("websearch", ("q",), "/broken/"), ("weather", ("Paris",), "/Paris"),
-                                            ("context7", ("query", "/no/such", "x"), "/v1/no/such")])
+                                            ("context7", ("query", "/no/such", "x"), "/v2/context")])
 def test_a_failing_service_an_unreachable_one_and_an_endless_answer_are_one_line(web, name, args, path):
     def run(base: str) -> subprocess.CompletedProcess:
         return extra(name, *args, WEBSEARCH_URL=f"{base}/broken/", WTTRAPI=base, CONTEXT7_API_URL=base)
