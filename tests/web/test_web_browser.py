@@ -304,7 +304,9 @@ def test_a_browser_game_is_watched_as_it_is_written(page, web, server, tmp_path)
     assert calls == ["snake/index.html"] * 3
 
 
-def test_approvals_are_asked_and_answered_on_the_page(browser, home, server):
+@pytest.fixture
+def asking(browser, home, server):
+    """A page on `bantam web` with approval=always: every command is asked."""
     write_cfg(home, **base_cfg(server, approval="always"))
     w = WebServer(home)
     context = browser.new_context(viewport={"width": 1280, "height": 760})
@@ -312,57 +314,53 @@ def test_approvals_are_asked_and_answered_on_the_page(browser, home, server):
         page = context.new_page()
         page.goto(w.link)
         expect(page.locator(".notice").nth(1)).to_contain_text("sandbox=workspace: commands may write only")
-        server.add(tool_reply("shell_exec", {"command": "touch yes.txt"}),
-                   tool_reply("shell_exec", {"command": "touch no.txt"}), text_reply("finished"))
-        send(page, "make two files")
-        expect(page.locator("#ask")).to_contain_text("run this? [y]es / [n]o [reason] / [a]lways 'touch'")
-        expect(page.locator(".notice").last).to_have_text("[approval needed (approval=always): touch yes.txt]")
-        send(page, "y")
-        expect(page.locator(".notice").last).to_have_text("[approval needed (approval=always): touch no.txt]")
-        send(page, "n not from the page")
-        expect(page.locator(".assistant").last).to_have_text("finished")
-        idle(page)
-        expect(page.locator(".result pre").last).to_have_text("error: not run: the user declined: not from the page")
-        assert (home / "yes.txt").exists() and not (home / "no.txt").exists()
+        yield page
     finally:
         context.close()
         w.close()
 
 
-def test_an_approval_is_answered_with_its_buttons(browser, home, server, tmp_path):
+def test_approvals_are_asked_and_answered_on_the_page(asking, home, server):
+    page = asking
+    server.add(tool_reply("shell_exec", {"command": "touch yes.txt"}),
+               tool_reply("shell_exec", {"command": "touch no.txt"}), text_reply("finished"))
+    send(page, "make two files")
+    expect(page.locator("#ask")).to_contain_text("run this? [y]es / [n]o [reason] / [a]lways 'touch'")
+    expect(page.locator(".notice").last).to_have_text("[approval needed (approval=always): touch yes.txt]")
+    send(page, "y")
+    expect(page.locator(".notice").last).to_have_text("[approval needed (approval=always): touch no.txt]")
+    send(page, "n not from the page")
+    expect(page.locator(".assistant").last).to_have_text("finished")
+    idle(page)
+    expect(page.locator(".result pre").last).to_have_text("error: not run: the user declined: not from the page")
+    assert (home / "yes.txt").exists() and not (home / "no.txt").exists()
+
+
+def test_an_approval_is_answered_with_its_buttons(asking, home, server, tmp_path):
     """The buttons are the terminal's choices (approval.choices): yes, no, always for the
     command's prefix, and edit, which drafts the command in the input to be changed and sent."""
-    write_cfg(home, **base_cfg(server, approval="always"))
-    w = WebServer(home)
-    context = browser.new_context(viewport={"width": 1280, "height": 760})
-    try:
-        page = context.new_page()
-        page.goto(w.link)
-        expect(page.locator(".notice").nth(1)).to_contain_text("sandbox=workspace")
-        server.add(*[tool_reply("shell_exec", {"command": f"touch {name}.txt"}, call_id=f"call_{name}")
-                     for name in ("yes", "no", "draft", "always", "again")], text_reply("finished"))
-        send(page, "make some files")
-        buttons = page.locator("#ask button")
-        expect(buttons).to_have_text(["yes", "no", "always 'touch'", "edit"])
-        expect(page.locator("#ask")).to_contain_text("run this? [y]es / [n]o [reason] / [a]lways 'touch' / [e]dit")
-        shot(page, "web-approval.png", tmp_path)
-        buttons.filter(has_text="yes").click()
-        expect(page.locator(".notice").last).to_have_text("[approval needed (approval=always): touch no.txt]")
-        buttons.filter(has_text="no").click()
-        expect(page.locator(".notice").last).to_have_text("[approval needed (approval=always): touch draft.txt]")
-        buttons.filter(has_text="edit").click()
-        expect(page.locator("#input")).to_have_value("e touch draft.txt")
-        send(page, "e touch edited.txt")
-        expect(page.locator(".notice").last).to_have_text("[approval needed (approval=always): touch always.txt]")
-        buttons.filter(has_text="always").click()
-        expect(page.locator(".assistant").last).to_have_text("finished")  # touch again.txt: not asked
-        idle(page)
-        expect(page.locator("#ask")).to_be_hidden()
-        assert sorted(p.name for p in home.glob("*.txt")) == ["again.txt", "always.txt", "edited.txt", "yes.txt"]
-        assert page.locator(".result pre").nth(1).text_content() == "error: not run: the user declined"
-    finally:
-        context.close()
-        w.close()
+    page = asking
+    server.add(*[tool_reply("shell_exec", {"command": f"touch {name}.txt"}, call_id=f"call_{name}")
+                 for name in ("yes", "no", "draft", "always", "again")], text_reply("finished"))
+    send(page, "make some files")
+    buttons = page.locator("#ask button")
+    expect(buttons).to_have_text(["yes", "no", "always 'touch'", "edit"])
+    expect(page.locator("#ask")).to_contain_text("run this? [y]es / [n]o [reason] / [a]lways 'touch' / [e]dit")
+    shot(page, "web-approval.png", tmp_path)
+    buttons.filter(has_text="yes").click()
+    expect(page.locator(".notice").last).to_have_text("[approval needed (approval=always): touch no.txt]")
+    buttons.filter(has_text="no").click()
+    expect(page.locator(".notice").last).to_have_text("[approval needed (approval=always): touch draft.txt]")
+    buttons.filter(has_text="edit").click()
+    expect(page.locator("#input")).to_have_value("e touch draft.txt")
+    send(page, "e touch edited.txt")
+    expect(page.locator(".notice").last).to_have_text("[approval needed (approval=always): touch always.txt]")
+    buttons.filter(has_text="always").click()
+    expect(page.locator(".assistant").last).to_have_text("finished")  # touch again.txt: not asked
+    idle(page)
+    expect(page.locator("#ask")).to_be_hidden()
+    assert sorted(p.name for p in home.glob("*.txt")) == ["again.txt", "always.txt", "edited.txt", "yes.txt"]
+    assert page.locator(".result pre").nth(1).text_content() == "error: not run: the user declined"
 
 
 def test_stop_pauses_a_controlled_run_and_resume_finishes_it(page, web):
