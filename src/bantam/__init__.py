@@ -1,12 +1,16 @@
 """bantam: a tiny, powerful AI agent. Importing it has no side effects.
 
-The public API, for programs that drive the loop themselves:
+The public API. A session is what every bantam front end runs: a configuration and a folder made
+into a model, a prompt and tools (the folder's AGENTS.md, sandbox, MCP servers and all):
 
-    from bantam import Config, Limits, ToolContext, make_provider, make_toolbox, run
-    cfg = Config(endpoint=..., model=...)
-    provider = make_provider(cfg)
-    toolbox = make_toolbox(cfg.tools, ToolContext(cfg, provider))
-    turn = run(provider, [{"role": "user", "content": "hi"}], toolbox, Limits(), print)
+    from bantam import build_session, load_config
+    cfg = load_config({"model": "gpt-4o-mini"}, directory="/path/to/project")
+    s = build_session(cfg, "/path/to/project", on_event=print)
+    turn = s.run([*s.messages(), {"role": "user", "content": "hi"}])
+    print(turn.text)
+
+Programs that drive the loop themselves have its parts: `run`, `make_provider`, `make_toolbox`,
+`ToolContext`, `Limits`, and `Tool` to subclass for a tool of their own.
 
 Names are imported on first use, so `import bantam` stays as cheap as the command line needs.
 """
@@ -19,20 +23,20 @@ _PUBLIC = {
     "run": "loop", "Limits": "loop", "Turn": "loop", "Guard": "loop",
     "Provider": "providers", "Reply": "providers", "make_provider": "providers",
     "Tool": "tools", "ToolContext": "tools", "Toolbox": "tools", "Outcome": "tools", "make_toolbox": "tools",
-    "Config": "config", "load_config": "config",
+    "Config": "config", "load_config": "config", "Session": "session", "build_session": "session",
     "Event": "events", "OnEvent": "events", "Usage": "events", "RequestStarted": "events", "Text": "events",
     "Reasoning": "events", "ToolCall": "events", "ToolResult": "events", "UsageReport": "events",
     "Retry": "events", "Notice": "events", "Error": "events", "Done": "events",
     "BantamError": "errors", "ConfigError": "errors", "ProviderError": "errors", "LimitReached": "errors",
     "ToolError": "errors",
 }
-_RENAMED = {"load_config": "load"}
+_RENAMED = {"load_config": "load", "build_session": "build"}
 __all__ = [  # the same names as _PUBLIC, spelled out for readers and linters
     "__version__",
     "run", "Limits", "Turn", "Guard",
     "Provider", "Reply", "make_provider",
     "Tool", "ToolContext", "Toolbox", "Outcome", "make_toolbox",
-    "Config", "load_config",
+    "Config", "load_config", "Session", "build_session",
     "Event", "OnEvent", "Usage", "RequestStarted", "Text", "Reasoning", "ToolCall", "ToolResult",
     "UsageReport", "Retry", "Notice", "Error", "Done",
     "BantamError", "ConfigError", "ProviderError", "LimitReached", "ToolError",
@@ -47,6 +51,8 @@ if TYPE_CHECKING:
                          ToolCall, ToolResult, Usage, UsageReport)
     from .loop import Guard, Limits, Turn, run
     from .providers import Provider, Reply, make_provider
+    from .session import Session
+    from .session import build as build_session
     from .tools import Outcome, Tool, Toolbox, ToolContext, make_toolbox
 
 
