@@ -260,6 +260,35 @@ def test_requests_read_before_the_client_closes_its_end_are_all_answered(home, s
     assert done.returncode == 0
 
 
+def test_a_prompt_running_when_the_client_closes_is_answered_and_what_it_would_ask_is_not_run(home, server):
+    """Closed stdin mid-turn: the turn still ends with its answer; the permission question it
+    reaches cannot be answered any more, so the command it was about stays unrun."""
+    server.add(tool_reply("shell_exec", {"command": "echo hi > asked.txt"}), text_reply("done"))
+    proc = subprocess.Popen(agent_args(server), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, cwd=home)
+
+    def send(ident, method, params, wait=True):
+        proc.stdin.write((json.dumps({"jsonrpc": "2.0", "id": ident, "method": method, "params": params})
+                          + "\n").encode())
+        proc.stdin.flush()
+        while wait:
+            message = json.loads(proc.stdout.readline())
+            if message.get("id") == ident and "method" not in message:
+                return message["result"]
+    try:
+        sid = send(1, "session/new", {"cwd": str(home), "mcpServers": []})["sessionId"]
+        send(2, "session/set_mode", {"sessionId": sid, "modeId": "ask"})  # every command asks first
+        send(3, "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]}, wait=False)
+    finally:
+        proc.stdin.close()
+        out, err = proc.stdout.read(), proc.stderr.read()
+        proc.wait(timeout=60)
+    answers = {m["id"]: m for m in map(json.loads, out.splitlines()) if "method" not in m}
+    assert answers[3]["result"]["stopReason"] == "end_turn", err.decode()[-2000:]
+    assert not (home / "asked.txt").exists()
+    assert proc.returncode == 0
+
+
 def test_mcp_servers_from_the_editor_budgets_and_commands(home, server):
     """The editor's MCP server, never seen before, is started and waited for by session/new, so
     the first request offers its tools; a spent tool budget stops the turn as max_turn_requests;
