@@ -216,3 +216,16 @@ def test_the_agent_finds_them_through_bantam_tools_dir_and_runs_them_in_the_sand
     assert f"Extra shell tools can be found at {EXTRAS}" in system
     result = second.body["messages"][-1]["content"]
     assert "https://docs.python.org/3/library/asyncio.html" in result and result.endswith("exit: 0"), result
+
+
+def test_running_them_leaves_their_folder_as_it_was(web):
+    """A project's trusted tools folder is pinned to its files: a script that left __pycache__
+    beside itself would make the folder untrusted by being run once."""
+    from bantam.trust import tree_digest
+    before = tree_digest(EXTRAS)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    for name, args in (("websearch", ("q",)), ("weather", ("London",)), ("context7", ("resolve", "x"))):
+        subprocess.run([str(EXTRAS / name), *args], env={**env, "WEBSEARCH_URL": f"{web.url}/html/",
+                                                         "WTTRAPI": web.url, "CONTEXT7_API_URL": web.url},
+                       capture_output=True, timeout=60, check=True)
+    assert tree_digest(EXTRAS) == before
