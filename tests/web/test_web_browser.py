@@ -502,21 +502,21 @@ def test_a_reloaded_page_shows_the_end_of_the_chat(page, web, server):
 
 
 def test_a_long_file_name_keeps_its_end_in_view_and_shows_whole_on_hover(page, web):
-    name = "reports/2026/quarterly/" + "a-summary-of-the-long-analysis-" * 3 + "final-v2.csv"
+    name = "reports/2026/quarterly/" + "a_summary_of_the_long_analysis_" * 3 + "final_v2.csv"  # nowhere to wrap
     (web.workspace / name).parent.mkdir(parents=True)
     (web.workspace / name).write_text("a,b\n1,2\n")
     (web.workspace / "a.txt").write_text("short\n")
-    item = page.locator("#files li").filter(has_text="final-v2.csv")
+    item = page.locator("#files li").filter(has_text="final_v2.csv")
     expect(item).to_have_attribute("title", name)  # the whole name, on hover
     assert page.evaluate("() => { const ul = document.getElementById('files');"
                          " return ul.scrollWidth <= ul.clientWidth; }")  # nothing runs off to the side
     end, size = item.locator(".tail").bounding_box(), item.locator(".size").bounding_box()
     files = page.locator("#files").bounding_box()
-    assert item.locator(".tail").text_content().endswith("final-v2.csv")
+    assert item.locator(".tail").text_content().endswith("final_v2.csv")
     assert end["x"] + end["width"] <= size["x"] and size["x"] + size["width"] <= files["x"] + files["width"]
     item.click()
     expect(page.locator("#path")).to_have_attribute("title", name)
-    expect(page.locator("#path .tail")).to_have_text(re.compile("final-v2.csv$"))
+    expect(page.locator("#path .tail")).to_have_text(re.compile("final_v2.csv$"))
 
 
 def test_a_runs_record_is_one_folded_entry_and_follow_shows_its_output(page, web):
