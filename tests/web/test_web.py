@@ -105,7 +105,7 @@ def saved_messages(workspace: Path) -> list[dict]:
 def test_every_route_refuses_a_request_without_the_token(web):
     (web.workspace / "a.txt").write_text("hi")
     bare = httpx.Client(base_url=web.base, timeout=10)
-    for path in ("/", "/api/state", "/api/files", "/api/sessions", "/api/view?path=a.txt", "/api/events",
+    for path in ("/", "/api/state", "/api/files", "/api/sessions", "/api/view?path=a.txt", "/api/turn?seq=1", "/api/events",
                  "/?token=wrong"):
         assert bare.get(path).status_code == 401, path
     assert bare.post("/api/input", json={"text": "!touch pwned"}).status_code == 401
