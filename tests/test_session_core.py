@@ -131,3 +131,28 @@ def test_nothing_in_bantam_changes_the_process_folder():
 def test_only_front_ends_read_the_process_folder():
     found = [name for name, text in _sources() if re.search(r"Path\.cwd\(\)|os\.getcwd\(\)", text)]
     assert set(found) <= FRONT_ENDS | set(PENDING), sorted(set(found) - FRONT_ENDS - set(PENDING))
+
+
+def test_a_new_configuration_makes_a_new_session_built_the_same_way(home, tmp_path):
+    """with_config: a changed setting is a new session (the old one is left as it was), built as
+    the front end built the first (its approvals, event sink, undo key), with a provider for the
+    new settings and the same /tmp, so a file a command left there is still found."""
+    from bantam.approval import Approvals
+    folder = tmp_path / "project"
+    folder.mkdir()
+    approvals, seen = Approvals(), []
+    first_cfg = session.load_config({"tools": "shell_exec", "sandbox": "workspace", "approval": "never", "model": "one",
+                                     "endpoint": "http://127.0.0.1:9/v1"}, folder)
+    first = session.build(first_cfg, folder, on_event=seen.append, approvals=approvals, undo="key", with_mcp=False)
+    wrote = first.toolbox.execute("shell_exec", json.dumps({"command": "echo kept > /tmp/x.txt"})).content
+    assert wrote.endswith("exit: 0"), wrote
+    assert (first.toolbox.ctx.tmp / "x.txt").read_text() == "kept\n"  # the session's /tmp, not the host's
+    second_cfg = session.load_config({"tools": "shell_exec,read_file", "sandbox": "workspace", "approval": "never", "model": "two",
+                                      "endpoint": "http://127.0.0.1:9/v1"}, folder)
+    second = first.with_config(second_cfg)
+    assert second is not first and first.cfg is first_cfg and list(first.toolbox.tools) == ["shell_exec"]
+    assert list(second.toolbox.tools) == ["shell_exec", "read_file"]
+    assert second.provider is not None and second.provider.model == "two" and first.provider.model == "one"
+    assert second.approvals is approvals and second.toolbox.ctx.on_event == seen.append and second.undo == "key"
+    assert second.folder == first.folder and second.toolbox.ctx.tmp == first.toolbox.ctx.tmp
+    assert "kept" in second.toolbox.execute("shell_exec", json.dumps({"command": "cat /tmp/x.txt"})).content

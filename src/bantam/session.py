@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +43,9 @@ class Session:
     system: str
     toolbox: Toolbox
     undo: str | None = None  # the conversation's undo key (undo.thread_key/session_key): its turns are recorded
+    # How the front end built it (build's keyword arguments), so that a new configuration makes a
+    # new session the same way (with_config) instead of an edited one.
+    made: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @property
     def approvals(self) -> Approvals:
@@ -51,6 +54,13 @@ class Session:
     @property
     def limits(self) -> loop.Limits:
         return loop.Limits.from_config(self.cfg)
+
+    def with_config(self, cfg: Config, **changes: Any) -> "Session":
+        """This session under a new configuration (/cfg, /trust, a mode or a model chosen in an
+        editor): built again as the front end built it, with `changes`, a provider for the new
+        settings unless one is given, in the same folder and with the same /tmp."""
+        made = {**self.made, "provider": None, "tmp": self.toolbox.ctx.tmp, **changes}
+        return build(cfg, self.folder, **made)
 
     def sandbox(self) -> Sandbox:
         """The boundary around this session's commands (its writable roots are placed from the folder)."""
@@ -106,6 +116,9 @@ def build(cfg: Config, folder: str | os.PathLike, *, on_event: OnEvent = ignore,
     `buffers`: an editor's, which the file tools read and write through (tools/files.Buffers).
     `tmp`: the folder its commands share as /tmp (default: a new one, sandbox.session_tmp; a front
     end that builds its session again keeps the one it had)."""
+    made = {"on_event": on_event, "with_model": with_model, "approvals": approvals, "tools": tools,
+            "system": system, "with_mcp": with_mcp, "toolbox": toolbox, "durable": durable, "cancel": cancel,
+            "undo": undo, "buffers": buffers}
     where = workspace(folder)
     model = provider if provider is not None or not with_model else make_provider(cfg)
     approvals = approvals if approvals is not None else Approvals()
@@ -116,4 +129,4 @@ def build(cfg: Config, folder: str | os.PathLike, *, on_event: OnEvent = ignore,
     if cancel is not None:
         ctx.cancel = cancel
     box = toolbox(ctx) if toolbox is not None else make_toolbox(tuple(cfg.tools if tools is None else tools), ctx)
-    return Session(cfg, where, model, prompt, box, undo)
+    return Session(cfg, where, model, prompt, box, undo, {**made, "approvals": approvals, "tmp": tmp})

@@ -92,10 +92,10 @@ class EditorSession:
         """(Re)build the bantam session from the flags: at the start (`first`: the editor waits
         for the answer, and the servers it named start), for a mode and for a model."""
         cfg = session.load_config(self.flags, self.folder)
-        before = getattr(self, "session", None)
-        tmp = before.toolbox.ctx.tmp if before is not None else None  # one /tmp for the whole session
-        built = session.build(cfg, self.folder, on_event=self.on_event, approvals=self.approvals,
-                              undo=undo.session_key(self.id), buffers=self.buffers, tmp=tmp)
+        before: session.Session | None = getattr(self, "session", None)
+        built = before.with_config(cfg) if before is not None else \
+            session.build(cfg, self.folder, on_event=self.on_event, approvals=self.approvals,
+                          undo=undo.session_key(self.id), buffers=self.buffers)
         self.session = replace(built, system=built.system + settings.PLAN_NOTE) \
             if getattr(self, "mode", "") == "plan" else built
         self.session.toolbox.ctx.on_output = self.command_output
