@@ -1,6 +1,7 @@
 """The bundled model's start-up as a user meets it (issue 34): a terminal shows what is under way
 (the model loading, the prompt read the first time); a pipe gets nothing but the answer; the saved
-prompt state is small (an 8-bit KV cache) and reused by the next process."""
+prompt state is small (an 8-bit KV cache) and reused by the next process; Ctrl+C during the load
+ends bantam at once."""
 import json
 import os
 import struct
@@ -10,8 +11,10 @@ from pathlib import Path
 import pexpect
 import pytest
 
+from bantam.bundled import QWEN_CODER_15B, SMOLLM2, installed, model_file
+from bantam.providers import llama_probe
 from bantam.providers.local import available
-from tests.conftest import run_bantam, write_cfg
+from tests.conftest import run_bantam, wait_for, write_cfg
 
 pytestmark = pytest.mark.skipif(not available(), reason="the local extra is not installed")
 
@@ -66,3 +69,32 @@ def test_a_terminal_is_told_what_is_under_way_a_pipe_gets_the_answer_alone_and_t
     assert usage["cache_write_tokens"] is None  # and not written again
     assert all(json.loads(line)["type"] != "request" for line in r.stdout.splitlines())
     assert state.stat().st_ino == inode and saved_states(home) == [state]
+
+
+def mapped(pid: int, path: Path) -> bool:
+    try:
+        return str(path) in Path(f"/proc/{pid}/maps").read_text()
+    except OSError:
+        return False
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not installed(QWEN_CODER_15B), reason="the 1.5B embedded model is not installed")
+def test_ctrl_c_while_the_model_loads_ends_bantam_at_once_without_a_traceback(home):
+    """Loading is one llama.cpp call of seconds for the 1.5B model (SmolLM2's is too short to press
+    a key in): Ctrl+C stops it at the next tensor and bantam ends, 130. The interrupt used to be
+    raised in llama-cpp-python's log callback, printed as an ignored exception and lost: the load
+    went on and the answer came."""
+    model = model_file(QWEN_CODER_15B)  # joined into this HOME now, as a first run would
+    llama_probe.ensure_runs(model_file(SMOLLM2))  # the probe's answer holds per build, whatever the model
+    env = {**os.environ, "TERM": "xterm", "NO_COLOR": "1", "BANTAM_EMBEDDED": QWEN_CODER_15B.name}
+    child = pexpect.spawn(sys.executable, ["-m", "bantam", "-p", "Say hello."], cwd=str(home), env=env,
+                          encoding="utf-8", dimensions=(40, 120), timeout=120)
+    child.expect("loading")
+    wait_for(lambda: mapped(child.pid, model), "llama.cpp to map the model", timeout=120)  # the load is under way
+    child.sendintr()
+    child.expect(pexpect.EOF, timeout=30)  # the load alone took 4-10 s on a busy 2-core machine
+    child.close()
+    assert child.exitstatus == 130, child.before
+    assert "bantam: interrupted" in child.before
+    assert "Traceback" not in child.before and "Exception" not in child.before and "prompt" not in child.before

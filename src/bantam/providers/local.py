@@ -14,8 +14,11 @@ shown and held to (worked examples, known commands, grounded answers) is the aid
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
+import signal
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -117,15 +120,23 @@ class LocalProvider:
         return _models[key]
 
     def _load(self) -> tuple[Any, str]:
-        """The model in a context with the first KV cache type of CACHE_TYPES it accepts."""
-        from llama_cpp import Llama
+        """The model in a context with the first KV cache type of CACHE_TYPES it accepts; Ctrl+C
+        stops the load (KeyboardInterrupt) within one tensor, not after it."""
         error: Exception | None = None
-        for cache_type, settings in CACHE_TYPES:
-            try:
-                return Llama(model_path=str(self.path), n_ctx=min(self.n_ctx, FIRST_CTX),
-                             n_threads=self.n_threads, verbose=False, **settings), cache_type
-            except (ValueError, RuntimeError, OSError) as e:
-                error = e
+        with _ctrl_c_stops_loading() as stop:
+            for cache_type, settings in CACHE_TYPES:
+                try:
+                    model = _stoppable_llama(stop)(model_path=str(self.path), n_ctx=min(self.n_ctx, FIRST_CTX),
+                                                   n_threads=self.n_threads, verbose=False, **settings)
+                except (ValueError, RuntimeError, OSError) as e:
+                    if stop.is_set():  # llama.cpp abandoned the load: it failed for that alone
+                        raise KeyboardInterrupt from None
+                    error = e
+                    continue
+                if stop.is_set():  # pressed after the last tensor: loaded, but not wanted now
+                    model.close()
+                    raise KeyboardInterrupt
+                return model, cache_type
         raise ProviderError(f"cannot load the model {self.path}: {error}", retryable=False) from error
 
     def complete(self, messages: list[dict], tools: list[dict], on_event: OnEvent,
@@ -305,6 +316,47 @@ def check_gguf(path: Path) -> None:
         raise ConfigError(f"model_path: cannot read {path}: {e.strerror}") from None
     if magic != b"GGUF":
         raise ConfigError(f"model_path: {path} is not a GGUF model file")
+
+
+@contextlib.contextmanager
+def _ctrl_c_stops_loading() -> Iterator[threading.Event]:
+    """An event that Ctrl+C sets while a model loads (in the main thread, where Ctrl+C means
+    KeyboardInterrupt). Loading is one call into llama.cpp of seconds; the only Python that runs
+    meanwhile is llama-cpp-python's log callback, where the usual KeyboardInterrupt was printed as
+    an ignored exception and lost, and the load went on. Setting an event raises nothing there;
+    the load's progress callback sees it and stops (_stoppable_llama)."""
+    stop = threading.Event()
+    if threading.current_thread() is not threading.main_thread() \
+            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        yield stop  # an ignored or otherwise handled SIGINT stays as it is
+        return
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: stop.set())
+    try:
+        yield stop
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _stoppable_llama(stop: threading.Event) -> Any:
+    """llama_cpp.Llama whose model load ends, unfinished, once `stop` is set: llama.cpp calls a
+    load's progress callback after each tensor and abandons the load when it returns false. Llama()
+    has no argument for it, so it is set on the `model_params` Llama.__init__ makes, as it is made."""
+    import llama_cpp
+    from llama_cpp import Llama
+
+    class StoppableLlama(Llama):
+        @property
+        def model_params(self) -> Any:
+            return self.__dict__["model_params"]
+
+        @model_params.setter
+        def model_params(self, params: Any) -> None:
+            # kept on the object: llama.cpp holds only the C pointer to it
+            self._progress = llama_cpp.llama_progress_callback(lambda progress, data: not stop.is_set())
+            params.progress_callback = self._progress
+            self.__dict__["model_params"] = params
+
+    return StoppableLlama
 
 
 def _threads(llama: Any, new_tokens: int, generation_free: bool) -> None:
