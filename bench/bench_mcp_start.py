@@ -1,16 +1,17 @@
-"""MCP start-up: process start to the first model request, with no server and with three.
+"""MCP start-up and exit: process start to the first model request, and to the process's exit,
+with no server and with three.
 
     .venv/bin/python bench/bench_mcp_start.py              # from the repository root; --runs N
     .venv/bin/python bench/bench_mcp_start.py --src DIR    # another tree's src (a `git archive` copy)
 
 `bantam -p hi` against the instant fake server (tests/fakes), from Popen to the moment the fake
-server receives the first chat request, in three cases, their runs interleaved so that drift on
-the machine hits all of them alike:
+server receives the first chat request and to the moment the process has exited, in three cases,
+their runs interleaved so that drift on the machine hits all of them alike:
 - no MCP server configured;
 - three stdio servers (the reference `mcp-server-time`, three times) whose tools are cached from
-  an earlier run (every run after the first: the case the cache is for);
+  an earlier start (`bantam mcp list`; every run after the first: the case the cache is for);
 - the same three with the cache emptied before each run (the first run: waits for the servers).
-Prints one markdown row per case: median, min and max in ms, and the median's ratio to none.
+Prints one markdown row per case: median, min and max in ms of each, and the medians' ratio to none.
 Nothing is written; no timing here is asserted anywhere.
 """
 from __future__ import annotations
@@ -54,15 +55,16 @@ def servers(count: int) -> dict:
     return {"mcpServers": {f"time{i}": entry for i in range(1, count + 1)}}
 
 
-def one_run(server: Stamped, work: Path, env: dict[str, str]) -> float:
-    """Seconds from the process's start to the first model request it sends."""
+def one_run(server: Stamped, work: Path, env: dict[str, str]) -> tuple[float, float]:
+    """Seconds from the process's start to the first model request it sends, and to its exit."""
     before = len(server.arrivals)
     t0 = time.monotonic()
     p = subprocess.run([PY, "-m", "bantam", "-p", "hi"], cwd=work, env=env, stdin=subprocess.DEVNULL,
                        capture_output=True, text=True)
+    ended = time.monotonic()
     if p.returncode != 0 or len(server.arrivals) == before:
         sys.exit(f"bench: bantam failed:\n{p.stderr[-2000:]}")
-    return server.arrivals[before] - t0
+    return server.arrivals[before] - t0, ended - t0
 
 
 def setup(tmp: Path, case: str, url: str, src: Path) -> tuple[Path, dict[str, str]]:
@@ -79,11 +81,13 @@ def setup(tmp: Path, case: str, url: str, src: Path) -> tuple[Path, dict[str, st
     return work, env
 
 
-def measure(runs: int, src: Path) -> dict[str, list[float]]:
-    times: dict[str, list[float]] = {case: [] for case in CASES}
+def measure(runs: int, src: Path) -> dict[str, list[tuple[float, float]]]:
+    times: dict[str, list[tuple[float, float]]] = {case: [] for case in CASES}
     with Stamped() as server, tempfile.TemporaryDirectory() as tmp:
         places = {case: setup(Path(tmp), case, server.url, src) for case in CASES}
-        one_run(server, *places["3 servers, cached"])  # the first run fills the cache
+        work, env = places["3 servers, cached"]  # `bantam mcp list` waits for every start: it fills the cache
+        subprocess.run([PY, "-m", "bantam", "mcp", "list"], cwd=work, env=env, stdin=subprocess.DEVNULL,
+                       capture_output=True, check=True)
         for _ in range(runs):
             for case in CASES:
                 work, env = places[case]
@@ -106,13 +110,15 @@ def main() -> None:
         sys.exit(f"bench: {TIME_SERVER} is missing: pip install mcp-server-time")
     print(f"load average at the start: {os.getloadavg()[0]:.2f}; sources: {args.src}", file=sys.stderr)
     times = measure(args.runs, args.src.resolve())
-    none = statistics.median(times["none"])
-    print(f"| case ({args.runs} runs each) | median ms | min ms | max ms | median / none |")
-    print("|---|---:|---:|---:|---:|")
+    print(f"| case ({args.runs} runs each) | first request: median ms | min | max | median / none "
+          "| exit: median ms | min | max | median / none |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for case in CASES:
-        t = times[case]
-        print(f"| `bantam -p hi`, {case} | {ms(statistics.median(t))} | {ms(min(t))} | {ms(max(t))} | "
-              f"{statistics.median(t) / none:.2f}x |")
+        cells = []
+        for which in (0, 1):
+            t, none = [run[which] for run in times[case]], statistics.median(run[which] for run in times["none"])
+            cells += [ms(statistics.median(t)), ms(min(t)), ms(max(t)), f"{statistics.median(t) / none:.2f}x"]
+        print(f"| `bantam -p hi`, {case} | {' | '.join(cells)} |")
 
 
 if __name__ == "__main__":

@@ -105,6 +105,12 @@ def whole_tree(argv: list[str]) -> list[str]:
     return [bwrap, *TREE, *argv] if bwrap else list(argv)
 
 
+def trees_die_with_bantam() -> bool:
+    """Whether `whole_tree` gives a program a pid namespace here: then its whole tree dies with
+    bantam, by SIGKILL too, and nothing needs to wait for it to end."""
+    return bool(_tree_bwrap())
+
+
 @functools.cache
 def _tree_bwrap() -> str:
     """bubblewrap's path when it can make a pid namespace here (tried once), else ""."""

@@ -14,11 +14,9 @@ the first model request.
 
 A server that fails to start, dies, times out or breaks the protocol is closed and marked with
 the reason; the next call starts it again. An error the server answers with (a JSON-RPC error,
-or a result with isError) leaves it running. Servers end with bantam: closed at exit (stdin
-closed, then the SDK kills the process group; a start still under way is given EXIT_GRACE to end,
-so that its tools reach the cache, then abandoned), and each stdio server runs through
-reaper.whole_tree, so that its whole process tree, sessions of its own included, dies with it
-and with bantam, however bantam ends.
+or a result with isError) leaves it running. Servers end with bantam, without making its exit
+wait (`Hub.close`), and each stdio server runs through reaper.whole_tree, so that its whole
+process tree, sessions of its own included, dies with it and with bantam, however bantam ends.
 """
 from __future__ import annotations
 
@@ -46,8 +44,9 @@ from .launch import wait
 from .servers import ServerSpec
 
 START_TIMEOUT = 30.0   # seconds for a server to start and list its tools
-CLOSE_TIMEOUT = 8.0    # seconds for every server to shut down at exit (the SDK escalates to SIGKILL)
-EXIT_GRACE = 2.0       # seconds a start still under way at exit may go on, for the cache's sake
+CLOSE_TIMEOUT = 8.0    # seconds for a server to shut down (the SDK escalates to SIGKILL)
+EXIT_CLOSE = 0.5       # seconds the servers may take to end on their own at exit, when they die with bantam
+EXIT_GRACE = 2.0       # seconds the start of a server whose tools are not cached may go on at exit
 LOG_TAIL = 400         # characters of a server's stderr quoted when it fails
 logging.getLogger("mcp").addHandler(logging.NullHandler())  # failures reach the user as one line
 BROKEN = {mcp_types.CONNECTION_CLOSED, mcp_types.REQUEST_TIMEOUT}  # the server must be restarted
@@ -380,17 +379,24 @@ class Hub:
         return connections
 
     def close(self) -> None:
-        """Stop every server. A first start still under way is given EXIT_GRACE to end, so that
-        a server that is merely slow gets its tool list into the cache; one that never answers
-        then costs only that."""
+        """Stop every server, all at once (bantam is exiting), making the exit wait as little as
+        it can: only a first start whose tools are not cached yet is given EXIT_GRACE, so that a
+        server that is merely slow gets its tool list into the cache (a server that never answers
+        then costs only that). A start still under way is abandoned: it has served nothing, and
+        its process dies with bantam. A running server has its stdin closed and EXIT_CLOSE to end
+        on its own; past that it too is left to die with bantam (reaper.whole_tree: its pid
+        namespace is killed when bantam ends). Where whole_tree cannot do that, the SDK's
+        escalation (SIGTERM, then SIGKILL, to its group) is waited for."""
         async def stop_all() -> None:
-            await asyncio.gather(*(c.close() for c in self.connections.values()), return_exceptions=True)
+            running = [c.close() for c in self.connections.values() if c.client is not None]
+            await asyncio.gather(*running, return_exceptions=True)
         if self.loop.is_running() and self.connections:
             try:
-                starts = [c.started for c in self.connections.values() if c.started is not None]
-                concurrent.futures.wait(starts, EXIT_GRACE)
-                self.submit(stop_all(), CLOSE_TIMEOUT + 2)
-            except BaseException:  # exiting anyway; a server's stdin closes with us
+                new = [c.started for c in self.connections.values()
+                       if c.started is not None and not c.started.done() and cache.load(c.spec) is None]
+                concurrent.futures.wait(new, EXIT_GRACE)
+                self.submit(stop_all(), EXIT_CLOSE if reaper.trees_die_with_bantam() else CLOSE_TIMEOUT + 2)
+            except BaseException:  # exiting anyway; what is left dies with bantam
                 pass
         self.connections.clear()
 

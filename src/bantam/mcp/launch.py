@@ -5,8 +5,9 @@ knows at once (a running server's, or the list cache.py kept from the server's l
 lets this module start the servers meanwhile; a server never seen before offers its tools once
 its start has ended. `launch(servers)` returns at once; `connection(key, spec)` is what a tool call
 waits for: the hub, then its own server's start (an already running server costs nothing more).
-At exit, a start still under way is given the hub's EXIT_GRACE to end, so that a merely slow
-server's tools reach the cache for the next run, and is then abandoned.
+At exit the hub is closed (hub.Hub.close: nothing waits for a server whose tools are cached). An
+import still under way is waited for only when a server's tools are not cached yet (its start is
+what caches them, for the next run); otherwise it is left: it has started nothing, and makes no hub.
 """
 from __future__ import annotations
 
@@ -28,6 +29,8 @@ _hub: concurrent.futures.Future = concurrent.futures.Future()  # the process's H
 _needed = threading.Event()  # a caller waits for a server: start now
 _thread: threading.Thread | None = None
 _lock = threading.Lock()
+_exiting = False  # set at exit (under _lock): no hub is made from then on
+_asked: dict[str, ServerSpec] = {}  # every server launched in this process
 T = TypeVar("T")
 
 
@@ -35,6 +38,7 @@ def launch(servers: dict[str, ServerSpec]) -> concurrent.futures.Future:
     """Start these servers (those not running yet) without waiting; the future gives their
     Connections by key once the hub exists. The first call starts the thread that imports the SDK."""
     _begin()
+    _asked.update(servers)
     out: concurrent.futures.Future = concurrent.futures.Future()
 
     def ensure(ready: concurrent.futures.Future) -> None:  # in the import thread, or here if it is done
@@ -95,15 +99,26 @@ def _make_hub() -> None:
         _needed.wait(0.02)
     try:
         from .hub import hub
-        _hub.set_result(hub())
+        failure = None
     except BaseException as e:
-        _hub.set_exception(e)
+        failure = e
+    with _lock:  # once bantam exits, nothing is started (and nothing says that the import failed)
+        if _exiting:
+            return
+        if failure is None:
+            _hub.set_result(hub())
+        else:
+            _hub.set_exception(failure)
 
 
 def _finish() -> None:
-    """At exit: let the import finish, then close the hub (which gives starts under way EXIT_GRACE)."""
-    if _thread is not None:
+    """At exit: close the hub, if there is one (see the module's docstring for the import)."""
+    global _exiting
+    from . import cache
+    if _thread is not None and any(cache.load(spec) is None for spec in list(_asked.values())):
         _thread.join()
+    with _lock:
+        _exiting = True
     if _hub.done() and _hub.exception() is None:
         _hub.result().close()
 
