@@ -1,11 +1,14 @@
-"""Undo: the time and disk of one snapshot of a 10,000-file repository (issue 31).
+"""Undo: the time and disk of recording turns in a 10,000- or 20,000-file repository.
 
     .venv/bin/python bench/bench_undo.py [--files 10000] [--reps 5]    # from the repository root
+    .venv/bin/python bench/bench_undo.py --files 20000 --reps 3
 
 A git repository of N small source-like files (1-8 KB, committed, one ignored build folder) is
 scanned by bantam.undo's store as a turn scans it: the first scan ever (every file read, hashed
 and stored, compressed), a scan with nothing changed (a stat per file: the stat cache), a scan
-after a turn changed 10 files, and the guard's two scans of a whole turn that changes 10 files.
+after a turn changed 10 files, and the guard at work in a turn that changes 10 files: its first
+call (the scan before the turn, the record, the call's changes) and each further call (what a
+tool call costs once the turn has begun).
 Disk: the store after the first scan, and what each later snapshot adds (the new contents, the
 folder's scan file rewritten in place, the turn record).
 """
@@ -77,14 +80,18 @@ def main() -> None:
         time.sleep(2.1)  # out of the racy window, as files are between two turns
         git_ms = statistics.median(timed(lambda: git_ignored(folder)) for _ in range(args.reps))
         same = statistics.median(timed(lambda: store.scan(folder)) for _ in range(args.reps))
-        turn_ms, added = [], []
+        turn_ms, call_ms, added = [], [], []
         for n in range(args.reps):
             before = du(store.path)
             guard = UndoGuard("thread-bench", folder, store=store)
             guard.before_request([{"role": "user", "content": "go"}])
-            turn_ms.append(timed(lambda: guard.before_call("shell_exec", "{}")))
+            turn_ms.append(timed(lambda g=guard: g.before_call("shell_exec", "{}")))
             touch_ten(folder, n)
-            turn_ms[-1] += timed(lambda: guard.after_call("shell_exec", "{}", Outcome("ok")))
+            turn_ms[-1] += timed(lambda g=guard: g.after_call("shell_exec", "{}", Outcome("ok")))
+            for _ in range(3):
+                call_ms.append(timed(lambda g=guard: g.before_call("shell_exec", "{}")))
+                touch_ten(folder, n + 100)
+                call_ms[-1] += timed(lambda g=guard: g.after_call("shell_exec", "{}", Outcome("ok")))
             added.append(du(store.path) - before)
         cache = du(store.path / "folders")
     print(f"{args.files} files, {size / 1e6:.1f} MB of source (+200 ignored build files), git repository\n")
@@ -93,7 +100,8 @@ def main() -> None:
     print(f"| store after it (zlib level 1) | {stored / 1e6:.1f} MB |")
     print(f"| scan, nothing changed (stat cache) | {same:.0f} ms |")
     print(f"| of which `git ls-files --others --ignored` | {git_ms:.0f} ms |")
-    print(f"| a turn changing 10 files: the guard's two scans + record | {statistics.median(turn_ms):.0f} ms |")
+    print(f"| a turn's first call changing 10 files: scan before, record, changes | {statistics.median(turn_ms):.0f} ms |")
+    print(f"| each further call changing 10 files (per tool call) | {statistics.median(call_ms):.0f} ms |")
     print(f"| disk added per such turn (new contents + record; scan file rewritten, {cache / 1e6:.1f} MB) "
           f"| {statistics.median(added) / 1e3:.1f} KB |")
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from bantam.undo import UndoGuard, plan, undoable
 from bantam.undo.store import MAX_FILE_BYTES, Store
+from bantam.undo.turns import changes
 from bantam.tools import Outcome
 from tests.conftest import base_cfg, run_bantam, wait_for, write_cfg
 from tests.fakes.openai_server import text_reply, tool_reply
@@ -195,6 +196,35 @@ def test_turns_are_pruned_with_their_contents(home, tmp_path):
     assert [a.path for a in p.actions] == ["f0"] and p.cut == 0
     blobs = [b for b in (store.path / "objects").rglob("*") if b.is_file()]
     assert len(blobs) == 4  # the folder's four files; nothing of the pruned turns is left behind
+
+
+def test_the_watch_records_what_a_full_scan_would(home, tmp_path):
+    """After each call only what the watch saw touched is described again: new folders and what
+    git ignores in them, modes, links, a removed tree, an ignored file; a folder moved away is
+    where it cannot be exact, so from then on the whole folder is scanned."""
+    git(home, "init", "-q")
+    (home / ".gitignore").write_text("*.log\nbuild/\n")
+    for path in ("a.txt", "d/b.txt", "old/deep/x.txt", "keep.log"):
+        (home / path).parent.mkdir(parents=True, exist_ok=True)
+        (home / path).write_text(path)
+    calls = [lambda: (home / "a.txt").write_text("changed"),
+             lambda: subprocess.run("mkdir -p new/sub build && echo c > new/sub/c.txt && echo n > new/sub/n.log "
+                                    "&& echo o > build/o.o", shell=True, cwd=home, check=True),
+             lambda: subprocess.run("chmod 600 d/b.txt && ln -s a.txt link && rm -r old && echo more >> keep.log",
+                                    shell=True, cwd=home, check=True),
+             lambda: (home / "d").rename(home / "e")]
+    store = Store(tmp_path / "store")
+    guard = UndoGuard("thread-w", home, store=store)
+    guard.before_request([{"role": "user", "content": "go"}])
+    for n, call in enumerate(calls):
+        guard.before_call("shell_exec", "{}")
+        call()
+        guard.after_call("shell_exec", "{}", Outcome("ok"))
+        assert (guard.watch is not None) == (n < 3), n
+        assert guard.record is not None and guard.before is not None
+        assert guard.record["changes"] == changes(guard.before, Store(tmp_path / f"scan{n}").scan(home)), n
+    assert {"new/sub/c.txt", "a.txt", "link", "old/deep/x.txt", "e/b.txt"} <= set(guard.record["changes"])
+    assert guard.record["changes"]["new/sub/n.log"][1][0] == guard.record["changes"]["build"][1][0] == "i"  # ignored
 
 
 # --- crash safety ---------------------------------------------------------------------------------

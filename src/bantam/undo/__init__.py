@@ -11,13 +11,14 @@
 How a turn is recorded (UndoGuard, a loop guard): before the turn's first tool call that may
 change files (anything but read_file, list_files, read_image, read_pdf) the whole workspace is
 scanned into the content store (store.py: files by SHA-256, so an unchanged file costs a stat,
-not a copy) and the turn's record is written, marked running, beside that scan (turns.py);
-after each such call it is scanned again and the difference from the first scan is the turn's
-record. A record a kill left running is finished by the next start from the folder as the
-kill left it. Undoing restores each changed path to its state before the
-turn: created files removed, deleted ones recreated, modified ones restored byte for byte with
-every permission bit, symlinks and empty folders too; journalled, so a kill cannot leave it
-half done (restore.py). Nothing is written in the user's `.git`.
+not a copy) and the turn's record is written, marked running, beside that scan (turns.py).
+After each such call the paths a watch saw touched (watch.py; without one, the whole workspace)
+are described again, and the difference from the first scan is the turn's record. A record a
+kill left running is finished by the next start, from the folder as the kill left it. Undoing
+restores each changed path to its state before the turn: created files removed, deleted ones
+recreated, modified ones restored byte for byte with every permission bit, symlinks and empty
+folders too; journalled, so a kill cannot leave it half done (restore.py). Nothing is written
+in the user's `.git`.
 """
 from __future__ import annotations
 
@@ -28,8 +29,9 @@ from ..events import Notice, OnEvent, ignore
 from ..tools import Outcome
 from . import restore, turns
 from .restore import Plan, UndoError
-from .store import Manifest, Store, TooLarge
+from .store import Manifest, Rules, Store, TooLarge
 from .turns import changes, session_key, thread_key
+from .watch import Watch
 
 __all__ = ["UndoGuard", "Plan", "UndoError", "plan", "apply", "undoable", "recover", "session_key",
            "thread_key", "READ_ONLY"]
@@ -71,6 +73,7 @@ class UndoGuard:
         self.last: Manifest | None = None
         self.record: dict | None = None
         self.hold: IO[bytes] | None = None  # the turn's scan file, flocked while this turn lives
+        self.watch: Watch | None = None  # what changes in the workspace while the turn runs
         self.turn = self.cut = 0
         self.off = keep < 1
 
@@ -95,11 +98,16 @@ class UndoGuard:
     def after_call(self, name: str, arguments: str, outcome: Outcome) -> None:
         if name in READ_ONLY or self.before is None or self.record is None or self.off:
             return
-        after = self.attempt(lambda: self.store.scan(self.folder, self.last or self.before))
+        after = self.attempt(self.scan)
         if after is None:
             return  # the record stays running: the next start finishes it from the folder
         self.last = after
-        self.record["changes"], self.record["running"] = changes(self.before, after), False
+        if self.watch is None:
+            self.record["changes"] = changes(self.before, after)
+        else:  # only what the watch described again can differ from the record so far
+            kept = {p: pair for p, pair in self.record["changes"].items() if p not in self.watch.dirty}
+            self.record["changes"] = dict(sorted({**kept, **changes(self.before, after, self.watch.dirty)}.items()))
+        self.record["running"] = False
         self.attempt(lambda: turns.save_record(self.store, self.record or {}))
 
     def open(self) -> None:
@@ -112,7 +120,19 @@ class UndoGuard:
 
     def first_scan(self) -> Manifest:
         restore.recover(self.store)  # an undo or a turn a kill interrupted is finished before anything is recorded
-        return self.store.scan(self.folder)
+        rules = Rules.of(self.folder)
+        found = self.store.scan(self.folder, rules=rules)
+        self.watch = Watch.of(self.store, rules, found)
+        return found
+
+    def scan(self) -> Manifest:
+        """The workspace after a call: what the watch saw touched, else every path again."""
+        last = self.last or self.before or {}
+        found = self.watch.update(last) if self.watch else None
+        if found is None:
+            self.watch = None  # it could not say exactly: scans from now on
+            found = self.store.scan(self.folder, last)
+        return found
 
     def attempt(self, work: Callable[[], T]) -> T | None:
         try:

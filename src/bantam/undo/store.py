@@ -107,16 +107,19 @@ class Rules:
 def git_ignored(folder: Path) -> frozenset[str] | None:
     """The untracked paths git ignores below `folder` (ignored folders named once), or None when it
     is not in a git repository. `git ls-files` only reads: no index refresh, no lock, no hook."""
+    out = git_read(folder, ["ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory"])
+    return None if out is None else frozenset(os.fsdecode(p).rstrip("/") for p in out.split(b"\0") if p)
+
+
+def git_read(folder: Path, args: list[str], given: bytes = b"", ok: tuple[int, ...] = (0,)) -> bytes | None:
+    """The output of a git command that only reads, or None when it fails (not a repository)."""
     env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0"}
     try:
-        r = subprocess.run(["git", "-c", "core.fsmonitor=false", "ls-files", "-z", "--others", "--ignored",
-                            "--exclude-standard", "--directory"], cwd=folder, env=env, capture_output=True,
-                           stdin=subprocess.DEVNULL, timeout=60)
+        r = subprocess.run(["git", "-c", "core.fsmonitor=false", *args], cwd=folder, env=env, input=given,
+                           capture_output=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired):
         return None
-    if r.returncode != 0:
-        return None
-    return frozenset(os.fsdecode(p).rstrip("/") for p in r.stdout.split(b"\0") if p)
+    return r.stdout if r.returncode in ok else None
 
 
 class Store:
@@ -190,12 +193,12 @@ class Store:
         return doc.get("entries", {}) if doc and doc.get("folder") == str(folder) else {}
 
     # --- scanning -----------------------------------------------------------------------------
-    def scan(self, folder: Path, cache: Manifest | None = None) -> Manifest:
+    def scan(self, folder: Path, cache: Manifest | None = None, rules: Rules | None = None) -> Manifest:
         """The state of every path below `folder`; file contents are stored as they are read. A
         file whose size, times and inode match `cache` (the last scan) is not read again."""
         with self.locked(exclusive=False):  # a prune cannot drop a blob this scan relies on
             cache = self.load_cache(folder) if cache is None else cache
-            found = Scanner(self, Rules.of(folder), cache).run()
+            found = Scanner(self, rules or Rules.of(folder), cache).run()
             path = self.cache_path(folder)
             if found != cache or not path.exists():
                 self.write_json(path, {"folder": str(folder), "entries": found})
@@ -247,32 +250,39 @@ class Scanner:
         self.start = time.time_ns()
         self.found: Manifest = {}
 
-    def run(self) -> Manifest:
-        todo = [""]
+    def run(self, top: str = "") -> Manifest:
+        """Walk the folder, or only what lies below `top` in it."""
+        todo = [top]
         while todo:
             rel = todo.pop()
             try:
-                entries = list(os.scandir(self.rules.folder / rel if rel else self.rules.folder))
+                entries = self.listing(rel)
             except (FileNotFoundError, NotADirectoryError, PermissionError):
                 continue  # removed meanwhile, or unreadable: its entry says what it was
             for e in entries:
                 path = f"{rel}/{e.name}" if rel else e.name
-                if self.add(path, e):
+                try:
+                    st = e.stat(follow_symlinks=False)
+                except (FileNotFoundError, PermissionError):
+                    continue  # gone meanwhile or unreadable: not recorded
+                if self.add(path, e.name, e.path, st):
                     todo.append(path)
             if len(self.found) > MAX_ENTRIES:
                 raise TooLarge(f"{self.rules.folder} holds more than {MAX_ENTRIES} entries")
         return self.found
 
-    def add(self, path: str, e: os.DirEntry) -> bool:
+    def listing(self, rel: str) -> list[os.DirEntry]:
+        return list(os.scandir(self.rules.folder / rel if rel else self.rules.folder))
+
+    def add(self, path: str, name: str, full: str, st: os.stat_result) -> bool:
         """Record one entry; True when it is a folder to walk into."""
         if path == self.rules.own:
             return False
         try:
-            st = e.stat(follow_symlinks=False)
-            if self.rules.skips(path, e.name):
+            if self.rules.skips(path, name):
                 self.found[path] = ["i", stat.S_IMODE(st.st_mode), f"{st.st_size}:{st.st_mtime_ns}", 0, 0, 0, 0]
                 return False
-            self.found[path] = describe(self.store, e.path, st, self.rules, self.cache.get(path), self.start)
+            self.found[path] = describe(self.store, full, st, self.rules, self.cache.get(path), self.start)
         except (FileNotFoundError, PermissionError):
             return False  # gone meanwhile or unreadable: not recorded
         return self.found[path][0] == "d"

@@ -38,9 +38,9 @@ def thread_key(thread_id: str) -> str:
     return f"thread-{thread_id}"
 
 
-def changes(before: Manifest, after: Manifest) -> dict[str, list]:
-    """Every path whose state differs, as [before, after] (None: absent)."""
-    return {p: [before.get(p), after.get(p)] for p in sorted(before.keys() | after.keys())
+def changes(before: Manifest, after: Manifest, paths: set[str] | None = None) -> dict[str, list]:
+    """Every path (of `paths`, when given) whose state differs, as [before, after] (None: absent)."""
+    return {p: [before.get(p), after.get(p)] for p in sorted(before.keys() | after.keys() if paths is None else paths)
             if not same(before.get(p), after.get(p))}
 
 
