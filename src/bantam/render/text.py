@@ -20,6 +20,10 @@ from . import stated_window, usage_line
 STATUS, CYAN, DIM, YELLOW, GREEN, RED, RESET = (
     "\033[1;90m", "\033[36m", "\033[2m", "\033[33m", "\033[32m", "\033[31m", "\033[0m")
 MARKDOWN_HINT = re.compile(r"[*_`#|>]|^\s*(?:[-+]|\d+\.)\s|\]\(", re.M)  # worth redrawing
+# A synchronized update (DEC mode 2026): the terminal shows what comes between the two at once, so
+# the streamed answer is replaced by its rendered Markdown without a frame of cleared screen
+# between them. Terminals without the mode ignore both.
+SYNC_START, SYNC_END = "\033[?2026h", "\033[?2026l"
 RESULT_LINES = 20    # lines of a tool result shown; the model always gets all of it
 CALL_CHARS = 2000    # characters of tool arguments shown
 LINE_CHARS = 400     # characters of one tool result line shown
@@ -50,14 +54,12 @@ class TextRenderer:
         self.answer_stream, self.reasoning_stream = TerminalStream(), TerminalStream()
 
     def __call__(self, event: Event) -> None:
-        if self.status_shown:
+        if self.status_shown and not (self.held and isinstance(event, Text)):  # a held answer's count stays
             self.err.write("\r\033[K")
             self.status_shown = False
         if isinstance(event, RequestStarted):
             if self.status:
-                label = event.what if isinstance(event, Preparing) and event.what else "requesting"
-                self._write(self.err, f"...{label}...", STATUS)
-                self.status_shown, self.mid_line = True, False
+                self._status(event.what if isinstance(event, Preparing) and event.what else "requesting")
             return
         if isinstance(event, Reasoning):
             if not self.in_reasoning:
@@ -128,8 +130,16 @@ class TextRenderer:
                     piece = ""
         if not self.held:
             return self._answer(piece)
-        self.held_lines += piece.count("\n")
-        self._write(self.err, f"...writing ({self.held_lines} lines)...", STATUS)
+        lines = self.held_lines + piece.count("\n")
+        if lines != self.held_lines or not self.status_shown:  # redrawn when it changes, not every token
+            self.held_lines = lines
+            self._status(f"writing ({lines} lines)")
+
+    def _status(self, label: str) -> None:
+        """`...label...` on stderr, in place of the status shown before."""
+        if self.status_shown:
+            self.err.write("\r\033[K")
+        self._write(self.err, f"...{label}...", STATUS)
         self.status_shown, self.mid_line = True, False
 
     def _answer(self, text: str) -> None:
@@ -147,16 +157,25 @@ class TextRenderer:
         if not self.live:  # a pipe: each response's text is whole, its line ended before anything
             if text:         # follows on stderr (the usage line), which may share the pipe's terminal
                 self._answer(text if text.endswith("\n") else text + "\n")
-        elif self.held or (self.markdown and MARKDOWN_HINT.search(text) and self._erase(text)):
+            return
+        back = "" if self.held else self._back_over(text) if self.markdown and MARKDOWN_HINT.search(text) else None
+        if back is not None:  # the streamed text (when on the screen) and its rendering, in one update
             self.held = False
-            from rich.console import Console
-
-            from .markdown import BoxedMarkdown
-            console = Console(file=self.out, width=shutil.get_terminal_size().columns, force_terminal=True,
-                              no_color=not self.color, highlight=False)
-            console.print(BoxedMarkdown(text))
+            self.out.write(SYNC_START + back + self._rendered(text) + SYNC_END)
             self.out.flush()
             self.mid_line = self.answer_mid_line = False
+
+    def _rendered(self, text: str) -> str:
+        """`text` as rendered Markdown, with the terminal's width and the renderer's colours."""
+        import io
+
+        from rich.console import Console
+
+        from .markdown import BoxedMarkdown
+        buffer = io.StringIO()
+        Console(file=buffer, width=shutil.get_terminal_size().columns, force_terminal=True,
+                no_color=not self.color, highlight=False).print(BoxedMarkdown(text))
+        return buffer.getvalue()
 
     def _discard_answer(self) -> None:
         """A request failed part-way and will be sent again: its partial answer must not stay."""
@@ -176,12 +195,20 @@ class TextRenderer:
 
     def _erase(self, text: str) -> bool:
         """Move the cursor back over `text` just written and clear it; False if it scrolled away."""
-        rows = _rows(text)
-        if rows >= shutil.get_terminal_size().lines:
+        back = self._back_over(text)
+        if back is None:
             return False
-        self.out.write(f"\r\033[{rows - 1}A\033[J" if rows > 1 else "\r\033[J")
+        self.out.write(back)
         self.mid_line = self.answer_mid_line = False
         return True
+
+    @staticmethod
+    def _back_over(text: str) -> str | None:
+        """What moves the cursor back over `text` just written and clears it; None if it scrolled away."""
+        rows = _rows(text)
+        if rows >= shutil.get_terminal_size().lines:
+            return None
+        return f"\r\033[{rows - 1}A\033[J" if rows > 1 else "\r\033[J"
 
     def _end_reasoning(self) -> None:
         if self.in_reasoning:
