@@ -147,22 +147,27 @@ def test_two_turns_in_a_plain_folder_and_what_cannot_be_undone(home, server):
     assert after == before
 
 
-def test_a_file_edited_by_hand_since_the_turn_is_never_overwritten_silently(home, server):
+def test_files_edited_by_hand_since_the_turn_are_skipped_and_the_rest_undone(home, server):
     write_cfg(home, **base_cfg(server, tools=TOOLS, approval="never"))
     (home / "a.txt").write_text("alpha\nbeta\n")
     (home / "b.txt").write_text("bee\n")
     one_turn(server, home, [("edit_file", {"path": "a.txt", "old_string": "beta", "new_string": "BETA"}),
-                            ("write_file", {"path": "b.txt", "content": "model's\n"})])
+                            ("write_file", {"path": "b.txt", "content": "model's\n"}),
+                            ("write_file", {"path": "new.txt", "content": "new\n"})])
     (home / "a.txt").write_text("my own edit\n")
+    (home / "new.txt").write_text("mine now\n")
     r = run_bantam("undo", "--thread", "T", "--yes", cwd=home)
-    assert r.returncode == 1
-    assert "changed since the turn" in r.stderr and "  a.txt" in r.stderr
-    assert (home / "a.txt").read_text() == "my own edit\n"  # nothing at all was changed
-    assert (home / "b.txt").read_text() == "model's\n"
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stderr.splitlines() == [f"bantam undo: skipped {p}: changed since the turn (--force overwrites it)"
+                                     for p in ("a.txt", "new.txt")]
+    assert (home / "a.txt").read_text() == "my own edit\n" and (home / "new.txt").read_text() == "mine now\n"
+    assert (home / "b.txt").read_text() == "bee\n"  # the file nobody touched is undone
+    one_turn(server, home, [("write_file", {"path": "a.txt", "content": "the model's again\n"})])
+    (home / "a.txt").write_text("edited again\n")
     r = run_bantam("undo", "--thread", "T", "--force", cwd=home)
     assert r.returncode == 0, r.stderr
-    assert (home / "a.txt").read_text() == "alpha\nbeta\n" and (home / "b.txt").read_text() == "bee\n"
-    kept = Store(home.parent / "home" / ".bantam" / "undo").blob_path(hashlib.sha256(b"my own edit\n").hexdigest())
+    assert (home / "a.txt").read_text() == "my own edit\n" and "skipped" not in r.stderr
+    kept = Store(home.parent / "home" / ".bantam" / "undo").blob_path(hashlib.sha256(b"edited again\n").hexdigest())
     assert kept.exists()  # the overwritten hand edit stays in the store
 
 

@@ -40,16 +40,18 @@ def test_undo_and_rewind_in_the_terminal(home, server):
 
 def test_a_hand_edit_is_not_overwritten_unless_the_person_says_so(home, server):
     write_cfg(home, **base_cfg(server))
-    server.add(tool_reply("write_file", {"path": "plan.md", "content": "the model's\n"}), text_reply("done"))
+    server.add(tool_reply("shell_exec", {"command": "echo the model > plan.md; echo made > made.txt"}),
+               text_reply("done"))
     term = Term(home)
     term.enter("write the plan")
     term.expect("done")
     (home / "plan.md").write_text("edited by hand\n")
     term.enter("/undo")
-    term.expect("overwrite your own changes to the files above too? [y/N]")
+    term.expect("overwrite your own changes to the files above too? (no: keep them, undo the rest) [y/N]")
     term.child.send("\r")
-    term.expect("nothing was changed")
-    assert (home / "plan.md").read_text() == "edited by hand\n"
+    term.expect("kept your changes: plan.md")
+    term.expect("undone")
+    assert (home / "plan.md").read_text() == "edited by hand\n" and not (home / "made.txt").exists()
     assert term.quit() == 0
 
 

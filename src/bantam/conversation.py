@@ -39,6 +39,7 @@ from .providers import ModelFacts, context_window_later, make_provider
 from .render import Renderer
 from .sanitize import terminal_safe
 from .tools.shell import run_shell
+from .undo.restore import shown
 
 COMPACT_AT = 0.6  # offer compaction when the context is this full
 # The slash commands: /help prints this table, and `bantam acp` offers an editor the ones it runs
@@ -284,15 +285,22 @@ class Conversation:
         except undo.UndoError as e:
             return self.say(str(e))
         self.show("\n".join(p.lines()))
-        question = ("overwrite your own changes to the files above too? [y/N] " if p.conflicts
-                    else f"{word} this? [Y/n] ")
+        question = ("overwrite your own changes to the files above too? (no: keep them, undo the rest) [y/N] "
+                    if p.conflicts else f"{word} this? [Y/n] ")
         try:
             answer = self.ask(question, YES_NO).strip().lower()
         except (KeyboardInterrupt, EOFError):
-            answer = "n"
-        if answer not in (("y", "yes") if p.conflicts else ("", "y", "yes")):
             return self.say("nothing was changed")
-        for path in undo.apply(p, force=bool(p.conflicts)):
+        if not p.conflicts and answer not in ("", "y", "yes"):
+            return self.say("nothing was changed")
+        force = answer in ("y", "yes")
+        try:
+            left = undo.apply(p, force=force)
+        except undo.UndoError as e:
+            return self.say(f"nothing was changed: {e}")
+        for path in [] if force else p.conflicts:
+            self.say(f"kept your changes: {shown(path)}")
+        for path in left:
             self.say(f"not restored: {path}")
         if rewind:
             del self.messages[1 + p.cut:]  # the system prompt stays; the model forgets those turns

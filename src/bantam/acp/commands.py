@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from .. import compact, sessions, undo
 from ..errors import ProviderError
 from ..events import quiet
+from ..undo.restore import shown
 from .rpc import INTERNAL_ERROR, RpcError
 
 if TYPE_CHECKING:
@@ -105,6 +106,8 @@ def take_back(chat: EditorSession, arg: str, rewind: bool) -> None:
         left = undo.apply(p, force=force)
     except undo.UndoError as e:
         return chat.say(str(e))
+    for path in [] if force else p.conflicts:
+        chat.say(f"kept your changes: {shown(path)} (changed since the turn; --force overwrites it)")
     for path in left:
         chat.say(f"not restored: {path}")
     if rewind:

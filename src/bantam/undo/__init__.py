@@ -5,7 +5,7 @@
 
     p = plan(session_key(sid), 2)      # the last two turns that changed files; reads only
     print("\\n".join(p.lines()))        # what is restored, removed, conflicts, cannot be undone
-    problems = apply(p, force=False)   # UndoError when a file changed by hand since the turn
+    problems = apply(p, force=False)   # a file changed by hand since the turn is left (p.conflicts)
     del history[p.cut:]                # /rewind: the conversation as before those turns
 
 How a turn is recorded (UndoGuard, a loop guard): before the turn's first tool call that may

@@ -2,9 +2,9 @@
 N turns (that changed files) of this folder's session, or of thread T.
 
 With nothing to undo it says so and exits 0. On a terminal it shows what it will restore and
-remove and asks; with --yes, or with nobody to ask, it acts when no file changed by hand since
-the turn, and otherwise refuses with exit 1 and the list of those files (--force overwrites
-them; their content stays in the undo store).
+remove and asks; with --yes, or with nobody to ask, it acts. A file changed by hand since the
+turn is skipped, one line naming each, while the rest is undone (--force overwrites them too;
+their content stays in the undo store; on a terminal it asks).
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from ..errors import ConfigError
 from ..options import Parser
 from ..sessions import given_id, project_id
 from . import Store, apply, plan, session_key, thread_key, undoable
-from .restore import UndoError, shown
+from .restore import Plan, UndoError, shown
 
 
 def parser() -> argparse.ArgumentParser:
@@ -48,17 +48,23 @@ def main(argv: list[str]) -> int:
         return 1
     print("\n".join(p.lines()))
     force = args.force
-    if p.conflicts and not force:
-        if args.yes or not asks() or not confirm(f"{len(p.conflicts)} file(s) changed since the turn; "
-                                                 "overwrite them? [y/N] "):
-            print("bantam undo: not done; changed since the turn (--force overwrites them):\n"
-                  + "\n".join(f"  {shown(c)}" for c in p.conflicts), file=sys.stderr)
-            return 1
-        force = True  # asked, and the person said yes
-    elif not (args.yes or force or not asks() or confirm("undo? [y/N] ")):
+    if p.conflicts and not force and not args.yes and asks():
+        force = confirm(f"{len(p.conflicts)} file(s) changed since the turn; overwrite them too? [y/N] ")
+    elif not p.conflicts and not (args.yes or force or not asks() or confirm("undo? [y/N] ")):
         print("bantam undo: nothing changed", file=sys.stderr)
         return 1
-    problems = apply(p, force=force)
+    return carry_out(p, force)
+
+
+def carry_out(p: Plan, force: bool) -> int:
+    """Apply `p`, naming each file left as it is: changed since the turn (unless `force`), or not restorable."""
+    try:
+        problems = apply(p, force=force)
+    except UndoError as e:
+        print(f"bantam undo: {e}", file=sys.stderr)
+        return 1
+    for path in [] if force else p.conflicts:
+        print(f"bantam undo: skipped {shown(path)}: changed since the turn (--force overwrites it)", file=sys.stderr)
     for line in problems:
         print(f"bantam undo: {line}", file=sys.stderr)
     return 1 if problems else 0

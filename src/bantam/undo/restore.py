@@ -137,19 +137,23 @@ def unrestorable(store: Store, a: Action) -> str:
 
 
 def apply(store: Store, p: Plan, force: bool = False) -> list[str]:
-    """Carry out `p`; returns the paths it could not restore, each with why. Raises UndoError when
-    files changed since the turn and not `force`, or when the workspace changed since the plan."""
-    if p.conflicts and not force:
-        raise UndoError("changed since the turn (not overwritten; --force to overwrite): " + ", ".join(p.conflicts))
+    """Carry out `p`; returns the paths it could not restore, each with why. A file changed since
+    the turn is left as it is (`p.conflicts`, the caller names them) unless `force`. Raises
+    UndoError when every change conflicts and not `force`, or when the workspace changed since
+    the plan."""
+    skipped = set() if force else set(p.conflicts)
+    actions = [a for a in p.actions if a.path not in skipped]
+    if skipped and not actions:
+        raise UndoError("nothing undone: every file it would restore changed since the turn (--force overwrites them)")
     with store.locked(exclusive=True):
         _recover(store)
-        for a in p.actions:
+        for a in actions:
             now = store.entry(p.folder, a.path, keep=a.path in p.conflicts)  # a forced-over file stays in the store
             if not same(now, a.now):
                 raise UndoError(f"{a.path} changed while the undo was being prepared; run it again")
         journal = {"id": secrets.token_hex(4), "key": p.key, "folder": str(p.folder),
-                   "seqs": [int(r["seq"]) for r in p.records],
-                   "actions": [{"path": a.path, "now": a.now, "target": a.target} for a in p.actions]}
+                   "seqs": [int(r["seq"]) for r in p.records], "skipped": sorted(skipped),
+                   "actions": [{"path": a.path, "now": a.now, "target": a.target} for a in actions]}
         store.write_json(store.path / JOURNAL, journal)  # fsynced: from here on the undo completes
         return complete(store, journal)
 
@@ -187,7 +191,7 @@ def complete(store: Store, journal: dict) -> list[str]:
         path = record_path(store, journal["key"], seq)
         doc = store.read_json(path)
         if doc is not None and not doc.get("undone"):
-            doc["undone"] = time.time()
+            doc["undone"], doc["skipped"] = time.time(), journal.get("skipped", [])  # left as the person made them
             store.write_json(path, doc)
     (store.path / JOURNAL).unlink(missing_ok=True)
     sync_dir(store.path)
