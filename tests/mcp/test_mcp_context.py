@@ -109,3 +109,27 @@ def test_prompts_are_slash_commands_and_resources_are_mentioned_with_at(home):
     assert mention.startswith("summarise @ev:demo://resource/dynamic/text/2, please\n\n"
                               "[resource ev:demo://resource/dynamic/text/2]\n" + TEXT_2)
     assert json.dumps(requests[2].body).count("What's weather in San Francisco") == 1
+
+
+def test_an_editors_prompt_is_run_by_its_slash_command(home, server):
+    """ACP: `/server:prompt` of a server the editor named sends the server's message; a prompt
+    the server lacks is one line to the editor, and a `/word:word` of no server reaches the model."""
+    from acp.schema import McpServerStdio
+
+    from tests.test_acp import Editor, run, session, text_block
+    server.add(text_reply("rainy"), text_reply("as typed"))
+    editor = Editor()
+
+    async def go():
+        async with await session(editor, server, home.parent) as (conn, proc):
+            await conn.initialize(protocol_version=1)
+            sid = (await conn.new_session(cwd=str(home), mcp_servers=[
+                McpServerStdio(name="ev", command="node", args=[str(EVERYTHING)], env=[])])).session_id
+            stops = [(await conn.prompt(session_id=sid, prompt=[text_block(line)])).stop_reason
+                     for line in ("/ev:args-prompt Paris", "/ev:nope", "/notes:today please")]
+            return sid, stops
+    sid, stops = run(go())
+    assert stops == ["end_turn"] * 3
+    asked = [r.body["messages"][-1]["content"] for r in server.chat_requests()]
+    assert asked == ["What's weather in Paris?", "/notes:today please"]
+    assert "MCP server ev has no prompt 'nope'" in editor.said(sid)

@@ -34,7 +34,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from .. import config, session, sessions, undo
+from .. import config, mcp, session, sessions, undo
 from ..approval import Approvals, Request, Verdict
 from ..errors import BantamError, LimitReached, OutputLimitReached, ToolError
 from ..events import Error, Event, Notice, Reasoning, RequestStarted, Retry, Text, ToolCall, ToolResult, UsageReport
@@ -228,7 +228,10 @@ class EditorSession:
                 self.say(f"not taken from the prompt: {', '.join(left_out)}")
             if commands.run(self, words):
                 return {"stopReason": "end_turn"}
-            stop = self.turn(content)
+            sent = self.mcp_prompt(words, content)
+            if sent is None:
+                return {"stopReason": "end_turn"}
+            stop = self.turn(sent)
             result: dict[str, Any] = {"stopReason": "cancelled" if self.cancelled.is_set() else stop}
             if self.usage is not None:
                 u = self.usage
@@ -241,6 +244,26 @@ class EditorSession:
             for call_id in list(self.streams):  # a cancelled command's: its terminal is released
                 self.streams.pop(call_id).close()
             self.busy.release()
+
+    def mcp_prompt(self, words: str, content: str | list[dict]) -> str | list[dict] | None:
+        """`/server:prompt ARGS` naming one of the session's MCP servers (the user's and the
+        editor's): the server's messages join the conversation and the last one is what is sent.
+        Anything else is sent as it came; None: nothing to send (the editor was told why)."""
+        name, _, arg = words.strip().partition(" ")
+        server = name.removeprefix("/").partition(":")[0]
+        servers = {**mcp.servers_here(self.cfg.mcp, self.folder), **self.servers()}
+        if not (name.startswith("/") and ":" in name and any(s.name == server for s in servers.values())):
+            return content
+        from ..mcp.prompts import expand
+        try:
+            messages = expand(servers, name, arg.strip(), self.session.toolbox.ctx)
+            if not messages or messages[-1]["role"] != "user":
+                raise ToolError(f"{name}: the server's prompt does not end with a message of yours to send")
+        except BantamError as e:
+            self.say(str(e))
+            return None
+        self.messages += messages[:-1]
+        return messages[-1]["content"]
 
     def turn(self, content: str | list[dict]) -> str:
         """Run the loop on the user's message; the stop reason, as exact as the model said it."""

@@ -41,7 +41,7 @@ def expand(servers: dict[str, ServerSpec], command: str, line: str, ctx: ToolCon
     found = [(key, spec) for key, spec in servers.items() if spec.name == server]
     if not found:
         raise ToolError(f"unknown command {command}: no MCP server {server!r} is running here; /help lists the commands")
-    key, spec = found[0]
+    key, spec = found[-1]  # a session's own server (an editor's) over the user's of the same name
     timeout = spec.timeout or ctx.cfg.shell_timeout
 
     async def listed(client: Any) -> list[Any]:
