@@ -12,7 +12,8 @@ Only a front end (cli, oneshot, repl, web, batch, daemon) turns the user's folde
 
 Front ends differ only by explicit parameters: who approves (`approvals`), which tools
 (`tools`, or a `toolbox` of their own as the daemon has), which prompt (`system`), whether MCP
-servers' tools are added (`with_mcp`), whether a model is needed at all (`with_model`).
+servers' tools are added (`with_mcp`), whether a model is needed at all (`with_model`), what
+bounds a turn (`limits`).
 """
 from __future__ import annotations
 
@@ -42,6 +43,7 @@ class Session:
     provider: Provider | None
     system: str
     toolbox: Toolbox
+    limits: loop.Limits  # what bounds each turn (build's `limits`, from this configuration)
     undo: str | None = None  # the conversation's undo key (undo.thread_key/session_key): its turns are recorded
     # How the front end built it (build's keyword arguments), so that a new configuration makes a
     # new session the same way (with_config) instead of an edited one.
@@ -50,10 +52,6 @@ class Session:
     @property
     def approvals(self) -> Approvals:
         return self.toolbox.ctx.approvals
-
-    @property
-    def limits(self) -> loop.Limits:
-        return loop.Limits.from_config(self.cfg)
 
     def with_config(self, cfg: Config, **changes: Any) -> "Session":
         """This session under a new configuration (/cfg, /trust, a mode or a model chosen in an
@@ -106,7 +104,7 @@ def build(cfg: Config, folder: str | os.PathLike, *, on_event: OnEvent = ignore,
           tools: Iterable[str] | None = None, system: str | None = None, with_mcp: bool = True,
           toolbox: Callable[[ToolContext], Toolbox] | None = None, durable: Any = None,
           cancel: threading.Event | None = None, undo: str | None = None, buffers: Buffers | None = None,
-          tmp: Path | None = None) -> Session:
+          tmp: Path | None = None, limits: Callable[[Config], loop.Limits] = loop.Limits.from_config) -> Session:
     """A session in `folder`. `provider`: the model (None: made from `cfg`; with_model=False: none,
     a tools-only session). `tools`: the core tools offered (default `cfg.tools`); `toolbox`: a front end's own
     toolbox from the context instead (the daemon's). `system`: the prompt (default: built from
@@ -115,10 +113,12 @@ def build(cfg: Config, folder: str | os.PathLike, *, on_event: OnEvent = ignore,
     turns' file changes are recorded under, for `bantam undo` (bantam.undo; None: not recorded).
     `buffers`: an editor's, which the file tools read and write through (tools/files.Buffers).
     `tmp`: the folder its commands share as /tmp (default: a new one, sandbox.session_tmp; a front
-    end that builds its session again keeps the one it had)."""
+    end that builds its session again keeps the one it had). `limits`: what bounds a turn, made from
+    the configuration (a new one makes them again): the daemon grows config.json's max_tokens for a
+    cut answer, `bantam mcp` gives a task the steps its client asked for."""
     made = {"on_event": on_event, "with_model": with_model, "approvals": approvals, "tools": tools,
             "system": system, "with_mcp": with_mcp, "toolbox": toolbox, "durable": durable, "cancel": cancel,
-            "undo": undo, "buffers": buffers}
+            "undo": undo, "buffers": buffers, "limits": limits}
     where = workspace(folder)
     model = provider if provider is not None or not with_model else make_provider(cfg)
     approvals = approvals if approvals is not None else Approvals()
@@ -129,4 +129,4 @@ def build(cfg: Config, folder: str | os.PathLike, *, on_event: OnEvent = ignore,
     if cancel is not None:
         ctx.cancel = cancel
     box = toolbox(ctx) if toolbox is not None else make_toolbox(tuple(cfg.tools if tools is None else tools), ctx)
-    return Session(cfg, where, model, prompt, box, undo, {**made, "approvals": approvals, "tmp": tmp})
+    return Session(cfg, where, model, prompt, box, limits(cfg), undo, {**made, "approvals": approvals, "tmp": tmp})

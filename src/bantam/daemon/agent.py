@@ -3,8 +3,8 @@
     wait until messages.jsonl changes
     read it (finishing an interrupted rewrite, healing), run any STASH_MESSAGE directive
     build the request: system prompt + conversation + LIFE tail; stash the middle half if over 80%
-    if the last message wants an answer: loop.run(provider, request, toolbox, ...), whose
-        checkpoint after every step appends the step to messages.jsonl and rebuilds the request
+    if the last message wants an answer: the session runs the turn (Session.run(request, checkpoint)),
+        whose checkpoint after every step appends the step to messages.jsonl and rebuilds the request
         from the file, so each step sees a fresh prompt and whatever arrived meanwhile
     send the final text to the chat unless muted; inject the next queued trigger once idle
     a turn the model could not answer (server down, 401) is tried again by itself, after a delay
@@ -58,12 +58,12 @@ class Agent:
         self.bg = Background(agent_dir / "bg", settings.tool_timeout, self.clip, self.deliver_system,
                              self.log)
         self.triggers = Triggers(self)
-        # its own tools and prompt, in its home (daemon/tools.py adds the MCP servers' tools itself)
-        self.toolbox = session.build(cfg, agent_dir.home, on_event=self.on_event, provider=self.provider,
-                                     system="", with_mcp=False,
-                                     toolbox=lambda ctx: make_toolbox(self, ctx)).toolbox
-        # the daemon doubles its per-request budget for a cut answer, config.json's max_tokens included
-        self.limits = replace(loop.Limits.from_config(cfg), fixed_max_tokens=None)
+        # its own tools, in its home (daemon/tools.py adds the MCP servers' tools itself); its own
+        # prompt, which refresh() builds anew for every request
+        self.session = session.build(cfg, agent_dir.home, on_event=self.on_event, provider=self.provider,
+                                     system="", with_mcp=False, toolbox=lambda ctx: make_toolbox(self, ctx),
+                                     limits=daemon_limits)
+        self.toolbox = self.session.toolbox
         self.wait_s = settings.poll_s
         self.busy = False          # a turn is running: triggers wait
         self.current_call = ""     # the tool call being run, for bg's "tc:" note
@@ -167,7 +167,7 @@ class Agent:
         woke = woken_by(self.known)
         self.replied = "no answer"
         try:
-            loop.run(self.provider, request, self.toolbox, self.limits, self.on_event, self.checkpoint)
+            self.session.run(request, self.checkpoint)
         except ProviderError as e:
             self.say(f"woke by {woke}: {self._failed(e)}")
             return
@@ -397,6 +397,13 @@ class Agent:
             from ..providers.http import make_client
             self._web = make_client(self.cfg)
         return self._web
+
+
+def daemon_limits(cfg: Config) -> loop.Limits:
+    """The configured limits, except that config.json's max_tokens is an answer's first budget, not
+    a fixed one: an answer cut at it is asked for again with twice the budget, up to
+    max_tokens_limit (loop.request), before a reply goes to the chat marked as cut."""
+    return replace(loop.Limits.from_config(cfg), fixed_max_tokens=None)
 
 
 def bug(e: Exception) -> str:
