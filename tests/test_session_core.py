@@ -1,6 +1,8 @@
 """The workspace is a value (issue 29): sessions built by bantam.session carry their folder down
 to the tools, the sandbox and the prompt, so two of them run side by side in one process and
 neither sees the other's folder, nor moves the process's."""
+import ast
+import itertools
 import json
 import os
 import re
@@ -156,3 +158,39 @@ def test_a_new_configuration_makes_a_new_session_built_the_same_way(home, tmp_pa
     assert second.approvals is approvals and second.toolbox.ctx.on_event == seen.append and second.undo == "key"
     assert second.folder == first.folder and second.toolbox.ctx.tmp == first.toolbox.ctx.tmp
     assert "kept" in second.toolbox.execute("shell_exec", json.dumps({"command": "cat /tmp/x.txt"})).content
+
+
+# Who may start a turn of the core loop: the session (Session.run, which every front end calls),
+# the tools that run a sub-agent's turn inside their parent's, and controlled runs, which bring a
+# provider and guards of their own to it (docs/architecture.md).
+TURN_RUNNERS = {"session.py", "tools/spawn.py", "tools/subagent.py", "runs/loop.py"}
+# The functions that start a turn, by module: the core loop's, and a sub-agent's in its parent's.
+STARTS_A_TURN = {("bantam.loop", "run"), ("bantam.tools.spawn", "spawn"), ("bantam.tools.subagent", "run_child")}
+
+
+def _turn_calls(name: str, text: str) -> list[str]:
+    """The calls in module `name` (a path under src/bantam) that start a turn, under whatever names
+    they were imported: loop.run, spawn, run_child, and a tool context's run_loop."""
+    tree = ast.parse(text)
+    package = ["bantam", *name.split("/")[:-1]]
+    names = []  # how this module calls each of them
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            where = ".".join((package[:len(package) - node.level + 1] if node.level else [])
+                             + (node.module.split(".") if node.module else []))
+            for a, (module, function) in itertools.product(node.names, STARTS_A_TURN):
+                if f"{where}.{a.name}" == module:  # the module: `loop.run(...)`
+                    names.append(f"{a.asname or a.name}.{function}")
+                elif (where, a.name) == (module, function):  # the function itself: `run_child(...)`
+                    names.append(a.asname or a.name)
+    pattern = "|".join([*map(re.escape, names), r"(.*\.)?ctx\.run_loop"])
+    calls = (node for node in ast.walk(tree) if isinstance(node, ast.Call))
+    return [f"{ast.unparse(c.func)} (line {c.lineno})" for c in calls if re.fullmatch(pattern, ast.unparse(c.func))]
+
+
+def test_every_front_end_runs_its_turns_through_the_session():
+    """A front end that calls loop.run (or a sub-agent's internals) itself runs its turns with
+    limits, guards and a provider of its own making, which drift from every other front end's:
+    Session.run is the one way in."""
+    found = {name: calls for name, text in _sources() if name not in TURN_RUNNERS and (calls := _turn_calls(name, text))}
+    assert not found, found

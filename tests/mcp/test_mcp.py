@@ -428,6 +428,22 @@ def test_bantam_mcp_serves_run_task_with_progress_and_its_tools(home):
     assert (home / "hello.txt").read_text() == "hi\n"
 
 
+def test_run_task_is_a_session_whose_agent_may_delegate(home):
+    """run_task's agent is a session as `bantam -p`'s is, not a sub-agent: spawn_agent runs a
+    child for it (a sub-agent's would be refused)."""
+    from tests.mcp.test_mcp_budget import run_tasks
+    with FakeServer([tool_reply("spawn_agent", {"task": "count to two"}), text_reply("one two\nSTATUS: success"),
+                     text_reply("counted\nSTATUS: success")]) as s:
+        write_cfg(home, **base_cfg(s, tools="shell_exec,spawn_agent"))
+        (done,) = run_tasks(home, s.url, {"task": "have someone count"})
+        requests = s.chat_requests()
+    result = done.structured_content
+    assert result["status"] == "success" and result["output"] == "counted" and result["tool_calls"] == 1, result
+    child = json.loads([m for m in requests[2].body["messages"] if m["role"] == "tool"][0]["content"])
+    assert child["status"] == "success" and child["output"] == "one two", child
+    assert requests[1].body["messages"][-1]["content"] == "count to two"
+
+
 # --- the terminal asks, and /mcp shows --------------------------------------------------------
 
 def test_terminal_asks_before_a_project_server_starts_and_mcp_lists_it(home):

@@ -54,3 +54,17 @@ def test_spawn_agent_refuses_zero_with_the_same_words(home):
         assert len(requests) == 2  # no child request in between
         result = [m for m in requests[1].body["messages"] if m["role"] == "tool"][0]["content"]
         assert REFUSAL in result, json.dumps(result)
+
+
+def test_run_task_stops_at_its_max_iter_with_a_partial_result(home):
+    """A client's max_iter bounds the task's session (model requests), and the agent is told how
+    to report: a task stopped by it is a partial result saying why, not an error."""
+    with FakeServer([tool_reply("shell_exec", {"command": "echo one"}), text_reply("never asked\nSTATUS: success")]) as s:
+        write_cfg(home, **base_cfg(s))
+        (stopped,) = run_tasks(home, s.url, {"task": "work", "checks": ["it works"], "max_iter": 1})
+        requests = s.chat_requests()
+    result = stopped.structured_content
+    assert not stopped.is_error and result["status"] == "partial", result
+    assert "max_al_iterations (1) reached" in result["output"] and result["unmet_checks"] == ["it works"]
+    assert result["steps_taken"] == 1 and result["tool_calls"] == 1 and len(requests) == 1
+    assert "STATUS: success" in requests[0].body["messages"][0]["content"]

@@ -1,9 +1,10 @@
 """`bantam mcp`: bantam as an MCP server over stdio, for another agent or an editor.
 
 Tools served:
-- `run_task(task, checks?, max_iter?)`: a bantam agent works on the task to completion with the
-  configured tools and returns spawn_agent's structured result (status, output, steps_taken,
-  tool_calls, unmet_checks), sending a progress notification for each tool call it makes.
+- `run_task(task, checks?, max_iter?)`: a bantam session works on the task to completion with the
+  configured tools (`max_iter` model requests at most, default max_al_iterations) and returns
+  spawn_agent's structured result (status, output, steps_taken, tool_calls, unmet_checks),
+  sending a progress notification for each tool call it makes.
 - `shell_exec` and `write_file`, run through bantam's Toolbox (the same checks and clipping).
 
 Configuration as usual (`.bantam.cfg` in the directory it starts in). The served agent does not
@@ -32,7 +33,9 @@ def serve(cfg: Config, folder: Path) -> int:
 
     from .. import session
     from ..errors import ToolError
-    from ..tools.spawn import iteration_budget, spawn
+    from ..events import ToolCall
+    from ..limits import Limits
+    from ..tools.spawn import instructions, iteration_budget, report
 
     cfg = cfg.with_values(mcp=False)
     server = MCPServer("bantam", version=__version__, instructions=INSTRUCTIONS)
@@ -56,7 +59,8 @@ def serve(cfg: Config, folder: Path) -> int:
         cancel = threading.Event()
 
         def on_event(event: Any) -> None:
-            if getattr(event, "type", "") == "tool_call":
+            # its own calls: a sub-agent's may come from a thread of its own, which cannot report
+            if isinstance(event, ToolCall) and not event.agent:
                 steps[0] += 1
                 message = f"step {steps[0]}: {event.name}"
                 anyio.from_thread.run(ctx.report_progress, steps[0], None, message)
@@ -65,11 +69,13 @@ def serve(cfg: Config, folder: Path) -> int:
             budget = iteration_budget(max_iter, cfg)
         except ToolError as e:
             raise McpToolError(str(e)) from None
-        tool_ctx = session.build(cfg, folder, on_event=on_event, provider=provider(), with_mcp=False,
-                                 tools=(), cancel=cancel).toolbox.ctx
+        agent = session.build(cfg, folder, on_event=on_event, provider=provider(), with_mcp=False, cancel=cancel,
+                              limits=lambda c: Limits.from_config(c, max_iterations=budget))
+        messages = [{"role": "system", "content": agent.system + instructions(checks or [])},
+                    {"role": "user", "content": task}]
 
         def work() -> dict[str, Any]:
-            return spawn(tool_ctx, task, checks or [], "ephemeral", budget)
+            return {**report(lambda: agent.run(messages), checks or [], agent.toolbox), "persistence": "ephemeral"}
         try:
             return await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
         except anyio.get_cancelled_exc_class():

@@ -11,12 +11,12 @@ from __future__ import annotations
 import json
 import re
 import threading
-from typing import Any
+from typing import Any, Callable
 
 from ..errors import LimitReached, ProviderError, ToolError
 from ..events import Event, OnEvent
-from ..limits import Limits
-from . import Tool, ToolContext, make_toolbox
+from ..limits import Limits, Turn
+from . import Tool, ToolContext, Toolbox, make_toolbox
 from .subagent import check_can_delegate, child_messages, run_child
 
 STATUSES = ("success", "partial", "failure", "blocked")
@@ -102,23 +102,31 @@ def spawn(ctx: ToolContext, task: str, checks: list[str], persistence: str, max_
     box = make_toolbox(ctx.cfg.tools, child)
     limits = Limits.from_config(ctx.cfg, max_iterations=max_iter)  # the parent's limits, its own step count
     resumed = len(messages) > 2
-    try:
-        turn = run_child(ctx, messages, box, limits, child.on_event, progress.sync if progress else None)
-        status, output, unmet = read_report(turn.text, checks)
-        steps = turn.steps
-    except LimitReached as e:
-        status, output, unmet = "partial", f"stopped: {e}. Last output: {getattr(e.turn, 'text', '')}", checks
-        steps = getattr(e.turn, "steps", 0)
-    except ProviderError as e:
-        status, output, unmet, steps = "failure", f"the model failed: {e}", checks, 0
-    result = {"status": status, "output": output, "steps_taken": steps, "tool_calls": box.used,
-              "unmet_checks": unmet, "persistence": "durable" if durable else "ephemeral"}
+    sync = progress.sync if progress else None
+    result = report(lambda: run_child(ctx, messages, box, limits, child.on_event, sync), checks, box)
+    result["persistence"] = "durable" if durable else "ephemeral"
     if note:
         result["note"] = note
     if durable:
         result["resumed"] = resumed
         durable.finish(key, result)
     return result
+
+
+def report(turn: Callable[[], Turn], checks: list[str], box: Toolbox) -> dict[str, Any]:
+    """The structured result of an agent's turn on a task (spawn_agent's, and `bantam mcp`'s
+    run_task's): its STATUS and UNMET lines read, a budget that ran out a partial result, a model
+    that failed a failure; `box` is the toolbox the turn ran with, whose calls are counted."""
+    try:
+        done = turn()
+        status, output, unmet = read_report(done.text, checks)
+        steps = done.steps
+    except LimitReached as e:
+        status, output, unmet = "partial", f"stopped: {e}. Last output: {getattr(e.turn, 'text', '')}", checks
+        steps = getattr(e.turn, "steps", 0)
+    except ProviderError as e:
+        status, output, unmet, steps = "failure", f"the model failed: {e}", checks, 0
+    return {"status": status, "output": output, "steps_taken": steps, "tool_calls": box.used, "unmet_checks": unmet}
 
 
 def instructions(checks: list[str]) -> str:
