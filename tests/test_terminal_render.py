@@ -54,3 +54,16 @@ def test_a_long_answer_kept_off_the_screen_redraws_its_status_only_when_its_line
     statuses = out.count(b"...writing (")
     assert 0 < statuses <= answer.count("\n") < len(answer) // 4, statuses  # per line at most, not per delta
     assert b"item 39 with " in out.partition(SYNC_START.encode())[2]
+
+
+def test_a_status_wider_than_the_terminal_is_cut_to_one_row(home, server):
+    """`\\r` and erase-line clear the cursor's row only: a status that wrapped left its first row
+    on the screen (`...requestin` above the answer on a 12-column terminal)."""
+    write_cfg(home, **base_cfg(server))
+    server.add(streamed("fine"))
+    env = {**os.environ, "TERM": "xterm", "NO_COLOR": "1"}
+    child = pexpect.spawn(sys.executable, ["-m", "bantam", "-p", "go"], cwd=str(home), env=env,
+                          dimensions=(40, 12), timeout=30)
+    child.expect(pexpect.EOF)
+    child.close()
+    assert b"...requesting..." not in child.before and b"...requesti\r\x1b[K" in child.before, child.before

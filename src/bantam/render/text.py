@@ -136,10 +136,11 @@ class TextRenderer:
             self._status(f"writing ({lines} lines)")
 
     def _status(self, label: str) -> None:
-        """`...label...` on stderr, in place of the status shown before."""
+        """`...label...` on stderr, in place of the status shown before; cut to one row, since
+        what clears it clears the cursor's row only (a wrapped status left its first rows behind)."""
         if self.status_shown:
             self.err.write("\r\033[K")
-        self._write(self.err, f"...{label}...", STATUS)
+        self._write(self.err, f"...{label}..."[:shutil.get_terminal_size().columns - 1], STATUS)
         self.status_shown, self.mid_line = True, False
 
     def _answer(self, text: str) -> None:
