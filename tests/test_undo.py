@@ -171,6 +171,33 @@ def test_files_edited_by_hand_since_the_turn_are_skipped_and_the_rest_undone(hom
     assert kept.exists()  # the overwritten hand edit stays in the store
 
 
+def test_redo_reapplies_the_turn_undone_last_while_nothing_changed_since(home, server):
+    write_cfg(home, **base_cfg(server, tools=TOOLS, approval="never"))
+    (home / "c.txt").write_text("sea\n")
+    one_turn(server, home, [("write_file", {"path": "a.txt", "content": "one\n"})])
+    after_first = state(home)
+    one_turn(server, home, [("shell_exec", {"command": "echo two > a.txt && echo bee > b.txt && rm c.txt && chmod 600 a.txt"})])
+    after_second = state(home)
+    assert run_bantam("undo", "--thread", "T", "--yes", cwd=home).returncode == 0
+    assert state(home) == after_first
+    r = run_bantam("undo", "--redo", "--thread", "T", cwd=home)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.startswith("redo turn 2 of thread-T") and state(home) == after_second
+    assert "1  turn 2" in run_bantam("undo", "--list", "--thread", "T", cwd=home).stdout  # undoable again
+    assert run_bantam("undo", "2", "--thread", "T", "--yes", cwd=home).returncode == 0
+    (home / "b.txt").write_text("mine\n")  # made by hand where the turn made it: redo would overwrite it
+    r = run_bantam("undo", "--redo", "2", "--thread", "T", cwd=home)
+    assert r.returncode == 1 and "changed since the undo" in r.stderr and "b.txt" in r.stderr
+    assert (home / "b.txt").read_text() == "mine\n" and not (home / "a.txt").exists()  # nothing was done
+    r = run_bantam("undo", "--redo", "2", "--thread", "T", "--force", cwd=home)
+    assert r.returncode == 0, r.stderr
+    assert state(home) == after_second
+    assert run_bantam("undo", "--thread", "T", "--yes", cwd=home).returncode == 0
+    one_turn(server, home, [("write_file", {"path": "d.txt", "content": "new work\n"})])
+    r = run_bantam("undo", "--redo", "--thread", "T", cwd=home)  # a turn since the undo: nothing to redo
+    assert r.returncode == 0 and "nothing to redo" in r.stderr and (home / "d.txt").exists()
+
+
 def test_a_plain_prompt_records_nothing_and_read_only_turns_take_no_snapshot(home, server):
     write_cfg(home, **base_cfg(server, tools=TOOLS, approval="never"))
     server.add(tool_reply("write_file", {"path": "x.txt", "content": "x"}), text_reply("done"))

@@ -26,6 +26,16 @@ def test_undo_and_rewind_in_the_terminal(home, server):
     term.child.send("y\r")
     term.expect("undone (the conversation still remembers")
     assert not (home / "second.txt").exists() and (home / "notes.txt").read_text() == "changed\n"
+    term.enter("/redo")
+    term.expect("redo this? [Y/n]")
+    term.child.send("y\r")
+    term.expect("redone (the files only")
+    assert (home / "second.txt").read_text() == "2\n"
+    term.enter("/undo")
+    term.expect("undo this? [Y/n]")
+    term.child.send("y\r")
+    term.expect("undone (the conversation still remembers")
+    assert not (home / "second.txt").exists()
     term.enter("/rewind")  # the first turn (the second is undone already): files and conversation
     term.expect("rewind this? [Y/n]")
     term.child.send("y\r")
@@ -75,5 +85,5 @@ def test_undo_through_an_editor(home, server):
     assert written and not (home / "a.txt").exists() and undone.stop_reason == "end_turn"
     assert "undone" in editor.said(sid)
     commands = [u for u in editor.of(sid, "available_commands_update")][-1]
-    assert {"undo", "rewind"} <= {c.name for c in commands.available_commands}
+    assert {"undo", "rewind", "redo"} <= {c.name for c in commands.available_commands}
     assert len(server.chat_requests()) == 2  # the turn's two requests; /undo asked the model nothing

@@ -34,7 +34,7 @@ from .commands import trust_project
 from .errors import BantamError, ConfigError, LimitReached, ProviderError, ToolError
 from .events import Done, Error, Notice, Usage, quiet
 from .envpolicy import user_env
-from .mcp.cli import mcp_command
+from .mcpserve.cli import mcp_command
 from .providers import ModelFacts, context_window_later, make_provider
 from .render import Renderer
 from .sanitize import terminal_safe
@@ -72,6 +72,7 @@ COMMANDS: list[tuple[str, str]] = [
     ("/trust", "trust this project's files as they are now (.bantam.cfg, .mcp.json, tools folder)"),
     ("/undo [N]", "take back the file changes of the last N turns (default 1), shell commands' included"),
     ("/rewind [N]", "the same, and the conversation goes back to before those turns"),
+    ("/redo [N]", "reapply the file changes the last /undo or /rewind took back, if none changed since"),
     ("/clear", "start a new conversation"),
     ("/help", "this list"),
     ("/quit", "exit (so does Ctrl+D on an empty line)"),
@@ -278,13 +279,9 @@ class Conversation:
         """/undo N and /rewind N: show what will be restored and removed, ask, then do it. A file
         changed by hand since the turn is overwritten only when the person says so."""
         word = "rewind" if rewind else "undo"
-        if arg.strip() and not (arg.strip().isdigit() and int(arg) > 0):
-            return self.say(f"usage: /{word} [N]  (N turns, default 1)")
-        try:
-            p = undo.plan(self.undo_key(), int(arg or 1))
-        except undo.UndoError as e:
-            return self.say(str(e))
-        self.show("\n".join(p.lines()))
+        p = self.shown_plan(word, arg, undo.plan)
+        if p is None:
+            return None
         question = ("overwrite your own changes to the files above too? (no: keep them, undo the rest) [y/N] "
                     if p.conflicts else f"{word} this? [Y/n] ")
         try:
@@ -309,6 +306,37 @@ class Conversation:
             self.say(f"undone; the conversation is back before that turn ({sessions.count(self.messages)} messages)")
         else:
             self.say("undone (the conversation still remembers those turns; /rewind forgets them too)")
+
+    def cmd_redo(self, arg: str) -> None:
+        """/redo N: the file changes the last /undo or /rewind took back, reapplied when none of
+        those files changed since. Only files: the conversation stays as it is."""
+        p = self.shown_plan("redo", arg, undo.plan_redo)
+        if p is None:
+            return None
+        try:
+            if self.ask("redo this? [Y/n] ", YES_NO).strip().lower() not in ("", "y", "yes"):
+                return self.say("nothing was changed")
+            left = undo.apply(p)
+        except (KeyboardInterrupt, EOFError):
+            return self.say("nothing was changed")
+        except undo.UndoError as e:
+            return self.say(f"nothing was changed: {e}")
+        for path in left:
+            self.say(f"not restored: {path}")
+        return self.say("redone (the files only; the conversation stays as it is)")
+
+    def shown_plan(self, word: str, arg: str, make: Callable[[str, int], undo.Plan]) -> undo.Plan | None:
+        """/undo, /rewind and /redo's plan for N turns (`arg`), shown; None when there is none."""
+        if arg.strip() and not (arg.strip().isdigit() and int(arg) > 0):
+            self.say(f"usage: /{word} [N]  (N turns, default 1)")
+            return None
+        try:
+            p = make(self.undo_key(), int(arg or 1))
+        except undo.UndoError as e:
+            self.say(str(e))
+            return None
+        self.show("\n".join(p.lines()))
+        return p
 
     def cmd_cost(self, arg: str) -> None:
         spent = getattr(self.render, "session_cost", 0.0)

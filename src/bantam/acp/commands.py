@@ -27,7 +27,8 @@ if TYPE_CHECKING:
 # The editor's hint and description where they differ from the terminal's: --force for the
 # take-backs (nobody is asked here), and /sandbox only shows (the mode picker changes it).
 HINTS = {"undo": "[N] [--force]: --force overwrites files you changed since",
-         "rewind": "[N] [--force]: --force overwrites files you changed since", "sandbox": ""}
+         "rewind": "[N] [--force]: --force overwrites files you changed since",
+         "redo": "[N] [--force]: --force overwrites files you changed since the undo", "sandbox": ""}
 WHAT = {"rewind": "take back the file changes of the last N turns and the conversation before them",
         "help": "the commands bantam runs here",
         "sandbox": "the boundary around the model's commands, and when you are asked (the mode changes it)"}
@@ -92,16 +93,18 @@ def models(chat: EditorSession, arg: str) -> None:
                         for name in chat.session.provider.list_models()))
 
 
-def take_back(chat: EditorSession, arg: str, rewind: bool) -> None:
-    """/undo [N] [--force], /rewind [N] [--force]: the editor shows the files as they change;
-    a file changed by hand since the turn is overwritten only with --force (nobody is asked)."""
+def take_back(chat: EditorSession, arg: str, rewind: bool, redo: bool = False) -> None:
+    """/undo [N] [--force], /rewind [N] [--force], /redo [N] [--force]: the editor shows the files
+    as they change; a file changed by hand since the turn (for /redo: since the undo) is
+    overwritten only with --force (nobody is asked)."""
     words = arg.split()
     force = "--force" in words
     count = [w for w in words if w != "--force"]
     if len(count) > 1 or (count and not (count[0].isdigit() and int(count[0]) > 0)):
-        return chat.say(f"usage: /{'rewind' if rewind else 'undo'} [N] [--force]")
+        return chat.say(f"usage: /{'redo' if redo else 'rewind' if rewind else 'undo'} [N] [--force]")
     try:
-        p = undo.plan(undo.session_key(chat.id), int(count[0]) if count else 1)
+        make = undo.plan_redo if redo else undo.plan
+        p = make(undo.session_key(chat.id), int(count[0]) if count else 1)
         chat.say("\n".join(p.lines()))
         left = undo.apply(p, force=force)
     except undo.UndoError as e:
@@ -112,7 +115,7 @@ def take_back(chat: EditorSession, arg: str, rewind: bool) -> None:
         chat.say(f"not restored: {path}")
     if rewind:
         del chat.messages[1 + p.cut:]
-    chat.say("undone" + (" and the conversation taken back before that turn" if rewind else ""))
+    chat.say("redone" if redo else "undone" + (" and the conversation taken back before that turn" if rewind else ""))
     return None
 
 
@@ -123,7 +126,7 @@ def sandbox(chat: EditorSession, arg: str) -> None:
 def mcp(chat: EditorSession, arg: str) -> None:
     if arg == "trust":
         return trust(chat, "")
-    from ..mcp.cli import mcp_command
+    from ..mcpserve.cli import mcp_command
     chat.show(mcp_command(arg, chat.cfg, chat.session.toolbox))
     return None
 
@@ -152,4 +155,5 @@ HANDLERS: dict[str, Callable[[EditorSession, str], None]] = {
     "mcp": mcp, "trust": trust, "clear": clear, "help": help_,
     "undo": lambda chat, arg: take_back(chat, arg, rewind=False),
     "rewind": lambda chat, arg: take_back(chat, arg, rewind=True),
+    "redo": lambda chat, arg: take_back(chat, arg, rewind=False, redo=True),
 }

@@ -7,6 +7,7 @@
     print("\\n".join(p.lines()))        # what is restored, removed, conflicts, cannot be undone
     problems = apply(p, force=False)   # a file changed by hand since the turn is left (p.conflicts)
     del history[p.cut:]                # /rewind: the conversation as before those turns
+    p = plan_redo(session_key(sid))    # the turn undone last, back as it was after it (then apply)
 
 How a turn is recorded (UndoGuard, a loop guard): before the turn's first tool call that may
 change files (anything but read_file, list_files, read_image, read_pdf) the whole workspace is
@@ -33,8 +34,8 @@ from .store import Manifest, Rules, Store, TooLarge
 from .turns import changes, session_key, thread_key
 from .watch import Watch
 
-__all__ = ["UndoGuard", "Plan", "UndoError", "plan", "apply", "undoable", "recover", "session_key",
-           "thread_key", "READ_ONLY"]
+__all__ = ["UndoGuard", "Plan", "UndoError", "plan", "plan_redo", "apply", "undoable", "redoable", "recover",
+           "session_key", "thread_key", "READ_ONLY"]
 
 T = TypeVar("T")
 READ_ONLY = frozenset({"read_file", "list_files", "read_image", "read_pdf"})  # tools that change no file
@@ -43,6 +44,11 @@ READ_ONLY = frozenset({"read_file", "list_files", "read_image", "read_pdf"})  # 
 def plan(key: str, count: int = 1, store: Store | None = None) -> Plan:
     """What undoing the last `count` turns of conversation `key` that changed files would do."""
     return restore.plan(store or Store(), key, count)
+
+
+def plan_redo(key: str, count: int = 1, store: Store | None = None) -> Plan:
+    """What reapplying the `count` turns of `key` undone last would do (none changed since)."""
+    return restore.plan_redo(store or Store(), key, count)
 
 
 def apply(p: Plan, force: bool = False, store: Store | None = None) -> list[str]:
@@ -55,6 +61,13 @@ def undoable(key: str, store: Store | None = None) -> list[dict]:
     store = store or Store()
     restore.recover(store)
     return turns.undoable(store, key)
+
+
+def redoable(key: str, store: Store | None = None) -> list[dict]:
+    """The undone turns of `key` a redo can reapply, the next one first (turns.redoable)."""
+    store = store or Store()
+    restore.recover(store)
+    return turns.redoable(store, key)
 
 
 def recover(store: Store | None = None) -> list[str]:

@@ -1,5 +1,6 @@
-"""`bantam undo [N] [--thread T] [--yes|--force] [--list]`: take back the file changes of the last
-N turns (that changed files) of this folder's session, or of thread T.
+"""`bantam undo [N] [--thread T] [--yes|--force] [--list] [--redo]`: take back the file changes of
+the last N turns (that changed files) of this folder's session, or of thread T; --redo reapplies
+the N turns undone last, when no file they touch changed since the undo (--force: even so).
 
 With nothing to undo it says so and exits 0. On a terminal it shows what it will restore and
 remove and asks; with --yes, or with nobody to ask, it acts. A file changed by hand since the
@@ -17,7 +18,7 @@ from pathlib import Path
 from ..errors import ConfigError
 from ..options import Parser
 from ..sessions import given_id, project_id
-from . import Store, apply, plan, session_key, thread_key, undoable
+from . import Store, apply, plan, plan_redo, redoable, session_key, thread_key, undoable
 from .restore import Plan, UndoError, shown
 
 
@@ -28,6 +29,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--list", action="store_true", help="the turns that can be undone, newest first")
     p.add_argument("-y", "--yes", action="store_true", help="do not ask (still refuses over files changed by hand)")
     p.add_argument("--force", action="store_true", help="also overwrite files changed by hand since the turn")
+    p.add_argument("--redo", action="store_true", help="reapply the N turns undone last (nothing changed since)")
     return p
 
 
@@ -38,6 +40,8 @@ def main(argv: list[str]) -> int:
     key = thread_key(given_id(args.thread, "--thread")) if args.thread else session_key(project_id(Path.cwd()))
     if args.list:
         return list_turns(key)
+    if args.redo:
+        return redo(key, args)
     if not undoable(key, Store()):  # nothing went wrong: there is simply no change to take back
         print(f"bantam undo: nothing to undo in {key} (no recorded turn changed files)", file=sys.stderr)
         return 0
@@ -54,6 +58,23 @@ def main(argv: list[str]) -> int:
         print("bantam undo: nothing changed", file=sys.stderr)
         return 1
     return carry_out(p, force)
+
+
+def redo(key: str, args: argparse.Namespace) -> int:
+    if not redoable(key, Store()):
+        print(f"bantam undo: nothing to redo in {key} (no turn was undone since the last one that changed files)",
+              file=sys.stderr)
+        return 0
+    try:
+        p = plan_redo(key, args.count)
+    except UndoError as e:
+        print(f"bantam undo: {e}", file=sys.stderr)
+        return 1
+    print("\n".join(p.lines()))
+    if not (args.yes or args.force or not asks() or confirm("redo? [y/N] ")):
+        print("bantam undo: nothing changed", file=sys.stderr)
+        return 1
+    return carry_out(p, args.force)
 
 
 def carry_out(p: Plan, force: bool) -> int:

@@ -3,6 +3,7 @@ then a journal, then the changes.
 
     p = plan(store, key, count)       # reads only; conflicts and what cannot be undone are listed
     problems = apply(store, p, force)  # journal first (fsynced), then the workspace
+    p = plan_redo(store, key)         # the turn undone last, back as it was after it
 
 Crash safety: the journal (every path with its state before the undo and the state to restore,
 all contents already in the store) is written and fsynced before the workspace is touched, and
@@ -23,7 +24,7 @@ from pathlib import Path
 from ..errors import BantamError
 from ..fsutil import write_all
 from .store import SECRET, SPECIAL, Entry, Store, same, sync_dir
-from .turns import finish_cut, record_path, undoable
+from .turns import finish_cut, record_path, redoable, undoable
 
 JOURNAL = "journal.json"
 
@@ -50,10 +51,11 @@ class Action:
 class Plan:
     key: str
     folder: Path
-    records: list[dict]                    # the turns undone, newest first
+    records: list[dict]                    # the turns undone (redone: oldest first), newest first
     actions: list[Action] = field(default_factory=list)
     conflicts: list[str] = field(default_factory=list)  # changed since the turn: not silently overwritten
     cannot: list[tuple[str, str]] = field(default_factory=list)  # (path, why it cannot be undone)
+    redo: bool = False  # reapplies turns undone before, instead of undoing turns
 
     @property
     def cut(self) -> int:
@@ -61,13 +63,14 @@ class Plan:
         return min(int(r.get("cut", 0)) for r in self.records)
 
     def lines(self) -> list[str]:
-        turns = ", ".join(str(r.get("turn", "?")) for r in reversed(self.records))
-        out = [f"undo turn{'s' if len(self.records) > 1 else ''} {turns} of {self.key}, in {self.folder}:"]
+        turns = ", ".join(str(r.get("turn", "?")) for r in sorted(self.records, key=lambda r: int(r["seq"])))
+        word = "redo" if self.redo else "undo"
+        out = [f"{word} turn{'s' if len(self.records) > 1 else ''} {turns} of {self.key}, in {self.folder}:"]
         out += [f"  {a.verb:<13} {shown(a.path)}" + ("   (changed since the turn)" if a.path in self.conflicts else "")
                 for a in self.actions]
-        out += [f"  cannot undo   {shown(path)}: {why}" for path, why in self.cannot]
+        out += [f"  cannot {word}   {shown(path)}: {why}" for path, why in self.cannot]
         if not self.actions:
-            out.append("  nothing to restore: the files are already as they were before")
+            out.append(f"  nothing to restore: the files are already as they were {'after' if self.redo else 'before'}")
         return out
 
 
@@ -82,11 +85,36 @@ def plan(store: Store, key: str, count: int = 1) -> Plan:
     chosen = undoable(store, key)[:count]
     if not chosen:
         raise UndoError(f"nothing to undo in {key}: no recorded turn changed files")
+    return check(store, Plan(key, one_folder(chosen), chosen), *merge(chosen))
+
+
+def plan_redo(store: Store, key: str, count: int = 1) -> Plan:
+    """What reapplying the `count` turns undone last of `key` would do: each path back to its
+    state after them, where it is still as the undo left it. Reads only."""
+    recover(store)
+    chosen = redoable(store, key)[:count]
+    if not chosen:
+        raise UndoError(f"nothing to redo in {key}: no turn was undone since the last one that changed files")
+    merged: dict[str, Action] = {}
+    for record in chosen:  # oldest first: each path goes to its state after the last of them
+        kept = set(record.get("skipped", []))  # left as the person made them: never undone
+        for path, (before, after) in record["changes"].items():
+            if path in merged:
+                merged[path].target = after
+            elif path not in kept:
+                merged[path] = Action(path, before, after)
+    return check(store, Plan(key, one_folder(chosen), chosen[::-1], redo=True), merged, set())
+
+
+def one_folder(chosen: list[dict]) -> Path:
     folders = {r["folder"] for r in chosen}
     if len(folders) > 1:
         raise UndoError(f"those turns worked in different folders ({', '.join(sorted(folders))}); undo fewer")
-    p = Plan(key, Path(folders.pop()), chosen)
-    merged, between = merge(chosen)
+    return Path(folders.pop())
+
+
+def check(store: Store, p: Plan, merged: dict[str, Action], between: set[str]) -> Plan:
+    """Fill `p` with the actions still needed, what conflicts and what cannot be done."""
     for path in sorted(merged):
         a = merged[path]
         why = unrestorable(store, a)
@@ -141,6 +169,9 @@ def apply(store: Store, p: Plan, force: bool = False) -> list[str]:
     the turn is left as it is (`p.conflicts`, the caller names them) unless `force`. Raises
     UndoError when every change conflicts and not `force`, or when the workspace changed since
     the plan."""
+    if p.redo and p.conflicts and not force:
+        raise UndoError("changed since the undo (not overwritten; --force overwrites them): " + ", ".join(
+            shown(c) for c in p.conflicts))
     skipped = set() if force else set(p.conflicts)
     actions = [a for a in p.actions if a.path not in skipped]
     if skipped and not actions:
@@ -152,7 +183,7 @@ def apply(store: Store, p: Plan, force: bool = False) -> list[str]:
             if not same(now, a.now):
                 raise UndoError(f"{a.path} changed while the undo was being prepared; run it again")
         journal = {"id": secrets.token_hex(4), "key": p.key, "folder": str(p.folder),
-                   "seqs": [int(r["seq"]) for r in p.records], "skipped": sorted(skipped),
+                   "seqs": [int(r["seq"]) for r in p.records], "skipped": sorted(skipped), "redo": p.redo,
                    "actions": [{"path": a.path, "now": a.now, "target": a.target} for a in actions]}
         store.write_json(store.path / JOURNAL, journal)  # fsynced: from here on the undo completes
         return complete(store, journal)
@@ -190,7 +221,10 @@ def complete(store: Store, journal: dict) -> list[str]:
     for seq in journal["seqs"]:
         path = record_path(store, journal["key"], seq)
         doc = store.read_json(path)
-        if doc is not None and not doc.get("undone"):
+        if doc is not None and journal.get("redo") and doc.get("undone"):
+            doc["undone"], doc["skipped"] = 0, []
+            store.write_json(path, doc)
+        elif doc is not None and not journal.get("redo") and not doc.get("undone"):
             doc["undone"], doc["skipped"] = time.time(), journal.get("skipped", [])  # left as the person made them
             store.write_json(path, doc)
     (store.path / JOURNAL).unlink(missing_ok=True)

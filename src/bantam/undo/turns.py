@@ -64,6 +64,14 @@ def undoable(store: Store, key: str) -> list[dict]:
     return [r for r in reversed(records(store, key)) if not r.get("undone") and r.get("changes")]
 
 
+def redoable(store: Store, key: str) -> list[dict]:
+    """The turns undone after the last one still standing, oldest first: the first of them is
+    the one undone last, which a redo reapplies. A turn recorded since an undo ends them all."""
+    done = [r for r in records(store, key) if r.get("changes") and not r.get("running")]
+    standing = max((i for i, r in enumerate(done) if not r.get("undone")), default=-1)
+    return done[standing + 1:]
+
+
 def record_path(store: Store, key: str, seq: int) -> Path:
     return folder_of(store, key) / f"{seq:08d}.json"
 
