@@ -50,3 +50,30 @@ def test_version_among_other_words_is_still_argparse(home):
     assert "argparse" in modules
     r, _ = imported("-p", "--version", cwd=home)
     assert r.returncode == 2 and "expected one argument" in r.stderr
+
+
+# Modules a one-shot answer must not load, each with the path that does need it.
+NOT_FOR_AN_ANSWER = {
+    "bantam.undo": "--thread (its turns are recorded for bantam undo) and bantam undo",
+    "difflib": "a mistyped subcommand, option or configuration key",
+    "platform": "nothing: os.uname() says the machine",
+    "pydantic": "controlled runs",
+    "rich": "the terminal",
+    "prompt_toolkit": "the terminal",
+    "bantam.repl": "the terminal",
+    "llama_cpp": "the embedded model",
+    "mcp": "MCP servers, when a configuration names one",
+}
+
+
+def test_a_one_shot_answer_imports_only_what_it_needs(home, server):
+    """`bantam -p TEXT` answered by a real local server: what only a rarer path needs stays unloaded."""
+    from tests.conftest import base_cfg, write_cfg
+    from tests.fakes.openai_server import text_reply
+    write_cfg(home, **base_cfg(server))
+    server.add(text_reply("ok"))
+    r, modules = imported("-p", "say ok", cwd=home)
+    assert r.returncode == 0 and r.stdout == "ok\n", r.stderr
+    loaded = {m: why for m, why in NOT_FOR_AN_ANSWER.items() if m in modules or any(
+        name.startswith(m + ".") for name in modules)}
+    assert not loaded, f"a one-shot answer imported what only these need: {loaded}"

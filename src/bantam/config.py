@@ -33,7 +33,6 @@ Anthropic for anything else).
 """
 from __future__ import annotations
 
-import difflib
 import json
 import math
 import os
@@ -245,6 +244,7 @@ def is_key(key: str) -> bool:
 
 def nearest_key(key: str) -> str | None:
     """The key `key` is most likely a misspelling of, if any."""
+    import difflib  # here: only a key bantam does not know needs it
     words = [*KEYS, *ALIASES, *REQUEST_FIELDS, *REPLACED_KEYS]
     near = difflib.get_close_matches(key.lower(), words, n=1, cutoff=0.75)
     return near[0] if near else None

@@ -24,7 +24,6 @@ from .providers import context_window_later, make_provider
 from .render import make_renderer
 from .sessions import Thread
 from .tools.shell import run_shell
-from .undo import thread_key
 
 
 def here() -> Path:
@@ -86,9 +85,12 @@ def answer(cfg: Config, provider, prompt: str | None, render: OnEvent, thread_id
     thread = Thread(thread_id) if thread_id else None
     past = thread.history() if thread else history or []
     turn_number = sum(m["role"] == "user" for m in past) + (prompt is not None)
+    undo = None
+    if thread:  # its turns are recorded for `bantam undo --thread ID`; the undo package loads only then
+        from .undo import thread_key
+        undo = thread_key(thread.id)
     work = session.build(cfg, folder or here(), on_event=render, provider=provider,
-                         durable=thread.agents(turn_number) if thread else None,
-                         undo=thread_key(thread.id) if thread else None,  # bantam undo --thread ID
+                         durable=thread.agents(turn_number) if thread else None, undo=undo,
                          cancel=cancel)  # a batch task's: set by the batch's stop
     messages = [{"role": "system", "content": work.system}, *past]
     before = list(messages)

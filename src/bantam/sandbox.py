@@ -34,7 +34,6 @@ import contextlib
 import functools
 import itertools
 import os
-import platform
 import re
 import shutil
 import stat
@@ -653,7 +652,7 @@ def unix_sockets_note() -> str:
     if seccomp.program() is not None:
         return ""
     return (f" (but every socket family stays open, Unix-domain, vsock and packet among them: "
-            f"bantam's seccomp filter does not know this machine's architecture, {platform.machine()})")
+            f"bantam's seccomp filter does not know this machine's architecture, {os.uname().machine})")
 
 
 def _within(path: Path, root: Path) -> bool:

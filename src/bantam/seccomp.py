@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import functools
 import os
-import platform
 import struct
 from dataclasses import dataclass
 
@@ -167,7 +166,7 @@ def _abi_block(asm: _Asm, abi: Abi, tag: str) -> None:
 def program(machine: str | None = None) -> bytes | None:
     """The filter for `machine` (default: this one, as uname says), or None when its
     architecture is not known here."""
-    abis = MACHINES.get((machine or platform.machine()).lower())
+    abis = MACHINES.get((machine or os.uname().machine).lower())
     if abis is None:
         return None
     asm = _Asm()
