@@ -22,12 +22,15 @@ from . import Store, apply, plan, plan_redo, redoable, session_key, thread_key, 
 from .restore import Plan, UndoError, shown
 
 
+NOTHING = {"undo": "no recorded turn changed files", "redo": "no turn was undone since the last one that changed files"}
+
+
 def parser() -> argparse.ArgumentParser:
     p = Parser(prog="bantam undo", description=__doc__.split("\n\n")[0])
     p.add_argument("count", nargs="?", type=int, default=1, metavar="N", help="how many turns (default 1)")
     p.add_argument("--thread", metavar="ID", help="a thread's turns (default: this folder's session)")
     p.add_argument("--list", action="store_true", help="the turns that can be undone, newest first")
-    p.add_argument("-y", "--yes", action="store_true", help="do not ask (still refuses over files changed by hand)")
+    p.add_argument("-y", "--yes", action="store_true", help="do not ask (files changed by hand since are skipped)")
     p.add_argument("--force", action="store_true", help="also overwrite files changed by hand since the turn")
     p.add_argument("--redo", action="store_true", help="reapply the N turns undone last (nothing changed since)")
     return p
@@ -40,41 +43,24 @@ def main(argv: list[str]) -> int:
     key = thread_key(given_id(args.thread, "--thread")) if args.thread else session_key(project_id(Path.cwd()))
     if args.list:
         return list_turns(key)
-    if args.redo:
-        return redo(key, args)
-    if not undoable(key, Store()):  # nothing went wrong: there is simply no change to take back
-        print(f"bantam undo: nothing to undo in {key} (no recorded turn changed files)", file=sys.stderr)
+    word = "redo" if args.redo else "undo"
+    if not (redoable if args.redo else undoable)(key, Store()):  # nothing went wrong: there is simply none
+        print(f"bantam undo: nothing to {word} in {key} ({NOTHING[word]})", file=sys.stderr)
         return 0
     try:
-        p = plan(key, args.count)
+        p = (plan_redo if args.redo else plan)(key, args.count)
     except UndoError as e:
         print(f"bantam undo: {e}", file=sys.stderr)
         return 1
     print("\n".join(p.lines()))
     force = args.force
     if p.conflicts and not force and not args.yes and asks():
-        force = confirm(f"{len(p.conflicts)} file(s) changed since the turn; overwrite them too? [y/N] ")
-    elif not p.conflicts and not (args.yes or force or not asks() or confirm("undo? [y/N] ")):
+        force = confirm(f"{len(p.conflicts)} file(s) changed since the {'undo' if p.redo else 'turn'}; "
+                        "overwrite them too? [y/N] ")
+    elif not p.conflicts and not (args.yes or force or not asks() or confirm(f"{word}? [y/N] ")):
         print("bantam undo: nothing changed", file=sys.stderr)
         return 1
     return carry_out(p, force)
-
-
-def redo(key: str, args: argparse.Namespace) -> int:
-    if not redoable(key, Store()):
-        print(f"bantam undo: nothing to redo in {key} (no turn was undone since the last one that changed files)",
-              file=sys.stderr)
-        return 0
-    try:
-        p = plan_redo(key, args.count)
-    except UndoError as e:
-        print(f"bantam undo: {e}", file=sys.stderr)
-        return 1
-    print("\n".join(p.lines()))
-    if not (args.yes or args.force or not asks() or confirm("redo? [y/N] ")):
-        print("bantam undo: nothing changed", file=sys.stderr)
-        return 1
-    return carry_out(p, args.force)
 
 
 def carry_out(p: Plan, force: bool) -> int:
