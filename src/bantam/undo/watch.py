@@ -13,13 +13,16 @@ below it changed) it says so and the caller scans the whole folder, as without a
 """
 from __future__ import annotations
 
-import ctypes
 import dataclasses
 import os
 import stat
 import struct
+from typing import TYPE_CHECKING
 
 from .store import Manifest, Rules, Scanner, Store, git_read
+
+if TYPE_CHECKING:
+    import ctypes
 
 # inotify(7): what a watch reports, and what the events carry
 CHANGES = 0x2 | 0x4 | 0x8 | 0x40 | 0x80 | 0x100 | 0x200  # modify, attrib, close_write, moved_from/to, create, delete
@@ -29,6 +32,7 @@ EVENT = struct.Struct("iIII")  # wd, mask, cookie, length of the name that follo
 
 
 def _libc() -> ctypes.CDLL | None:
+    import ctypes  # here: only a turn that changes files needs it, not every start of bantam
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.inotify_init1, libc.inotify_add_watch  # noqa: B018 (present: Linux)
@@ -66,6 +70,7 @@ class Watch(Scanner):
         full = os.fsencode(self.rules.folder / rel if rel else self.rules.folder)
         wd = self.libc.inotify_add_watch(self.file.fileno(), full, CHANGES | ONLYDIR | DONT_FOLLOW)
         if wd < 0:
+            import ctypes
             raise OSError(ctypes.get_errno(), f"cannot watch {rel or '.'}")
         self.paths[wd] = rel
 
