@@ -34,7 +34,7 @@ from .commands import trust_project
 from .errors import BantamError, ConfigError, LimitReached, ProviderError, ToolError
 from .events import Done, Error, Notice, Usage, quiet
 from .envpolicy import user_env
-from .mcp.cli import mcp_command
+from .mcpserve.cli import mcp_command
 from .providers import ModelFacts, context_window_later, make_provider
 from .render import Renderer
 from .sanitize import terminal_safe

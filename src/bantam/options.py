@@ -48,7 +48,7 @@ SUBCOMMANDS: dict[str, Subcommand] = {
     "config": Subcommand("bantam.commands:config_main"),
     "sessions": Subcommand("bantam.commands:sessions_main", (), ("list", "show", "export", "delete")),
     "completion": Subcommand("bantam.commands:completion_main", (), ("bash", "zsh", "fish")),
-    "mcp": Subcommand("bantam.mcp.cli:main", COMMON, ("serve", "list", "trust")),
+    "mcp": Subcommand("bantam.mcpserve.cli:main", COMMON, ("serve", "list", "trust")),
     "acp": Subcommand("bantam.acp:main"),
     "trust": Subcommand("bantam.commands:trust_main", (), ("list", "revoke")),
     "undo": Subcommand("bantam.undo.cli:main", ("--thread",)),

@@ -126,7 +126,7 @@ def sandbox(chat: EditorSession, arg: str) -> None:
 def mcp(chat: EditorSession, arg: str) -> None:
     if arg == "trust":
         return trust(chat, "")
-    from ..mcp.cli import mcp_command
+    from ..mcpserve.cli import mcp_command
     chat.show(mcp_command(arg, chat.cfg, chat.session.toolbox))
     return None
 

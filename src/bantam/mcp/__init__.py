@@ -1,4 +1,5 @@
-"""MCP, both ways: tools from Model Context Protocol servers, and bantam served as one.
+"""The MCP client: tools, resources and prompts from Model Context Protocol servers (bantam
+served as one, `bantam mcp`, is the front end bantam.mcpserve).
 
     servers.py  which servers: ~/.config/bantam/mcp.json and a trusted .mcp.json (no SDK import)
     cache.py    each server's tool list from its last start, keyed by its configuration's hash
@@ -8,8 +9,6 @@
     resources.py  the read_resource tool, and `@server:uri` in what the user types
     prompts.py  each server's prompts as slash commands /server:prompt
     results.py  what a server answers (a tool result, a resource, a prompt) as text
-    serve.py    `bantam mcp`: bantam's tools and a run_task tool over stdio
-    cli.py      `bantam mcp [serve|list|trust]`
 
 The SDK (`pip install 'bantam[mcp]'`) is imported only when an MCP file exists, so a run
 without one pays two stat calls; and then in a background thread, as the servers start, so the

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..options import Parser
 from ..sanitize import visible
-from . import need_sdk, servers
+from ..mcp import need_sdk, servers
 
 
 def main(argv: list[str]) -> int:
@@ -44,7 +44,7 @@ def listing(enabled: bool, start: bool, directory: str | os.PathLike) -> str:
     lines = []
     if selection.servers and start:
         need_sdk()
-        from .hub import hub
+        from ..mcp.hub import hub
         hub().connect(selection.servers)
     known = _connections()
     for name, spec in selection.servers.items():
@@ -52,7 +52,7 @@ def listing(enabled: bool, start: bool, directory: str | os.PathLike) -> str:
         state = c.state if c else "not started"
         lines.append(f"{visible(name)}  [{visible(state)}]  {visible(spec.describe())}  ({visible(spec.source)})")
         if c:
-            from .tools import tool_name
+            from ..mcp.tools import tool_name
             lines += [f"    {visible(tool_name(name, t.name))}" for t in c.tools]
             lines += [f"    /{visible(name)}:{visible(p.name)}" for p in c.prompts]
     for name, spec in selection.untrusted.items():
@@ -67,7 +67,7 @@ def listing(enabled: bool, start: bool, directory: str | os.PathLike) -> str:
 def _connections() -> dict:
     if "bantam.mcp.hub" not in sys.modules:  # nothing was started in this process
         return {}
-    from .hub import _hub
+    from ..mcp.hub import _hub
     return dict(_hub.connections) if _hub else {}
 
 
