@@ -9,6 +9,7 @@ import hashlib
 import json
 import os
 import random
+import shutil
 import signal
 import stat
 import subprocess
@@ -324,6 +325,23 @@ def test_a_turn_cut_by_sigkill_mid_command_can_be_undone(home, server):
     assert r.returncode == 0, r.stdout + r.stderr
     assert state(home) == before
     assert not list((home.parent / "home" / ".bantam" / "undo" / "turns").glob("*/*.base.json"))
+
+
+def test_a_cut_turn_whose_folder_is_gone_keeps_what_its_finished_calls_found(home, tmp_path):
+    store, work = Store(tmp_path / "store"), home / "w"
+    work.mkdir()
+    guard = UndoGuard("thread-c", work, store=store)
+    guard.before_request([{"role": "user", "content": "go"}])
+    guard.before_call("shell_exec", "{}")
+    (work / "a").write_text("a")
+    guard.after_call("shell_exec", "{}", Outcome("ok"))
+    guard.before_call("shell_exec", "{}")  # the second call is cut: no after_call comes
+    (work / "b").write_text("b")
+    assert guard.hold is not None
+    guard.hold.close()  # as when its process dies: the turn's lock goes with it
+    shutil.rmtree(work)
+    [record] = undoable("thread-c", store)
+    assert list(record["changes"]) == ["a"] and not record["running"]
 
 
 def test_bantams_own_store_inside_the_workspace_is_never_recorded(home, monkeypatch):

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import IO
 
-from .store import Manifest, Store, same, sync_dir
+from .store import Manifest, Store, TooLarge, same, sync_dir
 
 TMP_AGE = 3600.0  # a temporary file this old in the store was left by a killed process
 SCAN_AGE = 86400.0  # a folder's scan is kept this long even before a record names it (a turn just begun)
@@ -116,14 +116,23 @@ def finish_cut(store: Store) -> None:
                 path = base.with_name(base.name.replace(".base", ""))
                 doc = store.read_json(path)
                 if doc is not None and doc.get("running"):
-                    before = (store.read_json(base) or {}).get("entries", {})
-                    doc["changes"], doc["running"] = changes(before, store.scan(Path(doc["folder"]))), False
+                    found = changes_since(store, base, Path(doc["folder"]))
+                    doc["changes"], doc["running"] = doc["changes"] if found is None else found, False
                     save_record(store, doc)
                 if doc is not None and not doc.get("changes"):
                     path.unlink(missing_ok=True)
                 base.unlink(missing_ok=True)
         except (BlockingIOError, FileNotFoundError):
             continue  # a live turn's, or another process finished it first
+
+
+def changes_since(store: Store, base: Path, folder: Path) -> dict[str, list] | None:
+    """What changed in `folder` since the scan in `base`; None when that cannot be told (the
+    folder is gone or cannot be scanned): the record keeps what its finished calls found."""
+    try:
+        return changes((store.read_json(base) or {}).get("entries", {}), store.scan(folder)) if folder.is_dir() else None
+    except (TooLarge, OSError):
+        return None
 
 
 def save_record(store: Store, doc: dict) -> None:
