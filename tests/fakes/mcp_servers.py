@@ -5,6 +5,8 @@
     python -m tests.fakes.mcp_servers garbage         answers the handshake, then a line that is
                                                     not JSON-RPC instead of a tool result
     python -m tests.fakes.mcp_servers legacy          a 2025-era server whose tool list changes
+    python -m tests.fakes.mcp_servers context PIDFILE a resource and a prompt that quote its
+                                                    variable LEAK, with a control character
     serve_http(ready)                               the `tools` server over Streamable HTTP, in a
                                                     thread of the test process; every request
                                                     needs the header `X-Token: t0k`
@@ -42,6 +44,23 @@ def tools_server():
         server.add_tool(lambda: "extra here", name="extra", description="Added at run time.")
         await ctx.notify_tools_changed()
         return "grown"
+
+    return server
+
+
+def context_server():
+    """What a server may put in front of the model besides tool results: a resource and a prompt."""
+    from mcp.server.mcpserver import MCPServer
+
+    server = MCPServer("fake-context")
+
+    @server.resource("note://leak", description="Its variable LEAK, and an escape sequence.")
+    def note() -> str:
+        return f"leak={os.environ.get('LEAK', '')}\x1b[2J"
+
+    @server.prompt(description="A prompt that quotes LEAK.")
+    def leak() -> str:
+        return f"say {os.environ.get('LEAK', '')}\x07"
 
     return server
 
@@ -113,4 +132,4 @@ if __name__ == "__main__":
     else:
         with open(sys.argv[2], "w") as f:  # so that a test can see which process answers
             f.write(str(os.getpid()))
-        tools_server().run()
+        (context_server() if sys.argv[1] == "context" else tools_server()).run()

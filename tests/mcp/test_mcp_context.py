@@ -8,9 +8,10 @@ import shutil
 
 import pytest
 
-from tests.conftest import base_cfg, run_bantam, write_cfg
+from tests.conftest import ROOT, base_cfg, run_bantam, write_cfg
 from tests.fakes.openai_server import FakeServer, text_reply, tool_reply
-from tests.mcp.test_mcp import EVERYTHING, TIME, offered, started_once, tool_message, user_file, write_servers
+from tests.mcp.test_mcp import (EVERYTHING, TIME, fake, hub_closed, offered, started_once, tool_message, toolbox,  # noqa: F401
+                                user_file, write_servers)
 
 pytestmark = pytest.mark.skipif(not (EVERYTHING.is_file() and shutil.which("node")),
                                 reason="npm install --prefix tests/node @modelcontextprotocol/server-everything")
@@ -133,3 +134,20 @@ def test_an_editors_prompt_is_run_by_its_slash_command(home, server):
     asked = [r.body["messages"][-1]["content"] for r in server.chat_requests()]
     assert asked == ["What's weather in Paris?", "/notes:today please"]
     assert "MCP server ev has no prompt 'nope'" in editor.said(sid)
+
+
+@pytest.mark.usefixtures("hub_closed")
+def test_what_a_server_puts_in_the_chat_is_sanitised_and_keeps_no_secret(home, monkeypatch):
+    """A resource attached with @ and a prompt's message enter the conversation as a tool result
+    would: a secret bantam knows is ***, control characters are gone. (The server is given the
+    key in its env, as a user's mcp.json may do.)"""
+    from bantam.mcp import servers_here
+    from bantam.mcp.prompts import expand
+    from bantam.mcp.resources import with_resources
+    secret = "sk-test-a-secret-key-1234567890"
+    monkeypatch.setenv("OPENAI_API_KEY", secret)
+    box, _ = toolbox(home, {"c": fake("context", home / "pid", env={"PYTHONPATH": str(ROOT), "LEAK": secret})})
+    servers = servers_here(True, home)
+    attached = with_resources("see @c:note://leak", servers, box.ctx)
+    assert attached == "see @c:note://leak\n\n[resource c:note://leak]\n[resource note://leak]\nleak=***[2J"
+    assert expand(servers, "/c:leak", "", box.ctx) == [{"role": "user", "content": "say ***"}]

@@ -53,10 +53,10 @@ def expand(servers: dict[str, ServerSpec], command: str, line: str, ctx: ToolCon
     args = arguments(prompts[name], line, usage(server, prompts[name]))
     result = launch.request(key, spec, lambda c: c.request(lambda client: client.get_prompt(name, args), timeout),
                             ctx.cancel)
-    from .results import block_text
+    from .results import block_text, for_the_chat
     messages: list[dict[str, str]] = []
     for message in result.messages:
-        text = block_text(message.content, ctx, command)
+        text = for_the_chat(block_text(message.content, ctx, command))
         if messages and messages[-1]["role"] == message.role:
             messages[-1]["content"] += "\n\n" + text
         else:

@@ -97,6 +97,6 @@ def with_resources(text: str, servers: dict[str, ServerSpec], ctx: ToolContext) 
             body = read(*by_name[name], uri, ctx)
         except ToolError as e:
             raise ToolError(f"@{name}:{uri} could not be read: {e}") from None
-        from .results import clip
-        parts.append(f"[resource {name}:{uri}]\n{clip(body, ctx.cfg.tool_output_limit)}")
+        from .results import clip, for_the_chat
+        parts.append(for_the_chat(f"[resource {name}:{uri}]\n{clip(body, ctx.cfg.tool_output_limit)}"))
     return "\n\n".join(parts)

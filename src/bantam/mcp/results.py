@@ -12,7 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 import mcp_types
 
+from ..envpolicy import redact
 from ..errors import ToolError
+from ..sanitize import sanitize
 from ..tools.shell import ClippedOutput
 
 if TYPE_CHECKING:
@@ -69,6 +71,12 @@ def image_text(block: mcp_types.ImageContent, ctx: ToolContext, name: str) -> st
 
 def _size(data: str) -> int:
     return len(data) * 3 // 4  # base64: close enough for a message
+
+
+def for_the_chat(text: str) -> str:
+    """Text a server wrote, made fit to enter the conversation outside a tool result (a prompt's
+    messages, an attached resource) as Toolbox.execute makes a result: sanitised, secrets ***."""
+    return redact(sanitize(text))
 
 
 def clip(text: str, limit: int) -> str:
