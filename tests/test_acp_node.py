@@ -311,7 +311,7 @@ def test_the_terminals_slash_commands_are_offered_and_run_from_its_table(home):
     names = [c["name"] for c in offered["availableCommands"]]
     terminal = {usage.removeprefix("/").split()[0].rstrip(",") for usage, _ in COMMANDS}
     assert set(names) <= terminal and len(names) == len(set(names))
-    assert {"compact", "clear", "model", "models", "undo", "rewind", "sandbox", "mcp", "trust", "list",
+    assert {"compact", "clear", "model", "models", "undo", "redo", "rewind", "sandbox", "mcp", "trust", "list",
             "help"} == set(names)
     sandbox = {c["name"]: c for c in offered["availableCommands"]}["sandbox"]
     assert "input" not in sandbox  # it shows the boundary here; the mode picker changes it

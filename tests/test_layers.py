@@ -13,6 +13,7 @@ Run as a script, it prints every violation: `python tests/test_layers.py`.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -256,3 +257,35 @@ def test_loading_the_configuration_imports_nothing_above_it(tmp_path: Path) -> N
 if __name__ == "__main__":
     for line in unplaced() + upward() + package_cycles():
         print(line)
+
+
+def test_the_architecture_page_draws_every_layer_as_the_table_has_it():
+    """docs/architecture.md's drawing of the layers names every entry of LAYERS on its layer's
+    lines, and its source tree names every module and package, so the page describes the structure
+    as it is (a module added, moved or renamed fails here until the page says so)."""
+    page = (SRC.parent / "docs" / "architecture.md").read_text()
+    drawing = page.split("## Layers", 1)[1].split("```")[1]
+    rows: dict[str, str] = {}
+    label = ""
+    for line in drawing.splitlines():
+        head = line[:13].strip()
+        if head and head != "│" and not head.startswith("support"):
+            label = head
+        rows[label] = rows.get(label, "") + " " + line[13:]
+    rows["frontend-support"] = rows.pop("frontend-", "")
+    missing = []
+    for layer, names in LAYERS:
+        for name in names:
+            short = name.removeprefix("bantam.").replace(".", "/")
+            if name == "bantam":
+                short = "bantam/__init__.py"
+            if not re.search(rf"(?<![\w/]){re.escape(short)}(?![\w])", rows.get(layer, "")):
+                missing.append(f"{short} (layer {layer})")
+    assert missing == [], missing
+    tree = page.split("## Source tree", 1)[1].split("```")[1]
+    for path in sorted((SRC / "bantam").iterdir()):
+        if path.name.startswith("__") and path.name != "__init__.py" or path.name == "__pycache__":
+            continue
+        shown = path.name + ("/" if path.is_dir() else "")
+        if shown != "__init__.py":
+            assert shown in tree, f"{shown} is not in docs/architecture.md's source tree"
