@@ -32,10 +32,10 @@ from . import __version__, compact, config, session, sessions, undo
 from .approval import YES_NO, Approvals, Read, boundary_words, remembered, terminal_ask
 from .commands import trust_project
 from .errors import BantamError, ConfigError, LimitReached, ProviderError, ToolError
-from .events import Done, Error, Notice, Usage, quiet
+from .events import Done, Error, Event, Notice, Usage, quiet
 from .envpolicy import user_env
 from .mcpserve.cli import mcp_command
-from .providers import ModelFacts, context_window_later, make_provider
+from .providers import ModelFacts, context_window_later
 from .render import Renderer
 from .sanitize import terminal_safe
 from .tools.shell import run_shell
@@ -109,19 +109,23 @@ class Conversation:
         self.messages = [self.system()]
 
     def configure(self, cfg: config.Config) -> None:
-        """A new configuration (at start, /cfg, /trust): a new provider, renderer and session."""
-        self.cfg = cfg
-        self.provider = make_provider(cfg)
+        """A new configuration (at start, /cfg, /trust): a new session (Session.with_config: the
+        same folder, approvals and /tmp, a provider for the new settings) and a renderer for its
+        model; the conversation's cost goes on."""
+        before: session.Session | None = getattr(self, "session", None)
+        self.session = before.with_config(cfg, undo=self.undo_key()) if before is not None else \
+            session.build(cfg, self.folder, on_event=self.rendered, approvals=self.approvals, undo=self.undo_key())
+        assert self.session.provider is not None  # built with a model
+        self.cfg, self.provider, self.toolbox = cfg, self.session.provider, self.session.toolbox
         self.window = context_window_later(self.provider, cfg)
         spent = getattr(getattr(self, "render", None), "session_cost", 0.0)
         self.render: Renderer = self.make_renderer(cfg, self.window)
         if hasattr(self.render, "session_cost"):
             self.render.session_cost = spent  # a new model or endpoint: the session's cost goes on
-        before: session.Session | None = getattr(self, "session", None)
-        tmp = before.toolbox.ctx.tmp if before is not None else None  # one /tmp for the whole conversation
-        self.session = session.build(cfg, self.folder, on_event=self.render, provider=self.provider,
-                                     approvals=self.approvals, undo=self.undo_key(), tmp=tmp)
-        self.toolbox = self.session.toolbox
+
+    def rendered(self, event: Event) -> None:
+        """The session's events go to the renderer of the current configuration."""
+        self.render(event)
         if self.messages:
             self.messages[0] = self.system()
 
