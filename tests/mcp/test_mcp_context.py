@@ -134,6 +134,12 @@ def test_an_editors_prompt_is_run_by_its_slash_command(home, server):
     asked = [r.body["messages"][-1]["content"] for r in server.chat_requests()]
     assert asked == ["What's weather in Paris?", "/notes:today please"]
     assert "MCP server ev has no prompt 'nope'" in editor.said(sid)
+    # the server's prompts join the commands the editor lists (its servers start with the session,
+    # so from the first list on), beside the terminal's; the list is sent again only when it changes
+    offered = [[c.name for c in u.available_commands] for u in editor.of(sid, "available_commands_update")]
+    assert len(offered) == 1 and {"ev:args-prompt", "undo", "help"} <= set(offered[0])
+    hints = {c.name: c.input for u in editor.of(sid, "available_commands_update") for c in u.available_commands}
+    assert "CITY" in json.dumps(hints["ev:args-prompt"].model_dump() if hints["ev:args-prompt"] else {})
 
 
 @pytest.mark.usefixtures("hub_closed")

@@ -34,6 +34,22 @@ WHAT = {"rewind": "take back the file changes of the last N turns and the conver
         "sandbox": "the boundary around the model's commands, and when you are asked (the mode changes it)"}
 
 
+def offer(chat: "EditorSession") -> None:
+    """Tell the editor the commands this session offers when they changed: the terminal's it runs
+    (offered), then `/server:prompt` for each prompt of its running MCP servers (the user's and
+    the editor's), which come as the servers start, so this is asked again after every turn."""
+    from ..mcp import servers_here
+    from ..mcp.prompts import commands as prompt_rows
+    found = offered()
+    servers = {**servers_here(chat.cfg.mcp, chat.folder), **chat.servers()}
+    for usage, what in prompt_rows(servers):
+        name, _, hint = usage.removeprefix("/").partition(" ")
+        found.append({"name": name, "description": what, **({"input": {"hint": hint}} if hint else {})})
+    if found != chat.commands_offered:
+        chat.commands_offered = found
+        chat.update({"sessionUpdate": "available_commands_update", "availableCommands": found})
+
+
 def offered() -> list[dict]:
     """The terminal's commands that run here, as the editor lists them (name, what, hint)."""
     from ..conversation import COMMANDS

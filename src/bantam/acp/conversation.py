@@ -76,6 +76,7 @@ class EditorSession:
         self.usage: Any = None
         self.early: list[str] = []      # notices from before the client knows this session
         self.announced = False
+        self.commands_offered: list[dict] = []  # as the editor was last told (commands.offer)
         # the person at the editor approves; "always" lasts for this session, across /model
         self.approvals = Approvals(ask=self.ask)
         self.log = sessions.SessionLog(session_id, folder)
@@ -208,7 +209,7 @@ class EditorSession:
     def announce(self) -> None:
         """After the client has the session's id: the commands, and what was said while building."""
         self.announced = True
-        self.update({"sessionUpdate": "available_commands_update", "availableCommands": commands.offered()})
+        commands.offer(self)
         for message in self.early:
             self.update(updates.text("agent_message_chunk", f"bantam: {message}\n\n"))
         self.early.clear()
@@ -232,6 +233,7 @@ class EditorSession:
             if sent is None:
                 return {"stopReason": "end_turn"}
             stop = self.turn(sent)
+            commands.offer(self)  # the prompts of MCP servers that started during the turn
             result: dict[str, Any] = {"stopReason": "cancelled" if self.cancelled.is_set() else stop}
             if self.usage is not None:
                 u = self.usage
