@@ -52,22 +52,22 @@ def median_time(fn, reps: int) -> float:
 
 
 def measure(n: int, reps: int) -> list[str]:
-    from bantam import compact, sessions
+    from bantam import compact, transcripts
     from bantam.config import Config
     from bantam.providers.openai import OpenAIProvider
     messages = conversation(n)
     step = [{"role": "user", "content": "one more"}, {"role": "assistant", "content": "ok"}]
-    autosave = sessions.Autosave()
+    autosave = transcripts.Autosave()
     autosave(messages)
-    size = sessions.path_of(autosave.id).stat().st_size
+    size = transcripts.path_of(autosave.id).stat().st_size
 
     def save_step() -> None:  # what the terminal does after each step of a turn
         messages.extend(step)
         autosave(messages)
     per_step = median_time(save_step, reps)
-    rewrite = median_time(lambda: sessions.save("scale", messages), reps)  # /clear, compaction, /save
-    load = median_time(lambda: sessions.load(autosave.id), reps)
-    thread = sessions.Thread(f"scale{n}")
+    rewrite = median_time(lambda: transcripts.save("scale", messages), reps)  # /clear, compaction, /save
+    load = median_time(lambda: transcripts.load(autosave.id), reps)
+    thread = transcripts.Thread(f"scale{n}")
     thread.checkpoint(messages)
 
     def append() -> None:
@@ -77,7 +77,7 @@ def measure(n: int, reps: int) -> list[str]:
     with FakeServer([text_reply("summary of it all") for _ in range(reps)]) as server:
         provider = OpenAIProvider(Config(endpoint=server.url, model="test-model"))
         compaction = median_time(lambda: compact.compact(provider, list(conversation(n)), (0,)), reps)
-    sessions.delete(autosave.id)
+    transcripts.delete(autosave.id)
     return [f"| {n} | {size // 1024} KB | {ms(load)} | {ms(per_step)} | {ms(rewrite)} | {ms(appended)} "
             f"| {ms(compaction)} |"]
 

@@ -141,7 +141,7 @@ def check_repl(directory: Path, recovers: bool) -> str | None:
     roles = [m["role"] for m in messages]
     if roles != ["user", "assistant"]:
         return f"session holds {roles}, wanted ['user', 'assistant']"
-    # a failed turn is closed by a marker (sessions.close_turn), never a partial answer
+    # a failed turn is closed by a marker (transcripts.close_turn), never a partial answer
     answer = str(messages[1].get("content"))
     closed = answer.startswith("[no answer")
     return None if closed != recovers else f"the answer kept is {answer[:80]!r}"

@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from bantam import sessions
+from bantam import transcripts
 from tests.conftest import base_cfg, run_bantam, write_cfg
 from tests.fakes.openai_server import FakeServer, text_reply, tool_reply, usage
 
@@ -117,8 +117,8 @@ def saved(home, session_id=None):
     messages = [{"role": "system", "content": "S"}, {"role": "user", "content": "what is 2+2?"},
                 {"role": "assistant", "content": "4"}]
     env = {**os.environ, "HOME": str(home.parent / "home")}
-    code = ("import sys; from bantam import sessions; "
-            f"sessions.save({session_id!r} or sessions.project_id(), {messages!r})")
+    code = ("import sys; from bantam import transcripts; "
+            f"transcripts.save({session_id!r} or transcripts.project_id(), {messages!r})")
     subprocess.run([sys.executable, "-c", code], cwd=home, env=env, check=True)
     return messages
 
@@ -149,7 +149,7 @@ def test_continue_resumes_the_project_session_in_one_shot_mode(home, server):
     assert r.returncode == 0 and r.stdout == "6\n", r.stderr
     sent = [m["content"] for m in server.chat_requests()[0].body["messages"][1:]]
     assert sent == ["what is 2+2?", "4", "and 3+3?"]
-    assert "6" in run_bantam("sessions", "show", sessions.project_id(home), cwd=home).stdout
+    assert "6" in run_bantam("sessions", "show", transcripts.project_id(home), cwd=home).stdout
 
 
 # --- completion -----------------------------------------------------------------------------------
@@ -299,7 +299,7 @@ def test_an_old_json_session_is_continued_listed_and_moved_to_json_lines(home, s
     write_cfg(home, **base_cfg(server))
     folder = home.parent / "home" / ".bantam" / "sessions"
     folder.mkdir(parents=True)
-    old = folder / f"{sessions.project_id(home)}.json"
+    old = folder / f"{transcripts.project_id(home)}.json"
     old.write_text(json.dumps({"id": old.stem, "summary": "arithmetic", "messages": [
         {"role": "system", "content": "S"}, {"role": "user", "content": "what is 2+2?"},
         {"role": "assistant", "content": "4"}]}))
@@ -318,10 +318,10 @@ def test_an_old_json_session_is_continued_listed_and_moved_to_json_lines(home, s
 def test_a_session_cut_off_mid_save_is_shown_with_a_notice(home, server):
     write_cfg(home, **base_cfg(server))
     saved(home)
-    path = home.parent / "home" / ".bantam" / "sessions" / f"{sessions.project_id(home)}.jsonl"
+    path = home.parent / "home" / ".bantam" / "sessions" / f"{transcripts.project_id(home)}.jsonl"
     with open(path, "ab") as f:  # what a crash in the middle of an append leaves behind
         f.write(b'{"role": "user", "content": "and 5+5')
-    shown = run_bantam("sessions", "show", sessions.project_id(home), cwd=home)
+    shown = run_bantam("sessions", "show", transcripts.project_id(home), cwd=home)
     assert shown.returncode == 0 and "what is 2+2?" in shown.stdout and "5+5" not in shown.stdout
     assert f"{path}:4: the last message was cut off" in shown.stderr
     server.add(text_reply("6"))

@@ -28,7 +28,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # batch's sessions compute in (the loop and the providers give theirs up while they wait).
     ("base", ("bantam.errors", "bantam.events", "bantam.kinds", "bantam.fsutil", "bantam.sanitize",
               "bantam.clip", "bantam.envpolicy", "bantam.trust", "bantam.seccomp", "bantam.reaper",
-              "bantam.sessions", "bantam.cache", "bantam.toolnames", "bantam.bundled", "bantam.slots")),
+              "bantam.transcripts", "bantam.cache", "bantam.toolnames", "bantam.bundled", "bantam.slots")),
     # What a session may do, decided before anything runs: the configuration, the sandbox
     # around commands, who approves what, the limits of a turn.
     ("settings", ("bantam.config", "bantam.sandbox", "bantam.approval", "bantam.limits")),

@@ -8,7 +8,7 @@ from pathlib import Path
 import pexpect
 import pytest
 
-from bantam.sessions import project_id
+from bantam.transcripts import project_id
 from tests.conftest import process_gone, base_cfg, wait_for, write_cfg
 from tests.fakes.openai_server import chunk, json_reply, sse, text_reply, tool_reply, usage
 

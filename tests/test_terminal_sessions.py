@@ -10,7 +10,7 @@ from pathlib import Path
 import pexpect
 import pytest
 
-from bantam import sessions
+from bantam import transcripts
 from tests.conftest import base_cfg, run_bantam, write_cfg
 from tests.fakes.openai_server import chunk, sse, text_reply
 from tests.test_repl import Term, session_file, session_records
@@ -65,7 +65,7 @@ def test_an_interrupted_prompt_is_closed_before_the_next_one(cfg, server):
     term.expect("Quick answer.")
     term.quit()
     # the model sees the first request as abandoned, not the second as its continuation
-    assert sent_messages(server, 1) == [("user", "tell me slowly"), ("assistant", sessions.INTERRUPTED),
+    assert sent_messages(server, 1) == [("user", "tell me slowly"), ("assistant", transcripts.INTERRUPTED),
                                         ("user", "now quickly")]
 
 
@@ -84,7 +84,7 @@ def test_a_failed_request_is_closed_too(cfg, server):
 def test_a_second_terminal_saves_under_a_name_of_its_own_and_never_replaces_the_first_ones(cfg, server):
     server.add(text_reply("answer one"), text_reply("answer two"), text_reply("the second's summary"),
                text_reply("answer three"), text_reply("answer four"))
-    own = f"{sessions.project_id(cfg)}-2"
+    own = f"{transcripts.project_id(cfg)}-2"
     first = Bantam(cfg)
     first.enter("first terminal")
     first.expect("answer one")
@@ -127,23 +127,23 @@ def test_continue_without_a_session_says_the_same_in_both_forms(cfg):
     one_shot = run_bantam("-c", "-p", "hi", cwd=cfg)
     assert terminal.returncode == one_shot.returncode == 2
     assert terminal.stderr == one_shot.stderr
-    assert sessions.NO_PROJECT_SESSION in terminal.stderr
+    assert transcripts.NO_PROJECT_SESSION in terminal.stderr
 
 
 def test_nothing_saved_reads_the_same_in_list_and_bantam_sessions(cfg):
     listed = run_bantam("sessions", cwd=cfg)
     assert listed.returncode == 0 and listed.stdout == ""  # the completion scripts read ids from stdout
-    assert sessions.NO_SESSIONS in listed.stderr
+    assert transcripts.NO_SESSIONS in listed.stderr
     term = Bantam(cfg)
     term.enter("/list")
-    term.expect(sessions.NO_SESSIONS)
+    term.expect(transcripts.NO_SESSIONS)
     term.enter("/continue")
-    term.expect(sessions.NO_PROJECT_SESSION)
+    term.expect(transcripts.NO_PROJECT_SESSION)
     assert term.quit() == 0
 
 
 def test_continue_resumes_without_offering_to_and_counts_agree(cfg, server):
-    sessions.save(sessions.project_id(cfg), [{"role": "system", "content": "old prompt"},
+    transcripts.save(transcripts.project_id(cfg), [{"role": "system", "content": "old prompt"},
                                              {"role": "user", "content": "what is 2+2?"},
                                              {"role": "assistant", "content": "4"}], project=cfg)
     server.add(text_reply("a summary"))

@@ -208,7 +208,7 @@ def dispatch(args: argparse.Namespace) -> int:
     words = args.words
     refuse_near_miss(words, args.prompt)  # before the configuration: a typo costs no request
     if args.thread is not None:
-        from .sessions import given_id
+        from .transcripts import given_id
         given_id(args.thread, "--thread")
     cfg = load_config(args)  # bad configuration stops every mode here, before anything runs
     if words[:1] == ["models"]:

@@ -12,7 +12,7 @@ import sys
 import time
 from typing import Any
 
-from . import config, sessions
+from . import config, transcripts
 from .errors import ConfigError
 from .options import SUBCOMMANDS, Parser
 from .sanitize import visible
@@ -62,7 +62,7 @@ def _implied(key: str, value: Any, cfg: config.Config) -> str:
 
 def sessions_main(argv: list[str]) -> int:
     parser = Parser(prog="bantam sessions", description="Saved sessions "
-                                     f"({sessions.sessions_dir()}): list, show, export to Markdown, delete.")
+                                     f"({transcripts.sessions_dir()}): list, show, export to Markdown, delete.")
     parser.add_argument("action", nargs="?", choices=("list", "show", "export", "delete"), default="list")
     parser.add_argument("id", nargs="?", help="a session id, or the start of one")
     parser.add_argument("-o", "--output", metavar="FILE", help="export: write here instead of stdout")
@@ -72,11 +72,11 @@ def sessions_main(argv: list[str]) -> int:
     if not args.id:
         raise ConfigError(f"bantam sessions {args.action}: which session? (bantam sessions lists them)")
     try:
-        session_id, messages = sessions.load(args.id, lambda text: print(f"bantam: {text}", file=sys.stderr))
-    except sessions.SessionError as e:
+        session_id, messages = transcripts.load(args.id, lambda text: print(f"bantam: {text}", file=sys.stderr))
+    except transcripts.SessionError as e:
         raise ConfigError(str(e).replace("; /list shows them", "; bantam sessions lists them")) from None
     if args.action == "delete":
-        sessions.delete(session_id)
+        transcripts.delete(session_id)
         print(f"deleted {session_id}", file=sys.stderr)
         return 0
     text = to_markdown(session_id, messages)
@@ -90,10 +90,10 @@ def sessions_main(argv: list[str]) -> int:
 
 
 def _list_sessions() -> int:
-    here = sessions.project_id()
-    listing = sessions.listing()
+    here = transcripts.project_id()
+    listing = transcripts.listing()
     if not listing:  # on stderr: the completion scripts read ids from stdout
-        print(sessions.NO_SESSIONS, file=sys.stderr)
+        print(transcripts.NO_SESSIONS, file=sys.stderr)
     for info in listing:
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(info.updated))
         mark = "*" if info.id == here else " "  # this project's autosave: bantam -c continues it

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from . import __version__, compact, config, session, sessions, undo
+from . import __version__, compact, config, session, transcripts, undo
 from .approval import YES_NO, Approvals, Read, boundary_words, remembered, terminal_ask
 from .commands import trust_project
 from .errors import BantamError, ConfigError, LimitReached, ProviderError, ToolError
@@ -96,7 +96,7 @@ class Conversation:
         self.folder = session.workspace(folder)
         self.ask, self.show, self.make_renderer = ask, show, renderer
         self.background_runs, self.shell_cancel, self.continue_hint = background_runs, shell_cancel, continue_hint
-        self.autosave = sessions.Autosave(self.folder, session_id)  # default: the project's session
+        self.autosave = transcripts.Autosave(self.folder, session_id)  # default: the project's session
         self.changed = False  # only a conversation this process touched is autosaved
         self.last_run: Path | None = None  # the controlled run this conversation started or resumed
         self.run_pause = threading.Event()   # set: the working run pauses at its next safe point
@@ -143,7 +143,7 @@ class Conversation:
         if self.cfg.embedded:
             self.say(config.embedded_notice(self.cfg))
         self.cmd_sandbox("")
-        if offer_continue and sessions.exists(self.autosave.id):
+        if offer_continue and transcripts.exists(self.autosave.id):
             self.say("this project has a saved conversation: " + self.continue_hint)
 
     # --- one input -------------------------------------------------------------------------
@@ -184,7 +184,7 @@ class Conversation:
         except KeyboardInterrupt:
             self.render.reset()
             self.say("interrupted")
-            return self.end_turn(sessions.INTERRUPTED)
+            return self.end_turn(transcripts.INTERRUPTED)
         except (ProviderError, LimitReached) as e:
             self.render(Error(message=str(e)))
             return self.end_turn(f"[no answer: {' '.join(str(e).split())[:300]}]")
@@ -192,8 +192,8 @@ class Conversation:
         self.offer_compaction(done.usage.context_tokens)
 
     def end_turn(self, unanswered: str) -> None:
-        """Save the turn, closed with `unanswered` if it has no answer (sessions.close_turn)."""
-        sessions.close_turn(self.messages, unanswered)
+        """Save the turn, closed with `unanswered` if it has no answer (transcripts.close_turn)."""
+        transcripts.close_turn(self.messages, unanswered)
         self.save_auto()
 
     def offer_compaction(self, tokens: int) -> None:
@@ -307,7 +307,7 @@ class Conversation:
             del self.messages[1 + p.cut:]  # the system prompt stays; the model forgets those turns
             self.changed = True
             self.save_auto()
-            self.say(f"undone; the conversation is back before that turn ({sessions.count(self.messages)} messages)")
+            self.say(f"undone; the conversation is back before that turn ({transcripts.count(self.messages)} messages)")
         else:
             self.say("undone (the conversation still remembers those turns; /rewind forgets them too)")
 
@@ -428,18 +428,18 @@ class Conversation:
     def cmd_save(self, arg: str) -> None:
         if not arg and self.autosave.claim():  # this process cannot save the project's session at all
             return self.say(self.autosave.other)
-        name = sessions.check_id(arg) if arg else self.autosave.name  # its own when another bantam holds it
+        name = transcripts.check_id(arg) if arg else self.autosave.name  # its own when another bantam holds it
         try:
             summary = compact.ask(self.provider, self.messages, compact.SUMMARY_PROMPT,
                                   self.cfg.retry_delays, quiet(self.render))
         except ProviderError as e:
             summary = ""
             self.say(f"no summary from the model ({e}); using the first request")
-        path = sessions.save(name, self.messages, summary=" ".join(summary.split())[:200],
+        path = transcripts.save(name, self.messages, summary=" ".join(summary.split())[:200],
                              model=self.cfg.model, secret=self.cfg.api_key, project=self.folder)
         if name == self.autosave.name:
             self.autosave.adopt()
-        self.say(f"saved {sessions.count(self.messages)} messages to {path}")
+        self.say(f"saved {transcripts.count(self.messages)} messages to {path}")
 
     def cmd_continue(self, arg: str) -> None:
         self.load(self.autosave.id)
@@ -454,22 +454,22 @@ class Conversation:
             if key == self.autosave.id:  # read by autosave itself, so that its next save appends
                 found, messages = key, self.autosave.resume(self.say)
             else:
-                found, messages = sessions.load(key, self.say)
-        except sessions.SessionError:
-            if key == self.autosave.id and not sessions.exists(key):
-                raise sessions.SessionError(sessions.NO_PROJECT_SESSION) from None
+                found, messages = transcripts.load(key, self.say)
+        except transcripts.SessionError:
+            if key == self.autosave.id and not transcripts.exists(key):
+                raise transcripts.SessionError(transcripts.NO_PROJECT_SESSION) from None
             raise
         if found == self.autosave.id:
             self.autosave.adopt()
         self.messages[:] = [self.system()] + [m for m in messages if m.get("role") != "system"]
         self.changed = True
         self.save_auto()
-        self.say(f"loaded {found}: {sessions.count(self.messages)} messages")
+        self.say(f"loaded {found}: {transcripts.count(self.messages)} messages")
 
     def cmd_list(self, arg: str) -> None:
-        rows = sessions.listing()
+        rows = transcripts.listing()
         if not rows:
-            self.show(sessions.NO_SESSIONS)
+            self.show(transcripts.NO_SESSIONS)
         for s in rows:
             mark = "*" if s.id == self.autosave.id else " "
             when = time.strftime("%Y-%m-%d %H:%M", time.localtime(s.updated))
@@ -477,7 +477,7 @@ class Conversation:
             self.show(f"{mark} {s.id}  {when}  {what}")
 
     def cmd_compact(self, arg: str) -> None:
-        before = sessions.count(self.messages)
+        before = transcripts.count(self.messages)
         if before <= 1:
             return self.say("nothing to compact yet")
         self.say("compacting the conversation: the model is asked for a summary (Ctrl+C stops it)")
@@ -485,7 +485,7 @@ class Conversation:
                         str(self.folder))
         self.changed = True
         self.save_auto()
-        self.say(f"compacted {before} messages into {sessions.count(self.messages)}")
+        self.say(f"compacted {before} messages into {transcripts.count(self.messages)}")
 
     def save_auto(self) -> None:
         if not self.changed:

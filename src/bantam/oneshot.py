@@ -13,7 +13,7 @@ import threading
 from pathlib import Path
 from typing import IO, BinaryIO
 
-from . import loop, session, sessions
+from . import loop, session, transcripts
 from .compact import is_context_overflow
 from .config import FALLBACK_CONTEXT_WINDOW, Config, embedded_notice
 from .envpolicy import user_env
@@ -22,7 +22,7 @@ from .errors import ConfigError, LimitReached, ProviderError
 from .events import Done, Error, Notice, OnEvent
 from .providers import context_window_later, make_provider
 from .render import make_renderer
-from .sessions import Thread
+from .transcripts import Thread
 from .tools.shell import run_shell
 
 
@@ -56,14 +56,14 @@ def finished(turn: loop.Turn) -> int:
 def run_continue(cfg: Config, prompt: str, json_lines: bool = False) -> int:
     """`bantam -c -p TEXT`: one more turn of this folder's latest saved session (the project's, or
     one an editor made here), which is saved again."""
-    autosave = sessions.Autosave(here(), sessions.continued(here()))
+    autosave = transcripts.Autosave(here(), transcripts.continued(here()))
     provider = make_provider(cfg)
     render = make_renderer(cfg, json_lines, sys.stdout, sys.stderr, context_window_later(provider, cfg))
     try:
         history = autosave.resume(lambda text: render(Notice(message=text)))
-    except sessions.SessionError as e:
-        if not sessions.exists(autosave.id):
-            raise ConfigError(sessions.CONTINUE_NONE) from None
+    except transcripts.SessionError as e:
+        if not transcripts.exists(autosave.id):
+            raise ConfigError(transcripts.CONTINUE_NONE) from None
         raise ConfigError(f"bantam -c: {e}") from None
     def save(messages: list[dict]) -> None:  # a warning (another bantam saves it) is said, not dropped
         if warning := autosave(messages, model=cfg.model, secret=cfg.api_key):

@@ -12,7 +12,7 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import IO
 
-from . import session, sessions
+from . import session, transcripts
 from .commands import ask_trust
 from .config import Config
 from .conversation import Conversation
@@ -79,7 +79,7 @@ class Repl:
 
 def run_repl(flags: dict[str, str], resume: bool = False) -> int:
     """The terminal; `resume` (`bantam -c`): this folder's latest session, the project's or an editor's."""
-    session_id = sessions.continued(Path.cwd()) if resume else None
-    if session_id and not sessions.exists(session_id):  # as `bantam -c -p` says it
-        raise ConfigError(sessions.CONTINUE_NONE)
+    session_id = transcripts.continued(Path.cwd()) if resume else None
+    if session_id and not transcripts.exists(session_id):  # as `bantam -c -p` says it
+        raise ConfigError(transcripts.CONTINUE_NONE)
     return Repl(flags, session_id=session_id).run(resume)

@@ -19,8 +19,8 @@ from typing import Callable
 import httpx
 import pytest
 
-from bantam import sessions
-from bantam.sessions import project_id
+from bantam import transcripts
+from bantam.transcripts import project_id
 from tests.conftest import base_cfg, write_cfg
 from tests.fakes.openai_server import chunk, sse, text_reply, usage
 
@@ -227,7 +227,7 @@ def test_stop_pauses_a_controlled_run_and_resume_finishes_it(web, server):
 
 
 def test_sessions_are_listed_and_resumed(web, server):
-    sessions.save("earlier", [{"role": "system", "content": "s"}, {"role": "user", "content": "old question"},
+    transcripts.save("earlier", [{"role": "system", "content": "s"}, {"role": "user", "content": "old question"},
                               {"role": "assistant", "content": "old answer"}], summary="an older chat")
     rows = web.client.get("/api/sessions").json()
     assert [(r["id"], r["summary"], r["count"]) for r in rows] == [("earlier", "an older chat", 2)]

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from bantam import sessions
-from bantam.sessions import project_id
+from bantam import transcripts
+from bantam.transcripts import project_id
 from tests.conftest import base_cfg, write_cfg
 from tests.fakes.openai_server import chunk, sse, text_reply, tool_reply, usage
 from tests.web.test_web import WebServer, saved_messages
@@ -201,7 +201,7 @@ def test_images_text_and_reload_when_a_file_changes(page, web, tmp_path):
 
 
 def test_the_sessions_panel_resumes_a_terminal_session(page, web, server):
-    sessions.save("terminal-chat", [{"role": "system", "content": "s"},
+    transcripts.save("terminal-chat", [{"role": "system", "content": "s"},
                                     {"role": "user", "content": "What is 6 times 7?"},
                                     {"role": "assistant", "content": "42."}], summary="a sum from the terminal")
     page.click("#sessions-button")

@@ -10,7 +10,7 @@ import os
 import threading
 from pathlib import Path
 
-from bantam import sessions
+from bantam import transcripts
 from bantam.conversation import Conversation
 from bantam.repl import Repl
 from bantam.web.session import WebSession
@@ -74,6 +74,6 @@ def test_a_terminal_and_a_browser_conversation_side_by_side_keep_to_their_folder
         assert (folder / "where.txt").read_text().strip() == str(folder.resolve())
         runs = list((folder / "runs").iterdir())  # <folder>/runs, its workspace copied from <folder>/ws
         assert len(runs) == 1 and (runs[0] / "workspace" / "a.txt").read_text() == f"alpha of {name}\n"
-    mine = {s.project for s in sessions.listing()}  # each autosaved as its own folder's conversation
+    mine = {s.project for s in transcripts.listing()}  # each autosaved as its own folder's conversation
     assert {str(term.resolve()), str(web.resolve())} <= mine
     assert os.getcwd() == before and sorted(p.name for p in Path(before).iterdir()) == []

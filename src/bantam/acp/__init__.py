@@ -64,8 +64,8 @@ def protocol_fds() -> tuple[int, int]:
 
 
 def new_id() -> str:
-    """A saved session's id (sessions.VALID_ID): sortable by time, unique."""
-    from ..sessions import EDITOR_PREFIX
+    """A saved session's id (transcripts.VALID_ID): sortable by time, unique."""
+    from ..transcripts import EDITOR_PREFIX
     return f"{EDITOR_PREFIX}{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(4)}"
 
 
@@ -128,13 +128,13 @@ class Agent:
     def fork(self, params: dict) -> Later:
         """session/fork: a new session that starts with a copy of this one's conversation (the
         one in memory when it is open here, else the saved one); the two go on apart."""
-        from .. import sessions
+        from .. import transcripts
         source = self.sessions.get(params.get("sessionId"))  # type: ignore[arg-type]
         if source is not None:
             history = list(source.messages)
         else:
             try:
-                history = sessions.load(saved_id(params))[1]
+                history = transcripts.load(saved_id(params))[1]
             except SessionError as e:
                 raise RpcError(RESOURCE_NOT_FOUND, str(e)) from None
         chat = self.start(new_id(), folder_of(params), params)
@@ -195,9 +195,9 @@ class Agent:
 
     def list(self, params: dict) -> dict:
         """The saved sessions made through ACP (those of a folder, when `cwd` is given)."""
-        from .. import sessions
+        from .. import transcripts
         cwd = params.get("cwd")
-        found = [s for s in sessions.listing() if s.id.startswith(sessions.EDITOR_PREFIX) and not s.problem
+        found = [s for s in transcripts.listing() if s.id.startswith(transcripts.EDITOR_PREFIX) and not s.problem
                  and (not cwd or s.project == cwd)]
         return {"sessions": [{"sessionId": s.id, "cwd": s.project, "title": s.summary[:80] or None,
                               "updatedAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(s.updated))}
@@ -215,10 +215,10 @@ def warm_up() -> None:
 
 
 def saved_id(params: dict) -> str:
-    from .. import sessions
+    from .. import transcripts
     session_id = params.get("sessionId")
-    if not isinstance(session_id, str) or not sessions.VALID_ID.match(session_id) \
-            or not sessions.path_of(session_id).is_file():
+    if not isinstance(session_id, str) or not transcripts.VALID_ID.match(session_id) \
+            or not transcripts.path_of(session_id).is_file():
         raise RpcError(RESOURCE_NOT_FOUND, f"no saved session {session_id!r}")
     return session_id
 

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from .. import compact, sessions, undo
+from .. import compact, transcripts, undo
 from ..errors import ProviderError
 from ..events import quiet
 from ..undo.restore import shown
@@ -156,10 +156,10 @@ def trust(chat: EditorSession, arg: str) -> None:
 
 
 def listing(chat: EditorSession, arg: str) -> None:
-    rows = sessions.listing()
+    rows = transcripts.listing()
     chat.show("\n".join(f"{'*' if s.id == chat.id else ' '} {s.id}  "
                         f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(s.updated))}  "
-                        f"{s.problem or f'{s.count} msgs  {s.summary}'}" for s in rows) or sessions.NO_SESSIONS)
+                        f"{s.problem or f'{s.count} msgs  {s.summary}'}" for s in rows) or transcripts.NO_SESSIONS)
 
 
 def help_(chat: EditorSession, arg: str) -> None:

@@ -34,7 +34,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from .. import config, mcp, session, sessions, undo
+from .. import config, mcp, session, transcripts, undo
 from ..approval import Approvals, Request, Verdict
 from ..errors import BantamError, LimitReached, OutputLimitReached, ToolError
 from ..events import Error, Event, Notice, Reasoning, RequestStarted, Retry, Text, ToolCall, ToolResult, UsageReport
@@ -79,7 +79,7 @@ class EditorSession:
         self.commands_offered: list[dict] = []  # as the editor was last told (commands.offer)
         # the person at the editor approves; "always" lasts for this session, across /model
         self.approvals = Approvals(ask=self.ask)
-        self.log = sessions.SessionLog(session_id, folder)
+        self.log = transcripts.SessionLog(session_id, folder)
         self.messages: list[dict] = []
         self.configure(first=True)
         self.running_session = self.session
@@ -276,21 +276,21 @@ class EditorSession:
             self.running_session = self.session  # a mode or model chosen meanwhile is the next turn's
             done = self.running_session.run(self.messages, lambda _: self.save())
         except KeyboardInterrupt:  # cancelled: the unfinished step is gone, the rest is kept
-            unanswered = sessions.INTERRUPTED
+            unanswered = transcripts.INTERRUPTED
             return "cancelled"
         except LimitReached as e:
             unanswered = f"[no answer: {e}]"
             self.say(str(e))
             return "max_tokens" if isinstance(e, OutputLimitReached) else "max_turn_requests"
         except BantamError as e:
-            unanswered = sessions.INTERRUPTED if self.cancelled.is_set() else f"[no answer: {e}]"
+            unanswered = transcripts.INTERRUPTED if self.cancelled.is_set() else f"[no answer: {e}]"
             if isinstance(content, list) and not self.cancelled.is_set():  # a model that takes no
                 asked["content"] = without_images(content, e)  # images: not sent again next turn
             if self.cancelled.is_set():  # a response whose socket cancel shut
                 return "cancelled"
             raise RpcError(INTERNAL_ERROR, str(e)) from None
         finally:
-            sessions.close_turn(self.messages, unanswered)  # the next prompt is not this one's continuation
+            transcripts.close_turn(self.messages, unanswered)  # the next prompt is not this one's continuation
             self.save()
         if done.finish_reason in CUT:
             return "max_tokens"

@@ -62,7 +62,7 @@ def thread_id(namespace: str, key: str) -> str:
 
 
 def thread_file(tid: str, suffix: str) -> Path:
-    from ..sessions import threads_dir
+    from ..transcripts import threads_dir
     return threads_dir() / f"{tid}{suffix}"
 
 
@@ -587,7 +587,7 @@ def _opened_path(fd: int, folder: str) -> str:
 
 def answer_task(task: Task, cfg: Any, provider: Any, tid: str, folder: Path, log: IO[str],
                 cancel: threading.Event, started: float) -> dict[str, Any]:
-    from ..sessions import Thread
+    from ..transcripts import Thread
     from ..tools.spawn import read_report
     tally = Tally()
     text = final_text(cfg, provider, task, tid, tally, folder, log, cancel)
@@ -607,7 +607,7 @@ def final_text(cfg: Any, provider: Any, task: Task, tid: str, tally: "Tally", fo
     from ..config import FALLBACK_CONTEXT_WINDOW
     from ..oneshot import answer
     from ..render import make_renderer
-    from ..sessions import Thread
+    from ..transcripts import Thread
     from ..tools.spawn import instructions
     history = Thread(tid).history()
     if history and history[-1]["role"] == "assistant":  # answered, but killed before the result was saved

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ..errors import ConfigError
 from ..options import Parser
-from ..sessions import given_id, project_id
+from ..transcripts import given_id, project_id
 from . import Store, apply, plan, plan_redo, redoable, session_key, thread_key, undoable
 from .restore import Plan, UndoError, shown
 

@@ -32,7 +32,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from .. import sessions, undo
+from .. import transcripts, undo
 from ..errors import ConfigError, NotJson
 from .files import MAX_TEXT, FileView, Refused, highlight
 from .session import WebSession
@@ -270,7 +270,7 @@ class Routes:
         mine = self.session.chat.autosave.id
         return JSONResponse([{"id": s.id, "updated": s.updated, "count": s.count, "summary": s.summary,
                               "project": s.project, "problem": s.problem, "current": s.id == mine}
-                             for s in sessions.listing()])
+                             for s in transcripts.listing()])
 
     def files(self, request: Request) -> Response:
         return JSONResponse([e.to_json() for e in self.workspace.listing()])

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from bantam import compact, sessions
+from bantam import compact, transcripts
 from bantam.errors import APIError
 from tests.fakes.openai_server import text_reply
 from tests.fakes.scripted import ScriptedProvider, text
@@ -23,19 +23,19 @@ def lines(path):
 
 
 def test_save_load_prefix_and_listing(home):
-    sessions.save("alpha-1", MESSAGES, summary="first", secret="sk-hide-me")
-    sessions.save("alpha-2", MESSAGES + [{"role": "user", "content": "key sk-hide-me"}])
-    sessions.save("beta", MESSAGES)
-    assert sessions.load("beta") == ("beta", MESSAGES[1:])  # the system prompt is rebuilt on load
-    assert sessions.load("alpha-1")[0] == "alpha-1"
-    with pytest.raises(sessions.SessionError, match="matches 2 sessions"):
-        sessions.load("alpha")
-    with pytest.raises(sessions.SessionError, match="no session matches"):
-        sessions.load("gamma")
-    rows = sessions.listing()
+    transcripts.save("alpha-1", MESSAGES, summary="first", secret="sk-hide-me")
+    transcripts.save("alpha-2", MESSAGES + [{"role": "user", "content": "key sk-hide-me"}])
+    transcripts.save("beta", MESSAGES)
+    assert transcripts.load("beta") == ("beta", MESSAGES[1:])  # the system prompt is rebuilt on load
+    assert transcripts.load("alpha-1")[0] == "alpha-1"
+    with pytest.raises(transcripts.SessionError, match="matches 2 sessions"):
+        transcripts.load("alpha")
+    with pytest.raises(transcripts.SessionError, match="no session matches"):
+        transcripts.load("gamma")
+    rows = transcripts.listing()
     assert [r.id for r in rows] == ["beta", "alpha-2", "alpha-1"]  # newest first
     assert rows[2].summary == "first" and rows[1].summary == "fix the bug" and rows[1].count == 3
-    folder = sessions.sessions_dir()
+    folder = transcripts.sessions_dir()
     assert folder.stat().st_mode & 0o777 == 0o700
     assert all(p.stat().st_mode & 0o777 == 0o600 for p in folder.iterdir())
     head, *messages = lines(folder / "alpha-1.jsonl")  # the file contract: a head, then the messages
@@ -43,30 +43,30 @@ def test_save_load_prefix_and_listing(home):
 
 
 def test_secret_never_written(home):
-    path = sessions.save("s", MESSAGES + [{"role": "user", "content": "my key is sk-hide-me"}], secret="sk-hide-me")
+    path = transcripts.save("s", MESSAGES + [{"role": "user", "content": "my key is sk-hide-me"}], secret="sk-hide-me")
     assert "sk-hide-me" not in path.read_text() and "***" in path.read_text()
 
 
 def test_unreadable_files_are_listed_not_lost(home):
-    folder = sessions.sessions_dir()
+    folder = transcripts.sessions_dir()
     folder.mkdir(parents=True)
     (folder / "broken.json").write_text("{not json")
     (folder / "wrong.json").write_text(json.dumps({"messages": "nope"}))
     (folder / "damaged.jsonl").write_text('{"session": "damaged"}\n{not json\n{"role": "user", "content": "x"}\n')
-    rows = {r.id: r for r in sessions.listing()}
+    rows = {r.id: r for r in transcripts.listing()}
     assert "not a readable session" in rows["broken"].problem and rows["wrong"].problem
     assert "damaged.jsonl:2: not a JSON object" in rows["damaged"].problem
-    with pytest.raises(sessions.SessionError, match="broken.json: not a readable session"):
-        sessions.load("broken")
-    with pytest.raises(sessions.SessionError, match="damaged.jsonl:2"):
-        sessions.load("damaged")
+    with pytest.raises(transcripts.SessionError, match="broken.json: not a readable session"):
+        transcripts.load("broken")
+    with pytest.raises(transcripts.SessionError, match="damaged.jsonl:2"):
+        transcripts.load("damaged")
     assert (folder / "broken.json").read_text() == "{not json"
     assert (folder / "damaged.jsonl").read_text().count("\n") == 3
 
 
 def test_autosave_refuses_to_overwrite_an_unreadable_file(home):
-    save = sessions.Autosave()
-    path = sessions.sessions_dir() / f"{save.id}.jsonl"
+    save = transcripts.Autosave()
+    path = transcripts.sessions_dir() / f"{save.id}.jsonl"
     path.parent.mkdir(parents=True)
     path.write_text("garbage\n{}\n")
     assert "will not overwrite" in save(MESSAGES)
@@ -79,9 +79,9 @@ def test_autosave_refuses_to_overwrite_an_unreadable_file(home):
 
 def test_autosave_appends_only_what_is_new(home):
     messages = list(MESSAGES)
-    save = sessions.Autosave()
+    save = transcripts.Autosave()
     save(messages)
-    path = sessions.sessions_dir() / f"{save.id}.jsonl"
+    path = transcripts.sessions_dir() / f"{save.id}.jsonl"
     before = path.read_bytes()
     inode = path.stat().st_ino
     messages += [{"role": "user", "content": "and the docs"}, {"role": "assistant", "content": "written"}]
@@ -92,7 +92,7 @@ def test_autosave_appends_only_what_is_new(home):
     save(messages)  # nothing new: nothing written
     assert path.read_bytes() == after
     # a later process continues it, and appends too
-    again = sessions.Autosave()
+    again = transcripts.Autosave()
     resumed = again.resume()
     assert resumed == messages[1:]
     resumed.append({"role": "user", "content": "thanks"})
@@ -103,9 +103,9 @@ def test_autosave_appends_only_what_is_new(home):
 
 def test_clear_and_compaction_rewrite_the_file_atomically(home):
     messages = list(MESSAGES)
-    save = sessions.Autosave()
+    save = transcripts.Autosave()
     save(messages)
-    path = sessions.sessions_dir() / f"{save.id}.jsonl"
+    path = transcripts.sessions_dir() / f"{save.id}.jsonl"
     inode = path.stat().st_ino
     messages[1:] = [{"role": "user", "content": "summary of it all"}]  # what compaction does
     save(messages)
@@ -119,54 +119,54 @@ def test_clear_and_compaction_rewrite_the_file_atomically(home):
 
 def test_a_torn_last_line_loses_only_that_message(home):
     messages = list(MESSAGES)
-    save = sessions.Autosave()
+    save = transcripts.Autosave()
     save(messages)
-    path = sessions.sessions_dir() / f"{save.id}.jsonl"
+    path = transcripts.sessions_dir() / f"{save.id}.jsonl"
     with open(path, "ab") as f:  # what a crash in the middle of an append leaves behind
         f.write(b'{"role": "user", "content": "half of it')
     notices = []
-    assert sessions.load(save.id, notices.append) == (save.id, MESSAGES[1:])
+    assert transcripts.load(save.id, notices.append) == (save.id, MESSAGES[1:])
     assert len(notices) == 1 and "cut off" in notices[0] and f"{path}:4" in notices[0]
     assert path.read_bytes().endswith(b"half of it")  # a reader never writes
     # the next autosave continues from the last whole message, and the file is whole again
-    fresh = sessions.Autosave()
+    fresh = transcripts.Autosave()
     messages.append({"role": "user", "content": "next"})
     fresh(messages)
     assert lines(path)[1:] == messages[1:]
 
 
 def test_two_writers_never_interleave(home):
-    first, second = sessions.Autosave(), sessions.Autosave()  # two terminals in one project
+    first, second = transcripts.Autosave(), transcripts.Autosave()  # two terminals in one project
     mine = list(MESSAGES)
     first(mine)
     theirs = [{"role": "system", "content": "S"}, {"role": "user", "content": "another task"}]
     second(theirs)
     mine.append({"role": "user", "content": "go on"})
     first(mine)  # the file is not what `first` left: it is rewritten whole, never appended to
-    path = sessions.sessions_dir() / f"{first.id}.jsonl"
+    path = transcripts.sessions_dir() / f"{first.id}.jsonl"
     assert lines(path)[1:] == mine[1:]
 
 
 def test_old_json_sessions_are_read_and_moved_to_json_lines(home):
-    folder = sessions.sessions_dir()
+    folder = transcripts.sessions_dir()
     folder.mkdir(parents=True)
-    save = sessions.Autosave()
+    save = transcripts.Autosave()
     old = folder / f"{save.id}.json"
     old.write_text(json.dumps({"id": save.id, "updated": 1.0, "summary": "old one", "messages": MESSAGES}))
     (folder / "named.json").write_text(json.dumps({"id": "named", "messages": MESSAGES}))
-    assert sessions.load("named") == ("named", MESSAGES[1:])
-    assert {r.id: r.summary for r in sessions.listing()} == {save.id: "old one", "named": "fix the bug"}
+    assert transcripts.load("named") == ("named", MESSAGES[1:])
+    assert {r.id: r.summary for r in transcripts.listing()} == {save.id: "old one", "named": "fix the bug"}
     messages = [{"role": "system", "content": "S"}, *save.resume()]
     messages.append({"role": "user", "content": "more"})
     save(messages)
     assert not old.exists() and lines(folder / f"{save.id}.jsonl")[1:] == messages[1:]
-    sessions.delete("named")
-    assert sessions.session_ids() == [save.id]
+    transcripts.delete("named")
+    assert transcripts.session_ids() == [save.id]
 
 
 def test_project_id_is_md5_of_the_directory(home):
     import hashlib
-    assert sessions.project_id(home) == hashlib.md5(str(home.resolve()).encode()).hexdigest()
+    assert transcripts.project_id(home) == hashlib.md5(str(home.resolve()).encode()).hexdigest()
 
 
 def test_compact_keeps_task_latest_request_and_rules(home):

@@ -1,4 +1,5 @@
-"""Conversations on disk.
+"""Conversations on disk (transcripts): saved sessions, the autosave, threads. The session builder,
+which assembles a live session, is session.py.
 
 Sessions (the terminal): `~/.bantam/sessions/<id>.jsonl`, JSON Lines: a head record
 (`{"session": id, "project": ..., "created": ..., "model": ..., "summary": ...}`), then one record
