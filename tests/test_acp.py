@@ -329,7 +329,7 @@ def test_session_new_waits_for_the_editors_new_servers_up_to_its_bound(home, ser
     server seen before is not waited for: its cached tools are offered at once."""
     pytest.importorskip("mcp")
     from bantam import mcp
-    from bantam.acp import Agent, conversation
+    from bantam.acp import EditorAgent, conversation
     from bantam.acp.rpc import Connection
     bound = 8.0
     monkeypatch.setattr(conversation, "SERVERS_WAIT", bound)
@@ -339,7 +339,7 @@ def test_session_new_waits_for_the_editors_new_servers_up_to_its_bound(home, ser
     to_agent, from_client = os.pipe()
     to_client, from_agent = os.pipe()
     conn = Connection(to_agent, from_agent)
-    agent = Agent(conn, {"endpoint": server.url, "model": "test-model"})
+    agent = EditorAgent(conn, {"endpoint": server.url, "model": "test-model"})
     try:
         started = time.monotonic()
         answer = agent.new({"cwd": str(home), "mcpServers": servers})

@@ -46,7 +46,7 @@ def main(argv: list[str]) -> int:
         prog="bantam acp", description="Serve the Agent Client Protocol on stdin/stdout, for editors."))
     args = p.parse_args(argv)
     conn = Connection(*protocol_fds())
-    agent = Agent(conn, flags(args))
+    agent = EditorAgent(conn, flags(args))
     conn.serve(agent.handlers(), {"session/cancel": agent.cancel})
     return 0
 
@@ -69,7 +69,9 @@ def new_id() -> str:
     return f"{EDITOR_PREFIX}{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(4)}"
 
 
-class Agent:
+class EditorAgent:
+    """bantam as the agent an editor drives over ACP: the protocol's requests, and the editor's sessions."""
+
     def __init__(self, conn: Connection, flags: dict[str, str]):
         self.conn, self.flags = conn, flags
         self.sessions: dict[str, Any] = {}

@@ -185,13 +185,13 @@ class Sessions:
         """Nothing outlives the threads: each task's commands die with its cancel flag."""
 
 
-class Agent:
+class AgentProcess:
     """One agent process (`python -m bantam.batch K RPM TPM`) that runs up to K tasks at once as
     sessions of its own, within its share of the batch's rate limits, answering each request line
     with its result line, in the order they finish."""
 
     def __init__(self, sessions: int, rates: tuple[int, int],
-                 on_hold: Callable[[dict[str, Any], "Agent"], None]) -> None:
+                 on_hold: Callable[[dict[str, Any], "AgentProcess"], None]) -> None:
         self.proc = subprocess.Popen([sys.executable, "-m", "bantam.batch", str(sessions), *map(str, rates)],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         self.lock = threading.Lock()  # one request line at a time on its stdin
@@ -226,7 +226,7 @@ class Agent:
         except (BrokenPipeError, ValueError, OSError):  # closed by stop(), or the agent died
             pass
 
-    def read(self, on_hold: Callable[[dict[str, Any], "Agent"], None]) -> None:
+    def read(self, on_hold: Callable[[dict[str, Any], "AgentProcess"], None]) -> None:
         """Hand each result line to its task; pass a rate limit's hold on; at the end, settle
         the tasks still pending."""
         assert self.proc.stdout is not None
@@ -289,7 +289,7 @@ class Agents:
         self.root, self.flags, self.per_agent = root, flags, per_agent
         self.shares = [(share(rates[0], agents, place), share(rates[1], agents, place)) for place in range(agents)]
         self.lock = threading.Lock()
-        self.live: dict[int, Agent] = {}
+        self.live: dict[int, AgentProcess] = {}
         self.stopping = threading.Event()
         self.local = threading.local()
         self.places = itertools.count()
@@ -305,19 +305,19 @@ class Agents:
         request = {"task": task.to_json(), "flags": self.flags, "namespace": namespace, "root": self.root}
         return agent.run(task, request)
 
-    def start(self, place: int) -> Agent:
+    def start(self, place: int) -> AgentProcess:
         with self.lock:
             old = self.live.get(place)
             if old is not None and not old.worn(self.per_agent == 1):
                 return old  # another thread of this place started it meanwhile
             if old is not None:
                 old.close()
-            agent = self.live[place] = Agent(self.per_agent, self.shares[place % len(self.shares)], self.hold)
+            agent = self.live[place] = AgentProcess(self.per_agent, self.shares[place % len(self.shares)], self.hold)
         if self.stopping.is_set():
             agent.close()
         return agent
 
-    def hold(self, message: dict[str, Any], origin: Agent) -> None:
+    def hold(self, message: dict[str, Any], origin: AgentProcess) -> None:
         """One agent met a rate limit: every other agent holds that endpoint too."""
         for agent in list(self.live.values()):
             if agent is not origin and not agent.ended:
@@ -340,7 +340,7 @@ class Agents:
 
 
 def share(rate: int, agents: int, place: int) -> int:
-    """Agent `place`'s part of a per-minute limit shared by `agents` (0: no limit)."""
+    """Agent process `place`'s part of a per-minute limit shared by `agents` (0: no limit)."""
     return rate // agents + (place < rate % agents) if rate else 0
 
 
