@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from bantam.daemon.bus import Conversation
+from bantam.daemon.bus import MessageFile
 from tests.conftest import wait_for as poll, base_cfg, write_cfg
 from tests.fakes.openai_server import text_reply, tool_reply
 from tests.daemon.test_daemon import configure, messages, model, started  # noqa: F401 (model: a fixture)
@@ -87,7 +87,7 @@ def test_a_killed_daemon_leaves_no_command_and_the_restart_says_it_was_interrupt
                               stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
     try:
         poll(lambda: started(agent), "start")
-        Conversation(agent / "messages.jsonl").append({"role": "user", "content": "run the job"})
+        MessageFile(agent / "messages.jsonl").append({"role": "user", "content": "run the job"})
         poll(lambda: len(sleeping(seconds)) == 2, "the command")
         daemon.send_signal(sig)
         daemon.wait(30)
@@ -263,7 +263,7 @@ def test_the_daemons_fetch_of_an_endless_page_is_cut(home, model, endless, tmp_p
                               stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
     try:
         poll(lambda: started(agent), "start")
-        Conversation(agent / "messages.jsonl").append({"role": "user", "content": "fetch it"})
+        MessageFile(agent / "messages.jsonl").append({"role": "user", "content": "fetch it"})
         result = poll(lambda: [m["content"] for m in messages(agent) if m["role"] == "tool"], "the fetch", 120)
         peak = int(next(line.split()[1] for line in Path(f"/proc/{daemon.pid}/status").read_text().splitlines()
                         if line.startswith("VmHWM:")))

@@ -296,7 +296,7 @@ def test_every_in_process_read_goes_through_the_read_path_or_names_its_reason():
 
 def test_the_daemons_logs_are_never_written_or_read_through_a_link(home):
     """LIFE.md and messages.jsonl sit where the model writes: a link it puts there leads nowhere."""
-    from bantam.daemon.bus import Conversation
+    from bantam.daemon.bus import MessageFile
     from bantam.daemon.layout import AgentDir, life
     agent = AgentDir(home / "agent")
     agent.root.mkdir()
@@ -309,4 +309,4 @@ def test_the_daemons_logs_are_never_written_or_read_through_a_link(home):
     (agent / "config.json").write_text(json.dumps({"api_key": "sk-daemon-0123456789"}) + "\n")
     (agent / "messages.jsonl").symlink_to("config.json")
     with pytest.raises(OSError):
-        Conversation(agent / "messages.jsonl").read()
+        MessageFile(agent / "messages.jsonl").read()

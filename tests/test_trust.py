@@ -338,7 +338,7 @@ def test_run_directories_are_private_and_a_named_pipe_is_refused(home):
 
 def test_the_daemons_bash_reads_no_secret_and_its_files_hold_none(home):
     from tests.daemon.test_daemon import ModelServer, configure, messages, started, wait_for
-    from bantam.daemon.bus import Conversation
+    from bantam.daemon.bus import MessageFile
     with ModelServer() as model:
         agent = configure(home / "agent", model, watch="poll")
         model.on("list the environment", tool_reply("BASH", ENV_COMMAND))
@@ -347,7 +347,7 @@ def test_the_daemons_bash_reads_no_secret_and_its_files_hold_none(home):
                                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             wait_for(lambda: started(agent), "start")
-            Conversation(agent / "messages.jsonl").append({"role": "user", "content": "list the environment"})
+            MessageFile(agent / "messages.jsonl").append({"role": "user", "content": "list the environment"})
             result = wait_for(lambda: [m["content"] for m in messages(agent) if m["role"] == "tool"], "the tool")[0]
         finally:
             daemon.terminate()

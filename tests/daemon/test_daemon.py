@@ -14,7 +14,7 @@ import threading
 
 import pytest
 
-from bantam.daemon.bus import Conversation
+from bantam.daemon.bus import MessageFile
 from bantam.daemon.stash import SUMMARY_PROMPT
 from tests.fakes.openai_server import FakeServer, text_reply, tool_reply
 from tests.fakes.telegram_server import FakeTelegram
@@ -380,7 +380,7 @@ def test_slow_tool_is_backgrounded_and_its_result_delivered(home, model, daemons
     model.on("[bg ", text_reply("The slow job finished."))
     daemons()
     wait_for(lambda: started(agent), "start")
-    Conversation(agent / "messages.jsonl").append({"role": "user", "content": "run the slow job"})
+    MessageFile(agent / "messages.jsonl").append({"role": "user", "content": "run the slow job"})
     # every call has its record from the start (so an interrupted one is known); this one goes on
     # in the background past tool_timeout, and its record then says so, with the pid
     record = wait_for(lambda: [r for p in (agent / "bg").glob("*.json")
@@ -415,7 +415,7 @@ def test_long_output_is_clipped_and_an_overfull_context_stashed(home, model, dae
     assert ModelServer.SUMMARY in stash and "lines 12-30 (19 messages)" in stash
     now = messages(agent)
     assert now[:11] == history[:11] and now[12:22] == history[30:]  # the block stayed whole
-    Conversation(agent / "messages.jsonl").append({"role": "user", "content": "count to 3000"})
+    MessageFile(agent / "messages.jsonl").append({"role": "user", "content": "count to 3000"})
     result = wait_for(lambda: [m["content"] for m in messages(agent) if m["role"] == "tool"
                                and "chars truncated" in m["content"]], "the clipped result")[0]
     blob = result.split("[stash ", 1)[1].split("]")[0]
@@ -425,7 +425,7 @@ def test_long_output_is_clipped_and_an_overfull_context_stashed(home, model, dae
     assert result.startswith("1\n2\n3\n") and result.endswith("2999\n3000\n\n\nexit: 0")
     model.on("READ_FILE me", tool_reply("READ_FILE", {"path": f"agent/blobs/{blob}", "offset": 2999,
                                                        "limit": 2}, call_id="call_r"))
-    Conversation(agent / "messages.jsonl").append({"role": "user", "content": "READ_FILE me"})
+    MessageFile(agent / "messages.jsonl").append({"role": "user", "content": "READ_FILE me"})
     back = wait_for(lambda: [m["content"] for m in messages(agent)
                              if m["role"] == "tool" and m.get("tool_call_id") == "call_r"], "the read")[0]
     assert back.startswith("  2999\t2999\n  3000\t3000\n[lines 2999-3000 of ")
@@ -466,7 +466,7 @@ def test_web_fetch_and_search_against_a_local_server(home, model, daemons):
         model.on("Tides today", tool_reply("WEB_FETCH", {"url": f"{base}/page"}, call_id="f1"))
         daemons()
         wait_for(lambda: started(agent), "start")
-        Conversation(agent / "messages.jsonl").append({"role": "user", "content": "look up tides"})
+        MessageFile(agent / "messages.jsonl").append({"role": "user", "content": "look up tides"})
         results = wait_for(lambda: len([m for m in messages(agent) if m["role"] == "tool"]) == 2
                            and [m["content"] for m in messages(agent) if m["role"] == "tool"], "the tools")
     finally:

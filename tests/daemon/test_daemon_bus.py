@@ -7,7 +7,7 @@ import subprocess
 import sys
 import time
 
-from bantam.daemon.bus import Conversation, heal, system_message
+from bantam.daemon.bus import MessageFile, heal, system_message
 from tests.daemon.test_daemon import configure, contents, daemons, messages, model, wait_for  # noqa: F401
 
 CALL = {"id": "c1", "type": "function", "function": {"name": "BASH", "arguments": "{}"}}
@@ -26,7 +26,7 @@ def test_reading_heals_the_file(tmp_path):
         {"role": "tool", "tool_call_id": "zz", "content": "an orphan"},
         {"role": "system", "content": "a mid-stream system message"},
         reply) + b'{"role": "user", "content": "torn')
-    conv = Conversation(path)
+    conv = MessageFile(path)
     expected = [user, system_message("a mid-stream system message"), reply]
     assert conv.read() == expected
     assert path.read_bytes() == lines(*expected)  # rewritten healthy, in place
@@ -39,21 +39,21 @@ def test_a_message_inside_a_block_moves_after_it(tmp_path):
     late = {"role": "user", "content": "arrived mid-step"}
     result = {"role": "tool", "tool_call_id": "c1", "content": "done"}
     path.write_bytes(lines(call, late, result))
-    assert Conversation(path).read() == [call, result, late]
+    assert MessageFile(path).read() == [call, result, late]
 
 
 def test_an_append_after_an_unterminated_line_stays_a_line(tmp_path):
     path = tmp_path / "messages.jsonl"
     path.write_bytes(b'{"role": "user", "content": "no newline"}')
-    conv = Conversation(path)
+    conv = MessageFile(path)
     conv.append({"role": "user", "content": "next"})
     assert [m["content"] for m in conv.read()] == ["no newline", "next"]
 
 
 WRITER = r"""
 import sys
-from bantam.daemon.bus import Conversation
-conv = Conversation(sys.argv[1])
+from bantam.daemon.bus import MessageFile
+conv = MessageFile(sys.argv[1])
 tag = sys.argv[2]
 for i in range(int(sys.argv[3])):
     conv.append({"role": "user", "content": f"{tag}-{i} " + "z" * 6000})
@@ -68,7 +68,7 @@ def test_two_processes_append_at_once_while_a_third_rewrites(tmp_path):
     count = 150
     writers = [subprocess.Popen([sys.executable, "-c", WRITER, str(path), tag, str(count)])
                for tag in ("a", "b")]
-    conv = Conversation(path)
+    conv = MessageFile(path)
     rewrites = 0
     while any(w.poll() is None for w in writers):
         conv.edit(lambda cur: [{"role": "user", "content": f"first {rewrites}"}] + cur[1:])
@@ -84,8 +84,8 @@ def test_two_processes_append_at_once_while_a_third_rewrites(tmp_path):
 
 REWRITER = r"""
 import sys
-from bantam.daemon.bus import Conversation
-conv = Conversation(sys.argv[1])
+from bantam.daemon.bus import MessageFile
+conv = MessageFile(sys.argv[1])
 n = 0
 while True:  # rewrite forever, alternating two whole conversations, until killed
     n += 1

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from bantam.daemon.bus import Conversation
+from bantam.daemon.bus import MessageFile
 from tests.conftest import children_of, process_gone
 from tests.fakes.openai_server import Response, chunk, json_reply, sse, text_reply, usage
 from tests.fakes.telegram_server import FakeTelegram
@@ -25,7 +25,7 @@ RETRY = {"retry_turn_s": 0.3, "retry_turn_max_s": 1.0}
 
 
 def say(agent, text):
-    Conversation(agent / "messages.jsonl").append({"role": "user", "content": text})
+    MessageFile(agent / "messages.jsonl").append({"role": "user", "content": text})
 
 
 def start_with_chat(home, model, tg, daemons, **extra):

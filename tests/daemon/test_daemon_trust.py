@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bantam.daemon.agent import Agent
-from bantam.daemon.bus import Conversation
+from bantam.daemon.bus import MessageFile
 from bantam.daemon.runner import prepare
 from bantam.sandbox import unavailable
 from tests.conftest import wait_for
@@ -35,7 +35,7 @@ def test_a_model_written_cmd_trigger_runs_inside_the_sandbox(home, model, daemon
     model.on("set it up", tool_reply("WRITE_FILE", {"path": "agent/triggers/x.json", "content": json.dumps(spec)}))
     d = daemons(env={"GH_TOKEN": TOKEN})
     wait_for(lambda: starts(agent), "the start")
-    Conversation(agent / "messages.jsonl").append({"role": "user", "content": "set it up"})
+    MessageFile(agent / "messages.jsonl").append({"role": "user", "content": "set it up"})
     fired = wait_for(lambda: model.seen("[trigger x]"), "the model-written trigger")
     newest = str(fired[0].body["messages"][-2]["content"])
     assert "[trigger x] hi token:" in newest  # it ran (model-written triggers stay possible) ...
@@ -115,7 +115,7 @@ def test_a_plugin_the_model_drops_is_never_loaded_into_the_daemon(home, model, d
         "cp evil.py new/tools/ && cp evil.py new/providers/ && mv agent old && mv new agent; echo tried")}))
     d = daemons()
     wait_for(lambda: starts(agent), "the start")
-    Conversation(agent / "messages.jsonl").append({"role": "user", "content": "install"})
+    MessageFile(agent / "messages.jsonl").append({"role": "user", "content": "install"})
     wait_for(lambda: any("tried" in r for r in tool_results(agent)), "the BASH result")
     assert d.stop() == 0
     again = daemons()  # the next start loads tools/*.py into the daemon's process

@@ -30,7 +30,7 @@ from ..events import Error, Event, Notice, Retry, ToolCall, quiet
 from ..providers import ask
 from . import mail, watch
 from .bg import interrupted_note
-from .bus import Conversation, system_message, unwrap
+from .bus import MessageFile, system_message, unwrap
 from .layout import AgentDir, life, stamp
 from .prompt import life_message, system_prompt
 from .settings import Settings
@@ -51,7 +51,7 @@ class Agent:
         self.stop = threading.Event()
         self.wake, self.trigger_wake, self.mail_wake = threading.Event(), threading.Event(), threading.Event()
         self.blobs = Blobs(agent_dir / "blobs", f"{agent_dir.rel()}/blobs")
-        self.conv = Conversation(agent_dir / "messages.jsonl", on_change=self.wake.set,
+        self.conv = MessageFile(agent_dir / "messages.jsonl", on_change=self.wake.set,
                                  on_unreadable=self.keep_unreadable)
         self.provider = load_provider(agent_dir, settings, cfg)
         self.telegram = self._telegram()

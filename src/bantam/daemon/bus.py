@@ -63,7 +63,7 @@ def locked_append(path: Path, data: bytes) -> None:
     append(path, data, sync=False, lock=True)
 
 
-class Conversation:
+class MessageFile:
     """messages.jsonl with the three rules above. `on_change` is called after every write."""
 
     def __init__(self, path: Path, on_change: Callable[[], None] | None = None,

@@ -19,7 +19,7 @@ from ..envpolicy import redact
 from ..fsutil import atomic_write
 from ..providers.http import CHARS_PER_TOKEN as CHARS_PER_TOKEN  # bantam's one estimate (the seed's
 # too); re-exported for agent.py. It over-counts base64 images, the safe direction here.
-from .bus import Conversation, system_message, unwrap
+from .bus import MessageFile, system_message, unwrap
 
 PRESSURE = 0.8          # auto-stash past this share of context_window
 SUMMARY_PROMPT = (
@@ -87,7 +87,7 @@ def over_budget(chars: int, context_window: int) -> bool:
     return chars / CHARS_PER_TOKEN > context_window * PRESSURE
 
 
-def stash_range(conv: Conversation, blobs: Blobs, summarize: Callable[[list[dict]], str],
+def stash_range(conv: MessageFile, blobs: Blobs, summarize: Callable[[list[dict]], str],
                 start: int, end: int) -> str:
     """Stash 0-based [start, end) (snapped) of `conv`; returns a line saying what happened.
     The summary is asked for outside the lock; the rewrite happens only if the range is unchanged."""

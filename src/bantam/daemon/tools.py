@@ -32,7 +32,7 @@ from ..tools.files import READ_LINES, read_bytes
 from ..tools.media import IMAGE_LIMIT, sniff_image
 from . import boundary, web
 from .bg import note_pid
-from .bus import Conversation
+from .bus import MessageFile
 from .layout import load_module
 from .stash import middle_half, stash_range
 
@@ -85,7 +85,7 @@ def stash_messages(args: dict, agent: "Agent") -> str:
     path = resolve(agent, args["path"]) if args.get("path") else agent.dir / "messages.jsonl"
     if path != agent.dir / "messages.jsonl":
         _may_rewrite_stream(agent, path, args["path"])
-    conv = agent.conv if path == agent.dir / "messages.jsonl" else Conversation(path)
+    conv = agent.conv if path == agent.dir / "messages.jsonl" else MessageFile(path)
     if args.get("start") is None and args.get("end") is None:
         start, end = middle_half(conv.read())
     else:
