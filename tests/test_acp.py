@@ -330,7 +330,7 @@ def test_session_new_waits_for_the_editors_new_servers_up_to_its_bound(home, ser
     pytest.importorskip("mcp")
     from bantam import mcp
     from bantam.acp import EditorAgent, conversation
-    from bantam.acp.rpc import Connection
+    from bantam.acp.rpc import RpcLink
     bound = 8.0
     monkeypatch.setattr(conversation, "SERVERS_WAIT", bound)
     marker = home / "silent-up"
@@ -338,7 +338,7 @@ def test_session_new_waits_for_the_editors_new_servers_up_to_its_bound(home, ser
                {"name": "silent", "command": sys.executable, "args": ["-c", SILENT, str(marker)]}]
     to_agent, from_client = os.pipe()
     to_client, from_agent = os.pipe()
-    conn = Connection(to_agent, from_agent)
+    conn = RpcLink(to_agent, from_agent)
     agent = EditorAgent(conn, {"endpoint": server.url, "model": "test-model"})
     try:
         started = time.monotonic()
@@ -498,10 +498,10 @@ def test_the_terminals_continue_picks_up_the_editors_session_in_that_folder(home
 
 def test_a_line_over_the_message_limit_is_dropped_unread_and_the_connection_goes_on():
     # the transport itself, in process: a client's line is never held whole past the limit
-    from bantam.acp.rpc import Connection
+    from bantam.acp.rpc import RpcLink
     to_agent, from_client = os.pipe()
     to_client, from_agent = os.pipe()
-    conn = Connection(to_agent, from_agent, max_message=1000)
+    conn = RpcLink(to_agent, from_agent, max_message=1000)
     served = threading.Thread(target=conn.serve, args=({"ping": lambda params: "pong"}, {}), daemon=True)
     served.start()
     with os.fdopen(from_client, "wb") as client, os.fdopen(to_client, "rb") as answers:

@@ -35,7 +35,7 @@ from typing import Any
 from .. import __version__
 from ..errors import BantamError, SessionError
 from ..options import Parser
-from .rpc import INTERNAL_ERROR, INVALID_PARAMS, RESOURCE_NOT_FOUND, Connection, Later, RpcError
+from .rpc import INTERNAL_ERROR, INVALID_PARAMS, RESOURCE_NOT_FOUND, Later, RpcError, RpcLink
 
 PROTOCOL_VERSION = 1
 
@@ -45,7 +45,7 @@ def main(argv: list[str]) -> int:
     p = common_options(Parser(
         prog="bantam acp", description="Serve the Agent Client Protocol on stdin/stdout, for editors."))
     args = p.parse_args(argv)
-    conn = Connection(*protocol_fds())
+    conn = RpcLink(*protocol_fds())
     agent = EditorAgent(conn, flags(args))
     conn.serve(agent.handlers(), {"session/cancel": agent.cancel})
     return 0
@@ -72,7 +72,7 @@ def new_id() -> str:
 class EditorAgent:
     """bantam as the agent an editor drives over ACP: the protocol's requests, and the editor's sessions."""
 
-    def __init__(self, conn: Connection, flags: dict[str, str]):
+    def __init__(self, conn: RpcLink, flags: dict[str, str]):
         self.conn, self.flags = conn, flags
         self.sessions: dict[str, Any] = {}
         self.lock = threading.Lock()

@@ -45,7 +45,7 @@ from ..toolnames import DELEGATING
 from ..tools.files import Buffers
 from . import commands, settings, updates
 from .output import Display, Mirror, Updates, exit_meta
-from .rpc import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, Connection, RpcError, log
+from .rpc import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, RpcError, RpcLink, log
 
 # Events at which a cancelled turn stops: those a turn emits while it still has work ahead (a
 # ToolResult is not one: a tool that has finished keeps its step).
@@ -55,7 +55,7 @@ SERVERS_WAIT = 30.0  # seconds a session's start waits for the editor's new MCP 
 
 
 class EditorSession:
-    def __init__(self, conn: Connection, session_id: str, folder: Path, flags: dict[str, str],
+    def __init__(self, conn: RpcLink, session_id: str, folder: Path, flags: dict[str, str],
                  mcp_servers: dict[str, Any], client: dict | None = None):
         self.conn, self.id, self.folder = conn, session_id, folder
         self.client = client or {}  # initialize's clientCapabilities

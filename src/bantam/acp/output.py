@@ -27,7 +27,7 @@ from typing import Any
 
 from ..envpolicy import StreamRedactor
 from ..sanitize import sanitize
-from .rpc import Connection, RpcError, log
+from .rpc import RpcError, RpcLink, log
 
 INTERVAL = 0.2          # seconds between two updates of one call's streamed output
 TAIL = 16_000           # characters of output an update shows (the last ones)
@@ -126,7 +126,7 @@ def exit_meta(terminal_id: str, result: str) -> dict:
 class Display:
     """The output in one of the editor's terminals, fed through a named pipe."""
 
-    def __init__(self, conn: Connection, session_id: str, call_id: str, update: Callable[[dict], None],
+    def __init__(self, conn: RpcLink, session_id: str, call_id: str, update: Callable[[dict], None],
                  cancel: threading.Event):
         self.conn, self.session_id, self.cancel = conn, session_id, cancel
         self.redactor = LiveRedactor()

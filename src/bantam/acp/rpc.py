@@ -43,7 +43,9 @@ class Later:
         self.result, self.then = result, then
 
 
-class Connection:
+class RpcLink:
+    """One JSON-RPC link to the client on two file descriptors: requests both ways, answered by id."""
+
     def __init__(self, read_fd: int, write_fd: int, max_message: int = MAX_MESSAGE):
         self.reader = os.fdopen(read_fd, "rb")
         self.max_message = max_message
