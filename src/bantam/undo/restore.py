@@ -209,15 +209,15 @@ def _recover(store: Store) -> list[str]:
 
 def complete(store: Store, journal: dict) -> list[str]:
     """Bring every path of the journal to its target (idempotent), then mark the turns undone."""
-    runner = Runner(store, Path(journal["folder"]), journal["id"])
-    todo = runner.pending(journal["actions"])
+    restorer = Restorer(store, Path(journal["folder"]), journal["id"])
+    todo = restorer.pending(journal["actions"])
     for a in sorted(todo, key=depth, reverse=True):
-        runner.remove(a)
+        restorer.remove(a)
     for a in sorted(todo, key=depth):
-        runner.create(a)
+        restorer.create(a)
     for a in sorted(todo, key=depth, reverse=True):
-        runner.set_mode(a)
-    runner.finish(journal["actions"])
+        restorer.set_mode(a)
+    restorer.finish(journal["actions"])
     for seq in journal["seqs"]:
         path = record_path(store, journal["key"], seq)
         doc = store.read_json(path)
@@ -229,14 +229,14 @@ def complete(store: Store, journal: dict) -> list[str]:
             store.write_json(path, doc)
     (store.path / JOURNAL).unlink(missing_ok=True)
     sync_dir(store.path)
-    return runner.problems
+    return restorer.problems
 
 
 def depth(a: dict) -> int:
     return a["path"].count("/")
 
 
-class Runner:
+class Restorer:
     """The file operations of one journal, never through a link."""
 
     def __init__(self, store: Store, folder: Path, jid: str) -> None:
