@@ -127,7 +127,7 @@ PATH = ("string", "file path, relative to your home")
 
 
 @dataclass(frozen=True)
-class CoreTool:
+class CoreToolSpec:
     """A core tool as the daemon offers it: the seed's name, description and parameters over
     bantam's tool (its arguments are a subset of the core tool's)."""
     name: str                  # the daemon's name (the seed's)
@@ -138,19 +138,19 @@ class CoreTool:
     writes: bool = False       # its path may not be one of the daemon's own files
 
 
-CORE_TOOLS: list[CoreTool] = [
-    CoreTool("READ_FILE", "read_file", "Read a text file as numbered lines (offset: first line, from 1; "
+CORE_TOOLS: list[CoreToolSpec] = [
+    CoreToolSpec("READ_FILE", "read_file", "Read a text file as numbered lines (offset: first line, from 1; "
              "limit: how many lines). Images are shown to you when the model supports them.",
              _obj(["path"], path=PATH, offset=("integer", "first line, from 1"),
                   limit=("integer", f"number of lines (default {READ_LINES})"))),
-    CoreTool("WRITE_FILE", "write_file", "Write a whole file (parent directories are created).",
+    CoreToolSpec("WRITE_FILE", "write_file", "Write a whole file (parent directories are created).",
              _obj(["path", "content"], path=PATH, content=("string", "the new content")), ("content",), True),
-    CoreTool("EDIT_FILE", "edit_file", "Replace old_string by new_string in a file. old_string must be "
+    CoreToolSpec("EDIT_FILE", "edit_file", "Replace old_string by new_string in a file. old_string must be "
              "unique unless replace_all is true.",
              _obj(["path", "old_string", "new_string"], path=PATH, old_string=("string", "exact text to find"),
                   new_string=("string", "replacement"), replace_all=("boolean", "replace every occurrence")),
              ("old_string", "new_string"), True),
-    CoreTool("BASH", "shell_exec", "Run a bash command in your home directory; returns its output and "
+    CoreToolSpec("BASH", "shell_exec", "Run a bash command in your home directory; returns its output and "
              "exit code. stdin is closed.", _obj(["command"], command=("string", "the command line"))),
 ]
 TOOLS: list[tuple[str, ToolFn, str, dict]] = [
@@ -201,7 +201,7 @@ class FnTool(DaemonTool):
 @dataclass
 class Wrapped(DaemonTool):
     """A core tool under the daemon's name, in the agent's home and the daemon's boundary."""
-    spec: CoreTool
+    spec: CoreToolSpec
     agent: "Agent"
     tool: Tool
 
