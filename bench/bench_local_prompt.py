@@ -51,7 +51,7 @@ def prompt_tokens(folder: Path) -> int:
         messages = [{"role": "system", "content": system}, {"role": "user", "content": QUESTION}]
         if "options" in inspect.signature(provider.complete).parameters:
             from bantam.providers import RequestOptions
-            reply = provider.complete(messages, schemas, lambda e: None, RequestOptions(workspace=folder))
+            reply = provider.complete(messages, schemas, lambda e: None, RequestOptions(folder=folder))
         else:
             reply = provider.complete(messages, schemas, lambda e: None)
         assert reply.usage is not None

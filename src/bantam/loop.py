@@ -135,14 +135,14 @@ def _saved_first(call: dict, toolbox: Toolbox) -> bool:
 
 
 def request(provider: Provider, messages: list[dict], schemas: list[dict], limits: Limits,
-            on_event: OnEvent, workspace: Path | None = None) -> Reply:
+            on_event: OnEvent, folder: Path | None = None) -> Reply:
     """One answer. An answer cut at a default output limit is asked for again with twice the
     budget, up to `max_tokens_limit` and OUTPUT_ATTEMPTS generations in all; one cut at
     the user's own max_tokens (`limits.fixed_max_tokens`) is not: that limit is their choice.
     A cut tool call is never run: it raises LimitReached; a cut text is kept, and AnswerCut says
     so. The larger budget travels with that one request (RequestOptions), never on the provider,
     which parallel sub-agents share."""
-    options = RequestOptions(workspace=workspace)
+    options = RequestOptions(folder=folder)
     reply = _request(provider, messages, schemas, limits, on_event, options)
     tries = 1
     while tries < OUTPUT_ATTEMPTS:
@@ -156,7 +156,7 @@ def request(provider: Provider, messages: list[dict], schemas: list[dict], limit
         # never gets it, a terminal erases it), so the answer is never written twice.
         on_event(Retry(message=f"the answer was cut at max_tokens={used}; asking again with "
                                f"max_tokens={larger}", delay=0, attempt=tries))
-        options = RequestOptions(output_tokens=larger, workspace=workspace)
+        options = RequestOptions(output_tokens=larger, folder=folder)
         reply = _request(provider, messages, schemas, limits, on_event, options)
         tries += 1
     if reply.finish_reason in CUT:
@@ -197,7 +197,7 @@ def _request(provider: Provider, messages: list[dict], schemas: list[dict], limi
         elif is_context_overflow(e) and len(messages) > 2:
             on_event(Notice(message=f"the conversation is too long for the model ({e}); compacting"))
             compact(provider, messages, limits.retry_delays, quiet(on_event),
-                    str(options.workspace or "."))  # the summary quotes the session's AGENTS.md
+                    str(options.folder or "."))  # the summary quotes the session's AGENTS.md
         else:
             raise
         return with_retries(call, on_event, limits.retry_delays)

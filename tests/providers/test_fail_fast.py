@@ -143,7 +143,7 @@ def test_the_daemon_outlives_a_refused_server_and_says_so_once(home, model, daem
 TOOLS = [{"type": "function", "function": {"name": "read_file", "parameters": {"type": "object"}}}]
 
 
-def notices(server, workspace, prompts: list[str]) -> list[str]:
+def notices(server, folder, prompts: list[str]) -> list[str]:
     """Each prompt sent in one session (one provider), with tools offered; the notices given."""
     provider = OpenAIProvider(Config(endpoint=server.url, model="test-model"))
     seen: list[str] = []
@@ -151,7 +151,7 @@ def notices(server, workspace, prompts: list[str]) -> list[str]:
     for prompt in prompts:
         messages.append({"role": "user", "content": prompt})
         reply = provider.complete(messages, TOOLS, lambda e: seen.append(e.message) if isinstance(e, Notice) else None,
-                                  RequestOptions(workspace=workspace))
+                                  RequestOptions(folder=folder))
         messages.append(reply.message)
         for call in reply.message.get("tool_calls") or []:
             messages.append({"role": "tool", "tool_call_id": call["id"], "content": "(the file)"})

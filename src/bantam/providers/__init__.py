@@ -39,7 +39,7 @@ class RequestOptions:
     """What one request asks for beyond its messages and tools. Passed with the request, never
     set on the provider: parallel sub-agents share one provider object."""
     output_tokens: int | None = None  # max tokens of this answer; None: the provider's own default
-    workspace: Path | None = None     # the session's folder (the local model's aids read its names)
+    folder: Path | None = None        # the session's folder (the local model's aids read its names)
 
 
 DEFAULT_OPTIONS = RequestOptions()

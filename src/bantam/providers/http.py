@@ -147,7 +147,7 @@ class HTTPProvider:
             reply.usage = estimate_usage(body, reply.message)
         pace.spent(reply.usage.prompt_tokens + reply.usage.completion_tokens)
         reply.output_limit = output_limit(body)
-        notice = self.tool_watch.check(messages, tools, reply, options.workspace)
+        notice = self.tool_watch.check(messages, tools, reply, options.folder)
         if notice:
             on_event(Notice(message=notice))
         return reply
@@ -205,7 +205,7 @@ class ToolWatch:
     a function-calling chat_format) drops the tools or never parses the model's calls, and the
     model then answers from thin air. Two signs, both rare when tools work: (1) the answer holds
     tool-call syntax as plain text; (2) a server on this machine or network has never returned a
-    tool call in this session, and the user's prompt names a file that exists in the workspace,
+    tool call in this session, and the user's prompt names a file that exists in the folder,
     yet the answer calls no tool. Once any call comes back, the server plainly parses them."""
 
     def __init__(self, url: str):
@@ -216,7 +216,7 @@ class ToolWatch:
         self._local: bool | None = None
 
     def check(self, messages: list[dict], tools: list[dict], reply: Reply,
-              workspace: Path | None) -> str:
+              folder: Path | None) -> str:
         """The notice to give after this reply, or ""."""
         if reply.message.get("tool_calls"):
             self.called = True
@@ -226,7 +226,7 @@ class ToolWatch:
         if written_call(text, tools):
             sign = "the model wrote a tool call as plain text and the server did not turn it into one"
         elif reply.finish_reason == "stop" and not any(m.get("role") == "tool" for m in messages) \
-                and (named := named_file(last_prompt(messages), workspace)) and self.local():
+                and (named := named_file(last_prompt(messages), folder)) and self.local():
             sign = f"the prompt names {named} but the model answered without calling a tool"
         else:
             return ""
@@ -271,15 +271,15 @@ def last_prompt(messages: list[dict]) -> str:
     return ""
 
 
-def named_file(prompt: str, workspace: Path | None) -> str:
-    """The first word of `prompt` that names an existing file (relative to the workspace), or ""."""
+def named_file(prompt: str, folder: Path | None) -> str:
+    """The first word of `prompt` that names an existing file (relative to the folder), or ""."""
     for word in PATH_WORD.findall(prompt[:4000]):
         word = word.rstrip(".")
         path = Path(word).expanduser()
         if not path.is_absolute():
-            if workspace is None:
+            if folder is None:
                 continue
-            path = workspace / path
+            path = folder / path
         try:
             if path.is_file():
                 return word

@@ -9,7 +9,7 @@ unchanged prefix (so later turns do not re-read the history; kv_cache.py saves i
 processes), and one request turned into one assistant message, the same shape as from any other
 provider. The tool-call text format and its grammar are local_format.py's; what a small model is
 shown and held to (worked examples, known commands, grounded answers) is the aids' profile
-(providers/aids, `local_aids=`), applied to the session's workspace that comes with the request.
+(providers/aids, `local_aids=`), applied to the session's folder that comes with the request.
 """
 from __future__ import annotations
 
@@ -141,12 +141,12 @@ class LocalProvider:
 
     def complete(self, messages: list[dict], tools: list[dict], on_event: OnEvent,
                  options: RequestOptions = DEFAULT_OPTIONS) -> Reply:
-        """One answer; its tools' arguments held to what the request and `options.workspace` name."""
+        """One answer; its tools' arguments held to what the request and `options.folder` name."""
         choice = self.cfg.forward.get("tool_choice")
         tools = offered(tools, choice)
         required = bool(tools) and (choice == "required" or (choice is None and self.aids.call_first(messages)))
-        shown = self.aids.tools(tools, messages, options.workspace, shown=True)  # what the prompt prints
-        tools = self.aids.tools(tools, messages, options.workspace)              # what the grammar allows
+        shown = self.aids.tools(tools, messages, options.folder, shown=True)  # what the prompt prints
+        tools = self.aids.tools(tools, messages, options.folder)              # what the grammar allows
         with _lock:
             if not self.loaded:  # a new process: loading takes a moment, and the terminal says so
                 on_event(Preparing(model=self.model, what=f"loading {self.model}"))

@@ -9,8 +9,8 @@ switches are data in profiles.json, keyed by profile name; the code here only ap
 The runtime (local.py) asks four things of an `Aids`:
 - `examples(tools, messages)`: worked exchanges to show after the system prompt;
 - `call_first(messages)`: must this reply be a tool call (the request plainly needs the machine)?
-- `tools(tools, messages, workspace, shown)`: the tool schemas, their arguments held to what this
-  request and the session's workspace name (`shown`: the shorter form the prompt prints); none
+- `tools(tools, messages, folder, shown)`: the tool schemas, their arguments held to what this
+  request and the session's folder name (`shown`: the shorter form the prompt prints); none
   for a question the model answers from what it knows (`answers`): no tool list, no worked
   example and no grammar, so nothing leads it to a command;
 - `answer(messages)`: the grammar rule an answer must follow.
@@ -59,7 +59,7 @@ class Profile:
     function_words: tuple[str, ...] = () # words that do not count when matching a request to an example
     evidence_words: int = 400            # at most this many distinct words from the results
     cite_within: int = 5                 # the answer's first fact comes within this many words
-    names_allowed: int = 200             # names of the workspace a command or path may use
+    names_allowed: int = 200             # names of the folder a command or path may use
     names_shown: int = 10                # of them, how many the prompt's copy of the pattern prints
     whole_writes: bool = False           # write_file offered without offset and del_bytes (whole files)
     mark_empty: bool = False             # a command that printed nothing is shown as EMPTY_OUTPUT
@@ -191,11 +191,11 @@ class Aids:
         content = last.get("content")
         return last.get("role") == "user" and isinstance(content, str) and bool(self._machine.search(content))
 
-    def answers(self, messages: list[dict], workspace: Path | None = None) -> bool:
+    def answers(self, messages: list[dict], folder: Path | None = None) -> bool:
         """Is this a general question the model answers from what it knows: the start of a
         conversation that has not used a tool, whose request names no file, path or command, asks
         to run, list or count nothing (machine_words), and speaks of nothing on this machine
-        (local_words: the time, a version, the project, ...) nor names anything in `workspace`
+        (local_words: the time, a version, the project, ...) nor names anything in `folder`
         (an extensionless file: Makefile, LICENSE)? Then it is offered no tools.
 
         Offered them, the 135M model answered 6 of 24 such questions (8 questions, 3 folders,
@@ -218,24 +218,24 @@ class Aids:
         if self._machine.search(content) or self._local.search(content):
             return False
         # a name in the session's folder, though the patterns miss it ("What is in Makefile?")
-        return workspace is None or not set(shaping.words(content)) & set(shaping.names(workspace, p.names_allowed))
+        return folder is None or not set(shaping.words(content)) & set(shaping.names(folder, p.names_allowed))
 
-    def tools(self, tools: list[dict], messages: list[dict], workspace: Path | None,
+    def tools(self, tools: list[dict], messages: list[dict], folder: Path | None,
               shown: bool = False) -> list[dict]:
         """The tool schemas with shell_exec's command and the file tools' paths held to what this
-        request and `workspace` name (shaping.known_commands); None: no workspace, no names. With
+        request and `folder` name (shaping.known_commands); None: no folder, no names. With
         `shown`, the copy the prompt prints: the pattern for no request in particular, with fewer
-        of the workspace's names (the grammar allows them all and the request's words; the model
+        of the folder's names (the grammar allows them all and the request's words; the model
         reads the pattern's shape, and a big folder's names repeated in it took half the bundled
         model's window). None for a general question (`answers`)."""
         p = self.profile
-        if self.answers(messages, workspace):
+        if self.answers(messages, folder):
             return []
         if p and p.whole_writes:
             tools = [whole_file(t) for t in tools]
         if not (p and p.commands):
             return tools
-        names = shaping.names(workspace, p.names_allowed) if workspace is not None else []
+        names = shaping.names(folder, p.names_allowed) if folder is not None else []
         if shown:
             # The folder's names only, never this request's words: the printed pattern is part of
             # the prompt's fixed prefix, whose saved state (kv_cache) then serves every request in

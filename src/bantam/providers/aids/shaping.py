@@ -1,8 +1,8 @@
 """How a profile's data holds a request's tool arguments and answer: command and path patterns
-from the request's words and the workspace's names, and the grammar of a grounded answer.
+from the request's words and the session folder's names, and the grammar of a grounded answer.
 
 Pure functions of plain data (messages, schemas, a list of names, a Profile): no model, no
-llama.cpp; the workspace is read only by `names`, and only the folder it is given.
+llama.cpp; the session's folder is read only by `names`, and only the folder it is given.
 """
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def known_commands(tools: list[dict], messages: list[dict], names: list[str], pr
     """The tool schemas with shell_exec's command held to a command the user quoted in backticks in
     the latest request (only that, for the turn's first call when the request `asks_to_run` it), or
     a known program whose arguments are short flags, shell operators, and words of the request or
-    `names` of the workspace (a file name not there only as one to write); and a file tool's
+    `names` of the folder (a file name not there only as one to write); and a file tool's
     `path` to one of those words or names. A tiny model otherwise invents its arguments (`echo 123`
     to read a number, `ls docs` copied from the example, write_file to /tmp/docs.md to list a folder)."""
     request = next((m.get("content") for m in reversed(messages) if m.get("role") == "user"), "")
