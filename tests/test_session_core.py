@@ -110,10 +110,10 @@ def test_sandboxed_session_writes_relative_paths_in_its_own_folder(home, tmp_pat
 def test_a_session_folder_must_be_absolute(home):
     import pytest
     with pytest.raises(ValueError):
-        session.workspace("relative/folder")
+        session.absolute_folder("relative/folder")
 
 
-# Front ends turn the user's folder into a workspace; nothing else reads the process's folder.
+# Front ends turn the user's folder into a session's folder; nothing else reads the process's folder.
 FRONT_ENDS = {"cli.py", "oneshot.py", "repl.py", "web/__init__.py", "batch/__init__.py", "batch/agent.py", "batch/redisq.py", "mcpserve/cli.py", "undo/cli.py"}
 # Known and owned elsewhere, to be removed from this list as that work lands (issue 29):
 PENDING = {

@@ -93,7 +93,7 @@ class Conversation:
                  shell_cancel: threading.Event | None = None, continue_hint: str = "/continue resumes it",
                  session_id: str | None = None):
         self.flags = dict(flags)
-        self.folder = session.workspace(folder)
+        self.folder = session.absolute_folder(folder)
         self.ask, self.show, self.make_renderer = ask, show, renderer
         self.background_runs, self.shell_cancel, self.continue_hint = background_runs, shell_cancel, continue_hint
         self.autosave = transcripts.Autosave(self.folder, session_id)  # default: the project's session

@@ -31,7 +31,7 @@ class Repl:
         # plain input() (TERM=dumb) needs the cooked mode, echo and all, for its own questions
         self.waiting = typing_ahead if read is None and on_terminal() else nullcontext
         self.out, self.err = out, err
-        where = session.workspace(folder or Path.cwd())  # default: where the user started bantam
+        where = session.absolute_folder(folder or Path.cwd())  # default: where the user started bantam
         self.chat = Conversation(flags, where, ask=lambda q, _choices: self.read(q), show=self.print,
                                  renderer=self.renderer, session_id=session_id)
 

@@ -4,7 +4,7 @@
     s = session.build(cfg, folder, on_event=render)       # provider, tools (+ MCP), prompt
     turn = s.run([*s.messages(), {"role": "user", "content": "..."}])
 
-The folder is the session's workspace, a value: shell commands start in it, relative paths are
+The session's folder is a value: shell commands start in it, relative paths are
 read and written from it, the sandbox's writable roots, the approvals, the project's AGENTS.md
 and config file, its trust and its `.mcp.json` are all taken from it. Nothing here or below reads
 the process's folder, so two sessions with different folders run side by side in one process.
@@ -84,8 +84,8 @@ class Session:
         return guards
 
 
-def workspace(folder: str | os.PathLike) -> Path:
-    """A session's folder: absolute, as the front end chose it (a relative one would be read
+def absolute_folder(folder: str | os.PathLike) -> Path:
+    """A session's folder, checked to be absolute: as the front end chose it (a relative one would be read
     against whatever the process's folder happens to be)."""
     path = Path(folder)
     if not path.is_absolute():
@@ -96,7 +96,7 @@ def workspace(folder: str | os.PathLike) -> Path:
 def load_config(flags: Mapping[str, str] | None, folder: str | os.PathLike, **options: Any) -> Config:
     """The configuration of a session in `folder`: that project's config file (when trusted, its
     boundary keys), the user's, the environment, the flags."""
-    return config.load(flags, directory=workspace(folder), **options)
+    return config.load(flags, directory=absolute_folder(folder), **options)
 
 
 def build(cfg: Config, folder: str | os.PathLike, *, on_event: OnEvent = ignore,
@@ -119,7 +119,7 @@ def build(cfg: Config, folder: str | os.PathLike, *, on_event: OnEvent = ignore,
     made = {"on_event": on_event, "with_model": with_model, "approvals": approvals, "tools": tools,
             "system": system, "with_mcp": with_mcp, "toolbox": toolbox, "durable": durable, "cancel": cancel,
             "undo": undo, "buffers": buffers, "limits": limits}
-    where = workspace(folder)
+    where = absolute_folder(folder)
     model = provider if provider is not None or not with_model else make_provider(cfg)
     approvals = approvals if approvals is not None else Approvals()
     tmp = tmp if tmp is not None else session_tmp()
