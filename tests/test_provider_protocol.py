@@ -113,5 +113,5 @@ def test_every_request_carries_the_sessions_folder_the_childrens_too(home, tmp_p
     cfg = Config(model="test-model", tools=("shell_exec", "spawn_agent"), retry_delays=(0,))
     turn, _ = parent_run(model, cfg, folder=tmp_path)
     assert turn.text == "done" and len(model.requests) == 3
-    assert {r.options.workspace for r in model.requests} == {tmp_path}
+    assert {r.options.folder for r in model.requests} == {tmp_path}
     assert {r.options.output_tokens for r in model.requests} == {None}

@@ -117,7 +117,7 @@ def test_a_session_folder_must_be_absolute(home):
 FRONT_ENDS = {"cli.py", "oneshot.py", "repl.py", "web/__init__.py", "batch/__init__.py", "batch/agent.py", "batch/redisq.py", "mcpserve/cli.py", "undo/cli.py"}
 # Known and owned elsewhere, to be removed from this list as that work lands (issue 29):
 PENDING = {
-    "providers/local.py": "known_commands reads Path.cwd(); the local.py split reads RequestOptions.workspace",
+    "providers/local.py": "known_commands reads Path.cwd(); the local.py split reads RequestOptions.folder",
 }
 
 
