@@ -61,7 +61,8 @@ def test_a_status_wider_than_the_terminal_is_cut_to_one_row(home, server):
     on the screen (`...requestin` above the answer on a 12-column terminal)."""
     write_cfg(home, **base_cfg(server))
     server.add(streamed("fine"))
-    env = {**os.environ, "TERM": "xterm", "NO_COLOR": "1"}
+    # the width is the terminal's: COLUMNS/LINES (which win in shutil.get_terminal_size) left out
+    env = {**{k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}, "TERM": "xterm", "NO_COLOR": "1"}
     child = pexpect.spawn(sys.executable, ["-m", "bantam", "-p", "go"], cwd=str(home), env=env,
                           dimensions=(40, 12), timeout=30)
     child.expect(pexpect.EOF)

@@ -103,6 +103,7 @@ class Conversation:
         self.run_active = threading.Event()  # set while a controlled run works
         self.run_job: threading.Thread | None = None
         self.messages: list[dict] = []
+        self.unshown: list[Event] = []  # events from before the first renderer (rendered)
         # the person approves through the same channel they answer on; "always" lasts the conversation
         self.approvals = Approvals(terminal_ask(lambda q, offered: self.ask(q, offered), self.say))
         self.configure(session.load_config(self.flags, self.folder))
@@ -122,12 +123,20 @@ class Conversation:
         self.render: Renderer = self.make_renderer(cfg, self.window)
         if hasattr(self.render, "session_cost"):
             self.render.session_cost = spent  # a new model or endpoint: the session's cost goes on
-
-    def rendered(self, event: Event) -> None:
-        """The session's events go to the renderer of the current configuration."""
-        self.render(event)
+        for event in self.unshown:  # said while the first session was built, before any renderer
+            self.render(event)
+        self.unshown.clear()
         if self.messages:
             self.messages[0] = self.system()
+
+    def rendered(self, event: Event) -> None:
+        """The session's events go to the renderer of the current configuration (kept until the
+        first one exists: building the first session may already have something to say)."""
+        render = getattr(self, "render", None)
+        if render is None:
+            self.unshown.append(event)
+        else:
+            render(event)
 
     def system(self) -> dict:
         return {"role": "system", "content": self.session.system}
