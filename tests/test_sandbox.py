@@ -90,6 +90,26 @@ def test_workspace_writes_inside_and_is_refused_outside(home, outside):
     assert "call shell_exec again with `escalate` set to the reason" in result and not asked
 
 
+def test_a_tools_folder_under_tmp_is_seen_read_only_through_the_private_tmp(home):
+    """The folder bantam_tools_dir names is the one the model is told to run scripts from: under
+    /tmp (a clone made there) the private /tmp would hide it, so it is shown again, read-only."""
+    tools = Path(tempfile.mkdtemp(prefix="bantam-tools-test-", dir="/tmp"))
+    other = tools.parent / f"{tools.name}-other"
+    try:
+        (tools / "hello").write_text("#!/bin/sh\necho hi from the tools folder\n")
+        (tools / "hello").chmod(0o755)
+        box = toolbox(sandbox="workspace", bantam_tools_dir=str(tools))
+        assert "hi from the tools folder" in shell(box, f"{tools}/hello && echo ran")  # a command line, not a path
+        assert "exit: 0" not in shell(box, f"echo x > {tools}/new")
+        assert not (tools / "new").exists()
+        other.mkdir()
+        (other / "secret.txt").write_text("not for the model\n")
+        assert "not for the model" not in shell(box, f"cat {other}/secret.txt")  # only that folder is shown
+    finally:
+        shutil.rmtree(tools, ignore_errors=True)
+        shutil.rmtree(other, ignore_errors=True)
+
+
 def test_git_and_config_files_stay_read_only_in_the_workspace(home):
     (home / ".git").mkdir()
     (home / ".git" / "config").write_text("[core]\n")

@@ -146,7 +146,11 @@ class Sandbox:
         self.looked = [look(root) for root in self.roots]  # before the command: `settle` compares
         hidden = self.hidden()
         here = Path(os.path.realpath(cwd if cwd is not None else os.curdir))
-        shown = [*interpreter_under_tmp(), *named_under_tmp(argv), *([] if self._in_root(here) else under_tmp([here]))]
+        # under the private /tmp, shown again read-only: bantam's own Python, the folders a fixed
+        # command names, the tools folder the model is told to run (bantam_tools_dir) and the folder
+        # the command starts in
+        shown = [*interpreter_under_tmp(), *named_under_tmp(argv), *under_tmp(self.reveal),
+                 *([] if self._in_root(here) else under_tmp([here]))]
         if self.tmp is not None:  # bubblewrap makes the mount points of what it binds below /tmp in it
             self.tmp_seen = {*_entries(private_dir(self.tmp)), *(p.parts[2] for p in (*shown, *self.roots)
                                                                  if p.parts[:2] == ("/", "tmp") and len(p.parts) > 2)}
