@@ -281,6 +281,15 @@ def test_an_answer_cut_at_the_output_limit_three_times_waits_and_tells_the_opera
         sizes = [r.body.get("max_tokens") for r in model.seen("write the long one")]
         assert sizes == [None, 8000, 10_000]
         assert not [m for m in messages(agent) if m["role"] == "tool"]  # the cut call never ran
+        # the file changing without a new message is not new input: the turn is not asked again
+        log = agent / "messages.jsonl"
+        log.write_bytes(log.read_bytes())
+        time.sleep(1)  # the watcher reports within 0.6 s: the loop has looked by now
+        model.on("what now?", text_reply("nothing"))
+        tg.push_text(chat_id=42, text="what now?")
+        wait_for(lambda: "nothing" in tg.texts(), "the next message answered")
+        sizes = [r.body.get("max_tokens") for r in model.seen("write the long one")]
+        assert sizes == [None, 8000, 10_000]  # (seen: requests whose last message is that one)
 
 
 def test_a_file_that_cannot_be_saved_does_not_stop_the_chat(home, model, daemons):

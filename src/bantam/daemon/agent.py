@@ -76,6 +76,7 @@ class Agent:
         self.failures = 0               # turns in a row the model did not answer
         self.retry_at: float | None = None  # (monotonic) when to try the unanswered turn again
         self.told: set[str] = set()     # errors already told to the operator, until one succeeds
+        self.stuck: tuple[int, dict] | None = None  # where a turn stopped at a limit (at()): not asked again
 
     def _telegram(self) -> Any:
         if not self.settings.telegram_token:
@@ -159,8 +160,12 @@ class Agent:
 
     def step(self) -> None:
         request = self.refresh()
-        if self.known and self.known[-1].get("role") in ("user", "tool"):
+        if self.known and self.known[-1].get("role") in ("user", "tool") and self.stuck != self.at():
             self.turn(request)
+
+    def at(self) -> tuple[int, dict]:
+        """Where the conversation stands: its length and last message."""
+        return len(self.known), self.known[-1]
 
     def turn(self, request: list[dict]) -> None:
         self.busy, self.cut_at = True, None
@@ -172,6 +177,7 @@ class Agent:
             self.say(f"woke by {woke}: {self._failed(e)}")
             return
         except LimitReached as e:
+            self.stuck = self.at()  # the file changing again is not new input: only a new message is
             self.log("error", f"{e}; waiting for new input")
             self.tell_once("limit", f"[bantam] {e}; I am waiting for new input.")
             self.say(f"woke by {woke}: stopped: {e}")
