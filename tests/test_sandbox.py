@@ -105,6 +105,10 @@ def test_a_tools_folder_under_tmp_is_seen_read_only_through_the_private_tmp(home
         other.mkdir()
         (other / "secret.txt").write_text("not for the model\n")
         assert "not for the model" not in shell(box, f"cat {other}/secret.txt")  # only that folder is shown
+        (other / "run.sh").write_text("#!/bin/sh\ncat \"$(dirname \"$0\")/secret.txt\"\n")
+        (other / "run.sh").chmod(0o755)
+        # a command line that is just a path under /tmp does not make its folder visible either
+        assert "not for the model" not in shell(box, f"{other}/run.sh")
     finally:
         shutil.rmtree(tools, ignore_errors=True)
         shutil.rmtree(other, ignore_errors=True)

@@ -586,6 +586,8 @@ def named_under_tmp(argv: list[str]) -> list[Path]:
     `{config_dir}/verify.py` in a clone made there): visible again, read-only, inside the private
     /tmp. A shell command's text is not an argument path, so nothing the model writes is widened."""
     tmp, found = Path("/tmp"), set()
+    if argv[1:2] == ["-c"]:  # a shell's command line (the model's): text, never a path to show
+        return []
     for arg in argv[1:]:
         if not arg.startswith("/tmp/"):
             continue
