@@ -128,6 +128,9 @@ def test_sessions_list_show_export_delete(home):
     saved(home, "other-one")
     listing = run_bantam("sessions", cwd=home).stdout.splitlines()
     assert len(listing) == 2 and any(line.startswith("* ") for line in listing)
+    assert all(f"  {home.resolve().name}  " in line for line in listing)  # the project folder, by name
+    twice = run_bantam("sessions", "show", home.resolve().name, cwd=home)  # the folder's name: two match
+    assert twice.returncode == 2 and "matches 2 sessions" in twice.stderr
     shown = run_bantam("sessions", "show", "other", cwd=home)
     assert shown.stdout.startswith("# Session other-one") and "## User\n\nwhat is 2+2?" in shown.stdout
     out = home / "talk.md"
@@ -135,6 +138,9 @@ def test_sessions_list_show_export_delete(home):
     assert "## Assistant\n\n4" in out.read_text()
     assert run_bantam("sessions", "delete", "other-one", cwd=home).returncode == 0
     assert len(run_bantam("sessions", cwd=home).stdout.splitlines()) == 1
+    by_folder = run_bantam("sessions", "show", home.resolve().name, cwd=home)  # now the only one there
+    assert by_folder.returncode == 0 and "what is 2+2?" in by_folder.stdout
+    assert by_folder.stdout.startswith(f"# Session {transcripts.project_id(home)}")
     missing = run_bantam("sessions", "show", "nope", cwd=home)
     assert missing.returncode == 2 and "no session matches 'nope'" in missing.stderr
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from . import config, transcripts
@@ -64,7 +65,7 @@ def sessions_main(argv: list[str]) -> int:
     parser = Parser(prog="bantam sessions", description="Saved sessions "
                                      f"({transcripts.sessions_dir()}): list, show, export to Markdown, delete.")
     parser.add_argument("action", nargs="?", choices=("list", "show", "export", "delete"), default="list")
-    parser.add_argument("id", nargs="?", help="a session id, or the start of one")
+    parser.add_argument("id", nargs="?", help="a session id, the start of one, or its project folder's name")
     parser.add_argument("-o", "--output", metavar="FILE", help="export: write here instead of stdout")
     args = parser.parse_args(argv)
     if args.action == "list":
@@ -98,7 +99,8 @@ def _list_sessions() -> int:
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(info.updated))
         mark = "*" if info.id == here else " "  # this project's autosave: bantam -c continues it
         about = info.problem or f"{info.count} messages  {info.summary[:60]}"
-        print(f"{mark} {info.id}  {when}  {about}")
+        where = f"{Path(info.project).name or '/'}  " if info.project else ""  # a name to give instead of the id
+        print(f"{mark} {info.id}  {when}  {where}{about}")
     return 0
 
 

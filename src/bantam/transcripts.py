@@ -221,10 +221,14 @@ def session_ids() -> list[str]:
 
 
 def load(key: str, notify: Notify | None = None) -> tuple[str, list[dict]]:
-    """The messages of the session with this exact id, or the only one whose id starts with it."""
+    """The messages of the session with this exact id, or the only one whose id starts with it,
+    or else the only one of the project folder named so (its name or its whole path): ids are
+    hashes, folders are what a person remembers."""
     if VALID_ID.match(key) and exists(key):
         return key, read(path_of(key), notify)["messages"]
     matches = [i for i in session_ids() if i.startswith(key)] if key else []
+    if not matches and key:
+        matches = [s.id for s in listing() if s.project and key.rstrip("/") in (s.project, Path(s.project).name)]
     if not matches:
         raise SessionError(f"no session matches {key!r}; /list shows them")
     if len(matches) > 1:
