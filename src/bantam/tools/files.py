@@ -25,7 +25,7 @@ from typing import Any
 from ..errors import Refused, ToolError
 from ..fsutil import ANYWHERE, Boundary, Change, open_confined, read_up_to
 from ..sanitize import bidi_note
-from . import Outcome, Tool
+from . import Outcome, Tool, ToolContext
 from .workspace import Workspace, sha256
 
 
@@ -47,7 +47,7 @@ class WriteFile(Tool):
         },
     }
 
-    def run(self, args: dict[str, Any], ctx: Any = None) -> str | Outcome:
+    def run(self, args: dict[str, Any], ctx: ToolContext | None = None) -> str | Outcome:
         if ctx is not None and ctx.workspace is not None:
             return write_in(ctx.workspace, args["path"], args.get("content", ""))
         target = str(_path(args, ctx))
@@ -66,7 +66,7 @@ class Buffers:
     write: Callable[[Path, str], None] | None = None
 
 
-def _buffers(ctx: Any) -> Buffers | None:
+def _buffers(ctx: ToolContext | None) -> Buffers | None:
     return ctx.buffers if ctx is not None and ctx.workspace is None else None
 
 
@@ -100,7 +100,7 @@ def _current(path: Path, shown: str, buffers: Buffers) -> bytes:
     return read_bytes(path, shown)
 
 
-def allowed(ctx: Any, path: str) -> Boundary:
+def allowed(ctx: ToolContext | None, path: str) -> Boundary:
     """The boundary a model's write or edit of `path` (placed in the session's folder) is made in,
     once the sandbox and the approvals let it go ahead (ToolError when not). Without a context
     (bantam's own call), anywhere."""
@@ -176,7 +176,7 @@ READ_LINES = 2000              # lines read_file shows by default
 LIST_LIMIT = 500               # entries list_files shows
 
 
-def _path(args: dict[str, Any], ctx: Any) -> Path:
+def _path(args: dict[str, Any], ctx: ToolContext | None) -> Path:
     """The path argument, placed in the session's folder (as given without a context)."""
     if not str(args.get("path", "")).strip():
         raise ToolError("path is empty")
@@ -196,7 +196,7 @@ class ReadFile(Tool):
         },
     }
 
-    def run(self, args: dict[str, Any], ctx: Any = None) -> str | Outcome:
+    def run(self, args: dict[str, Any], ctx: ToolContext | None = None) -> str | Outcome:
         if ctx is not None and ctx.workspace is not None:
             return read_in(ctx.workspace, args["path"])
         path, buffers = _path(args, ctx), _buffers(ctx)
@@ -256,7 +256,7 @@ class EditFile(Tool):
         },
     }
 
-    def run(self, args: dict[str, Any], ctx: Any = None) -> str:
+    def run(self, args: dict[str, Any], ctx: ToolContext | None = None) -> str:
         if ctx is not None and ctx.workspace is not None:  # a controlled run writes whole files only
             raise Refused("edit_file is not offered in a controlled run's workspace; use write_file")
         path = _path(args, ctx)
@@ -295,7 +295,7 @@ class ListFiles(Tool):
     description = f"List the files under a directory (default: the project's), with sizes; at most {LIST_LIMIT}."
     parameters = {"type": "object", "properties": {"path": {"type": "string", "description": "directory"}}}
 
-    def run(self, args: dict[str, Any], ctx: Any = None) -> str | Outcome:
+    def run(self, args: dict[str, Any], ctx: ToolContext | None = None) -> str | Outcome:
         if ctx is not None and ctx.workspace is not None:
             return list_in(ctx.workspace, args.get("path") or ".")
         base = _path({"path": args.get("path") or "."}, ctx)

@@ -23,7 +23,7 @@ from ..clip import HeadTail
 from ..envpolicy import StreamRedactor, redact_cut, tool_env
 from ..errors import Refused, ToolError
 from ..fsutil import bantam_home, private_dir
-from . import Outcome, Tool
+from . import Outcome, Tool, ToolContext
 
 if TYPE_CHECKING:
     from ..sandbox import Sandbox
@@ -69,14 +69,14 @@ class ShellExec(Tool):
                                               "only after the sandbox refused this command: why it "
                                               "must run outside the sandbox (the user is asked)"}}}
 
-    def parameters_for(self, ctx: Any) -> dict[str, Any]:
+    def parameters_for(self, ctx: ToolContext) -> dict[str, Any]:
         """`escalate` only where it can do something: a sandbox to cross and a person to ask
         (otherwise a small model fills in the optional argument and is refused for it)."""
         if ctx.cfg.sandbox != "off" and ctx.approvals.ask is not None:
             return self.parameters
         return {**self.parameters, "properties": {"command": COMMAND_PARAMETER}}
 
-    def run(self, args: dict[str, Any], ctx: Any) -> str | Outcome:
+    def run(self, args: dict[str, Any], ctx: ToolContext) -> str | Outcome:
         if ctx.workspace is not None:
             return run_named(ctx.workspace, args["command"])
         from ..approval import check_command
