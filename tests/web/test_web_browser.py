@@ -491,11 +491,11 @@ def test_a_reloaded_page_shows_the_end_of_the_chat(page, web, server):
     for n in range(6):
         server.add(text_reply("\n".join(f"answer {n}, line {i}" for i in range(12))))
         send(page, f"question {n}")
-        expect(page.locator(".assistant")).to_have_count(n + 1)
+        expect(page.locator(".assistant")).to_have_count(n + 1, timeout=30_000)  # six answers: generous under load
         idle(page)
     page.reload()
-    expect(page.locator(".assistant")).to_have_count(6)
-    expect(page.locator("#status")).not_to_have_text("connecting…")
+    expect(page.locator(".assistant")).to_have_count(6, timeout=30_000)
+    expect(page.locator("#status")).not_to_have_text("connecting…", timeout=30_000)
     page.wait_for_function("() => { const log = document.getElementById('log');"
                            " return log.scrollHeight > 2 * log.clientHeight"
                            " && log.scrollHeight - log.scrollTop - log.clientHeight < 5; }")
