@@ -27,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from bench.bench_core import BANTAM, PY, machine, write_results  # noqa: E402
-from bench.bench_peers import ScriptServer, command, execute  # noqa: E402
+from bench.bench_peers import ScriptServer, command, execute, interleave  # noqa: E402
 
 BEGIN, END = "<!-- bench_start:begin -->", "<!-- bench_start:end -->"
 NO_RE_SCRIPT = (f"#!{PY}\nimport sys\nfrom bantam.cli import main\nif __name__ == '__main__':\n"
@@ -76,16 +76,6 @@ def first_request(src: str | None) -> float:
         return server.arrivals[0] - t0
 
 
-def rounds(n: int, cases: dict) -> dict[str, list]:
-    for fn in cases.values():  # one untimed run each: bytecode written, caches warm
-        fn()
-    out: dict[str, list] = {k: [] for k in cases}
-    for _ in range(n):
-        for k, fn in cases.items():
-            out[k].append(fn())
-    return out
-
-
 def row(name: str, values: list[float], base: list[float] | None) -> str:
     ratio = f"{statistics.median(a / b for a, b in zip(values, base, strict=True)):.2f}x" if base else "—"
     return (f"| {name} | {min(values) * 1e3:.1f} | {statistics.median(values) * 1e3:.1f} | "
@@ -109,13 +99,13 @@ def main() -> None:
         cases[f"`bantam --version`, {name}"] = lambda src=src: cpu_wall([BANTAM, "--version"], on(src))
     cases["`bantam --version`, this tree, script without re"] = lambda: cpu_wall([str(no_re), "--version"],
                                                                               on(args.after))
-    version = rounds(args.runs, cases)
+    version = interleave(args.runs, cases)
     floor = [cpu for cpu, _ in version["`python -c pass`"]]
     floor_wall = [wall for _, wall in version["`python -c pass`"]]
     head = "| command | min ms | median ms | max ms | {} |\n|---|---:|---:|---:|---:|"
     cpu_rows = [row(k, [c for c, _ in v], floor) for k, v in version.items()]
     wall_rows = [row(k, [w for _, w in v], floor_wall) for k, v in version.items()]
-    first = rounds(args.runs, {**{name: (lambda src=src: first_request(src)) for name, src in trees.items()},
+    first = interleave(args.runs, {**{name: (lambda src=src: first_request(src)) for name, src in trees.items()},
                                "floor: import httpx, one request": lambda: first_request("floor")})
     base = first.get("before")
     first_rows = [row(k, v, base if k != "before" else None) for k, v in first.items()]
