@@ -3,6 +3,7 @@ the session, the session's /tmp, the working directory and the notes a refused c
 bubblewrap, real shell commands, bantam in a real pseudo-terminal against a real local server."""
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
@@ -13,7 +14,7 @@ import pytest
 
 from bantam.approval import Approvals, Verdict
 from bantam.config import Config
-from bantam.sandbox import unavailable
+from bantam.sandbox import session_tmp, unavailable
 from bantam.tools import ToolContext, make_toolbox
 from tests.conftest import base_cfg, write_cfg
 from tests.fakes.openai_server import text_reply, tool_reply
@@ -137,6 +138,69 @@ def test_the_sessions_tmp_outlives_its_commands_and_the_result_says_where(home, 
         f"\n[sandbox: /tmp is this session's own folder, kept between its commands: on the host it is {folder} "
         f"(the host's /tmp is not visible to commands); new there: {name}]\n\nexit: 0",
         "draft\n\n\nexit: 0"]
+
+
+def session_tools(folder: Path, **values) -> tuple:
+    """The file tools and shell_exec of a session in `folder`, with a /tmp of its own."""
+    tmp = session_tmp()
+    ctx = ToolContext(Config(**values), approvals=Approvals(), folder=folder, tmp=tmp)
+    return make_toolbox(["shell_exec", "write_file", "read_file", "edit_file", "list_files"], ctx), tmp
+
+
+def call(box, name: str, **args) -> str:
+    return box.execute(name, json.dumps(args)).content
+
+
+@pytest.mark.parametrize("mode", ["workspace", "read-only"])
+def test_the_file_tools_see_the_sessions_tmp_as_its_commands_do(home, mode):
+    """/tmp is one place for the model: what a command wrote there read_file reads, list_files
+    lists, and what write_file or edit_file put there a command finds; none of it is on the
+    host's /tmp. A path the session's folder shows at its own place stays there."""
+    box, tmp = session_tools(home, sandbox=mode)
+    name = f"r-{os.getpid()}-{mode}.txt"
+    assert call(box, "shell_exec", command=f"echo draft > /tmp/{name}").endswith("exit: 0")
+    assert call(box, "read_file", path=f"/tmp/{name}").endswith(" 1\tdraft")
+    assert call(box, "write_file", path=f"/tmp/w-{name}", content="hello\n").startswith("wrote")
+    assert call(box, "edit_file", path=f"/tmp/w-{name}", old_string="hello", new_string="bye").startswith("replaced")
+    assert call(box, "shell_exec", command=f"cat /tmp/w-{name}").startswith("bye\n")
+    assert {name, f"w-{name}"} <= {line.split(" ")[0] for line in call(box, "list_files", path="/tmp").splitlines()}
+    assert (tmp / f"w-{name}").read_text() == "bye\n"
+    assert not Path("/tmp", name).exists() and not Path("/tmp", f"w-{name}").exists()
+    if mode == "workspace":  # the session's folder lies under /tmp here (pytest's): at its own path for both
+        assert call(box, "write_file", path=str(home / "own.txt"), content="x").startswith("wrote")
+        call(box, "shell_exec", command="echo in-folder > f.txt")
+        assert call(box, "read_file", path=str(home / "f.txt")).endswith("1\tin-folder")
+        assert (home / "own.txt").read_text() == "x"
+
+
+def test_a_link_in_the_sessions_tmp_leads_nowhere_the_boundary_forbids(home, outside, monkeypatch):
+    """A link a command leaves in /tmp is followed only where a read or write may go: not into
+    bantam's own folders (keys), not out of the writable roots, and no other session's /tmp."""
+    monkeypatch.setenv("BANTAM_HOME", str(outside / "bantam"))  # not under /tmp, as ~/.bantam is for a user
+    secret = outside / "bantam" / "model.cfg"
+    secret.parent.mkdir(parents=True, exist_ok=True)
+    secret.write_text("api_key=sk-live-secret\n")
+    (outside / "theirs.txt").write_text("theirs\n")
+    box, tmp = session_tools(home, sandbox="workspace")
+    call(box, "shell_exec", command=f"ln -s {secret} /tmp/key; ln -s {outside} /tmp/out; true")
+    assert "bantam's own files" in call(box, "read_file", path="/tmp/key")
+    assert call(box, "write_file", path="/tmp/key", content="api_key=mine\n").startswith("error: not written")
+    assert "is outside the writable roots" in call(box, "write_file", path="/tmp/out/new.txt", content="x")
+    assert secret.read_text() == "api_key=sk-live-secret\n" and not (outside / "new.txt").exists()
+    other, _ = session_tools(home, sandbox="workspace")
+    call(other, "shell_exec", command="echo mine > /tmp/mine.txt")
+    assert "bantam's own files" in call(box, "read_file", path=str(next(tmp.parent.glob("*/mine.txt"))))
+
+
+def test_with_the_sandbox_off_tmp_is_the_hosts_for_everything(home):
+    box, tmp = session_tools(home, sandbox="off")
+    name = f"host-{os.getpid()}.txt"
+    try:
+        assert call(box, "write_file", path=f"/tmp/{name}", content="on the host\n").startswith("wrote")
+        assert Path("/tmp", name).read_text() == "on the host\n"
+        assert call(box, "shell_exec", command=f"cat /tmp/{name}").startswith("on the host")
+    finally:
+        Path("/tmp", name).unlink(missing_ok=True)
 
 
 # --- the working directory, wherever it lives ------------------------------------------------------

@@ -212,13 +212,14 @@ def _every_time(why: str, own: str, danger: str = "") -> str:
 
 
 def check_write(cfg: Config, approvals: Approvals, path: str,
-                cwd: str | os.PathLike | None = None) -> Boundary:
+                cwd: str | os.PathLike | None = None, tmp: Path | None = None) -> Boundary:
     """Let a file write or edit of `path` go ahead, or raise ToolError saying why not. `path` is
-    absolute or from the process's folder; `cwd` places the writable roots. Returns the boundary
+    absolute or from the process's folder; `cwd` places the writable roots; `tmp` is the session's
+    /tmp (written like a root when the sandbox is on). Returns the boundary
     the write is then made in (`Boundary.write`, which checks again on what it writes): the
     sandbox's; for a write outside it that a person allowed, the folder they were shown; with the
     sandbox off, anywhere."""
-    box = Sandbox.for_config(cfg, cwd)
+    box = Sandbox.for_config(cfg, cwd, tmp)
     outside = box.may_write(path)
     if outside and cfg.approval == "never":
         raise ToolError(f"not written: {outside} (sandbox={box.mode}, approval=never)")

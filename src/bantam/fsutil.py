@@ -204,6 +204,8 @@ class Boundary:
     roots      the folders the path must lie under (resolved); () allows nothing
     protected  names no component below the root may have, at any depth (.git, .bantam.cfg, ...)
     guarded    folders never written inside, wherever they lie (bantam's own state and config)
+    granted    roots that lie inside a guarded folder and are written all the same: the session's
+               /tmp, which bantam keeps in its own folder for the model's commands and files
     resolve    True: the path's links are resolved once, then the result is walked (a link from one
                place in the roots to another works; one that appears later is refused). False: the
                path as written, and any link in it is refused.
@@ -215,6 +217,7 @@ class Boundary:
     guarded: tuple[Path, ...] = ()
     resolve: bool = True
     where: str = ""
+    granted: tuple[Path, ...] = ()
 
     def locate(self, path: str | os.PathLike) -> tuple[Path, tuple[str, ...]]:
         """(root, the components below it) that a write of `path` walks; Refused saying why not."""
@@ -230,7 +233,7 @@ class Boundary:
             if name in self.protected:
                 raise Refused(f"{path} is protected: {name} stays read-only, at any depth")
         for guarded in self.guarded:
-            if guarded == full or guarded in full.parents:
+            if (guarded == full or guarded in full.parents) and root not in self.granted:
                 raise Refused(f"{path} is protected: {guarded} (bantam's own files) stays read-only")
         if not parts:
             raise ToolError(f"{path} is a directory")

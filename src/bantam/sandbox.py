@@ -277,7 +277,10 @@ class Sandbox:
         if not self.on:
             return ANYWHERE
         guarded = (*guarded_dirs(), *self.readonly)
-        return Boundary(self.roots, frozenset(PROTECTED_NAMES), guarded, where=self.writable_text())
+        # the session's /tmp is the commands' /tmp, so the file tools write there too (see `on_host`)
+        tmp = (Path(os.path.realpath(private_dir(self.tmp))),) if self.tmp is not None else ()
+        return Boundary((*self.roots, *tmp), frozenset(PROTECTED_NAMES), guarded, where=self.writable_text(),
+                        granted=tmp)
 
     def may_write(self, path: str | os.PathLike) -> str:
         """"" if the boundary lets the model write `path`; otherwise why not, in words for the model.
@@ -289,6 +292,23 @@ class Sandbox:
         except ToolError:
             pass  # not a boundary matter (the path is a root itself): the write says what is wrong
         return ""
+
+    def on_host(self, path: Path, folder: Path | None) -> Path:
+        """Where `path`, as the model's commands see it, lies on the host: below /tmp, in the
+        session's /tmp, but for what is shown there again at its own path (the writable roots, the
+        session's `folder`, the tools folder, bantam's own Python). The file tools place every path
+        with it, so read_file reads what a command wrote to /tmp, and a command finds there what
+        write_file wrote. As given with the sandbox off, or with no session's /tmp."""
+        if not self.on or self.tmp is None:
+            return path
+        full = Path(os.path.abspath(path))
+        if full.parts[:2] != ("/", "tmp"):
+            return path
+        shown = (*self.roots, *self.reveal, *interpreter_under_tmp(),
+                 *([Path(os.path.realpath(folder))] if folder is not None else []))
+        if any(_within(full, p) for p in shown):
+            return path
+        return self.tmp.joinpath(*full.parts[2:])
 
     def _in_root(self, path: Path) -> bool:
         return any(_within(path, root) for root in self.roots)
@@ -383,15 +403,18 @@ def bwrap_prefix(roots: Iterable[Path], network: bool, protected: Iterable[Path]
     return args
 
 
-def read_for_model(path: str | os.PathLike, shown: str, limit: int, refuse: Iterable[Path] = ()) -> bytes:
+def read_for_model(path: str | os.PathLike, shown: str, limit: int, refuse: Iterable[Path] = (),
+                   tmp: Path | None = None) -> bytes:
     """The first `limit` bytes of a file an in-process read tool (read_file, read_image, read_pdf,
     the daemon's READ_FILE) is asked for, whatever the sandbox mode: what the model's commands can
     read, and no more (fsutil.read_inside: no kernel files, nothing of bantam's own folders, which
     commands see empty, nor the `refuse` files, nor a FIFO). Clipped tool output, which the model is
-    pointed to, stays readable. ToolError (one line) otherwise."""
+    pointed to, and the session's `tmp` (its commands' /tmp) stay readable. ToolError (one line)
+    otherwise."""
     given = Path(os.path.abspath(Path(path).expanduser()))  # a library caller's relative path: from its folder
-    output = Path(os.path.realpath(bantam_home() / "tool-output"))
-    folder = output if _within(Path(os.path.realpath(given)), output) else Path("/")
+    real = Path(os.path.realpath(given))
+    readable = [Path(os.path.realpath(p)) for p in (bantam_home() / "tool-output", *([tmp] if tmp else []))]
+    folder = next((p for p in readable if _within(real, p)), Path("/"))
     try:
         return read_inside(folder, given, limit, shown=shown, refuse=refuse)
     except FileNotFoundError:

@@ -1,7 +1,10 @@
 """The daemon's tools and prompt on a real agent directory, through the real Toolbox (argument
 checks, sanitising, bg_run) of an Agent that is built but not started."""
 import json
+import shutil
+import tempfile
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -82,9 +85,16 @@ def test_system_prompt_elides_memory_and_names_the_subconscious(agent, home):
     assert "bytes earlier]" in tail and "event 16" not in tail and "event 17" in tail
 
 
-def test_bash_and_write_file_stay_in_the_sandbox(agent, home, tmp_path):
-    outside = tmp_path.parent / f"{tmp_path.name}-outside"  # beside the test's folder: not under home
-    outside.mkdir()
+@pytest.fixture
+def outside():
+    """A folder outside the agent's home and not under /tmp (which is the session's own for the
+    model's commands and file tools)."""
+    path = Path(tempfile.mkdtemp(prefix="bantam-daemon-outside-", dir="/var/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_bash_and_write_file_stay_in_the_sandbox(agent, home, outside):
     out = call(agent, "BASH", command=f"touch inside.txt; touch {outside}/x")
     assert (home / "inside.txt").exists() and not (outside / "x").exists()
     assert "[sandbox: " in out and out.endswith("exit: 1")

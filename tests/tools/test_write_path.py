@@ -232,10 +232,12 @@ def test_a_write_an_always_lets_through_never_follows_a_swapped_link_out(home, t
 
 def test_the_daemons_edit_file_stays_inside_its_boundary(agent, home, bashrc):  # noqa: F811
     (home / "rc").symlink_to(bashrc)
-    for path in ("rc", str(bashrc)):
-        out = call(agent, "EDIT_FILE", path=path, old_string="PATH=", new_string="PATH=/evil:")
-        assert out.startswith("error: not written: this needs a person's approval (write outside the "
-                              "sandbox: "), out
+    out = call(agent, "EDIT_FILE", path="rc", old_string="PATH=", new_string="PATH=/evil:")
+    assert out.startswith("error: not written: this needs a person's approval (write outside the sandbox: "), out
+    # by its path: pytest's HOME lies under /tmp, which is the session's own /tmp for the model's
+    # commands and file tools alike, where there is no .bashrc to edit
+    out = call(agent, "EDIT_FILE", path=str(bashrc), old_string="PATH=", new_string="PATH=/evil:")
+    assert out.startswith("error: "), out
     assert bashrc.read_text() == RC
     (home / "sub" / ".git").mkdir(parents=True)
     (home / "sub" / ".git" / "config").write_text("[core]\n")

@@ -110,9 +110,14 @@ class ToolContext:
                        children_usage=Usage())
 
     def at(self, path: str | Path) -> Path:
-        """`path` as the model gave it (~ expanded), placed in the session's folder when relative."""
+        """`path` as the model gave it (~ expanded), placed in the session's folder when relative,
+        where the model's commands find it: below /tmp, in the session's /tmp (Sandbox.on_host)."""
         given = Path(path).expanduser()
-        return self.folder / given if self.folder is not None and not given.is_absolute() else given
+        placed = self.folder / given if self.folder is not None and not given.is_absolute() else given
+        if self.tmp is None:
+            return placed
+        from ..sandbox import Sandbox
+        return Sandbox.for_config(self.cfg, self.folder, self.tmp).on_host(placed, self.folder)
 
     def add_child_usage(self, usage: Usage) -> None:
         with _usage_lock:  # sub-agents finish side by side

@@ -109,9 +109,11 @@ def allowed(ctx: ToolContext | None, path: str) -> Boundary:
     if ctx is None:
         return ANYWHERE
     from ..approval import check_write
-    # asked as the model wrote it (~/.bashrc), unless relative: then where it lands in the folder
-    asked = path if Path(path).expanduser().is_absolute() else str(ctx.at(path))
-    boundary = check_write(ctx.cfg, ctx.approvals, asked, cwd=ctx.folder)
+    # asked as the model wrote it (~/.bashrc), unless it lands elsewhere: relative, in the session's
+    # folder; below /tmp, in the session's /tmp
+    where = ctx.at(path)
+    asked = path if Path(path).expanduser() == where else str(where)
+    boundary = check_write(ctx.cfg, ctx.approvals, asked, cwd=ctx.folder, tmp=ctx.tmp)
     return replace(boundary, guarded=(*boundary.guarded, *ctx.guarded)) if ctx.guarded else boundary
 
 
@@ -200,12 +202,12 @@ class ReadFile(Tool):
         if ctx is not None and ctx.workspace is not None:
             return read_in(ctx.workspace, args["path"])
         path, buffers = _path(args, ctx), _buffers(ctx)
-        secret = ctx.secret if ctx is not None else ()
+        secret, tmp = (ctx.secret, ctx.tmp) if ctx is not None else ((), None)
         if buffers is not None and buffers.read is not None:
-            read_bytes(path, args["path"], 0, secret)  # checked as a read from the disk, before the editor is asked
+            read_bytes(path, args["path"], 0, secret, tmp)  # checked as a read from the disk, before the editor is asked
             data = buffers.read(path).encode("utf-8")[:READ_LIMIT]
         else:
-            data = read_bytes(path, args["path"], refuse=secret)
+            data = read_bytes(path, args["path"], refuse=secret, tmp=tmp)
         return numbered_lines(data, args["path"], args.get("offset"), args.get("limit"))
 
 
@@ -220,10 +222,11 @@ def read_in(ws: Workspace, path: str) -> Outcome:
     return Outcome(text, clipped=clipped, facts={"sha256": sha256(data), "bytes": len(data), "full_read": not clipped})
 
 
-def read_bytes(path: Path, shown_as: str, limit: int = READ_LIMIT, refuse: Iterable[Path] = ()) -> bytes:
+def read_bytes(path: Path, shown_as: str, limit: int = READ_LIMIT, refuse: Iterable[Path] = (),
+               tmp: Path | None = None) -> bytes:
     """The model's read of `path` (ToolError when refused: sandbox.read_for_model)."""
     from ..sandbox import read_for_model
-    return read_for_model(path, shown_as, limit, refuse)
+    return read_for_model(path, shown_as, limit, refuse, tmp)
 
 
 def numbered_lines(data: bytes, shown_as: str, offset: int | None = None, limit: int | None = None) -> str:
@@ -299,7 +302,7 @@ class ListFiles(Tool):
         if ctx is not None and ctx.workspace is not None:
             return list_in(ctx.workspace, args.get("path") or ".")
         base = _path({"path": args.get("path") or "."}, ctx)
-        left_out = self._own_folders(base, args.get("path") or ".")
+        left_out = self._own_folders(base, args.get("path") or ".", ctx.tmp if ctx is not None else None)
         if base.is_file():
             return f"{args.get('path')} ({base.stat().st_size} bytes)"
         if not base.is_dir():
@@ -311,15 +314,15 @@ class ListFiles(Tool):
         return "\n".join(lines) or "(no files)"
 
     @staticmethod
-    def _own_folders(base: Path, shown: str) -> tuple[str, ...]:
+    def _own_folders(base: Path, shown: str, tmp: Path | None) -> tuple[str, ...]:
         """The folders of bantam's own (fsutil.guarded_dirs) below `base`, as the listing's line
         prefixes to leave out; ToolError (one line) when `base` leads into one, by any link: their
         names and sizes are bantam's, as read_file and commands keep their contents. Clipped tool
-        output, which the model is pointed to, stays listable."""
+        output, which the model is pointed to, and the session's `tmp` stay listable."""
         from ..fsutil import bantam_home
         from ..sandbox import guarded_dirs
         real = Path(os.path.realpath(base))
-        if real.is_relative_to(os.path.realpath(bantam_home() / "tool-output")):
+        if any(real.is_relative_to(os.path.realpath(p)) for p in (bantam_home() / "tool-output", *([tmp] if tmp else []))):
             return ()
         for own in guarded_dirs():
             if real.is_relative_to(own):

@@ -46,7 +46,7 @@ class ReadImage(Tool):
 
     def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
         path = args["path"]
-        data = read_bytes(path, IMAGE_LIMIT, ctx.folder)
+        data = read_bytes(path, IMAGE_LIMIT, ctx)
         url = f"data:{image_type(data, path)};base64,{base64.b64encode(data).decode('ascii')}"
         parts: list[dict[str, Any]] = [{"type": "text", "text": _question(args, IMAGE_QUESTION)},
                  {"type": "image_url", "image_url": {"url": url}}]
@@ -64,7 +64,7 @@ class ReadPdf(Tool):
 
     def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
         path = args["path"]
-        text = pdf_text(read_bytes(path, PDF_LIMIT, ctx.folder), path)
+        text = pdf_text(read_bytes(path, PDF_LIMIT, ctx), path)
         # The document first and the question last: models follow a question after a long text best.
         prompt = f"<document name={path!r}>\n{text}\n</document>\n\n{_question(args, PDF_QUESTION)}"
         return ask_model(ctx, prompt, path)
@@ -74,16 +74,16 @@ def _question(args: dict[str, Any], default: str) -> str:
     return (args.get("question") or "").strip() or default
 
 
-def read_bytes(path: str, limit: int, folder: Path | None = None) -> bytes:
-    """The whole file (a relative `path` from the session's `folder`), refused with a clear message
-    if it is missing, odd, empty or over `limit` (read through sandbox.read_for_model)."""
+def read_bytes(path: str, limit: int, ctx: ToolContext | None = None) -> bytes:
+    """The whole file (placed by `ctx.at`: a relative `path` from the session's folder), refused
+    with a clear message if it is missing, odd, empty or over `limit` (read through
+    sandbox.read_for_model)."""
     from ..sandbox import read_for_model
     if not path.strip():
         raise ToolError("path is empty")
-    target = Path(path).expanduser()
-    if folder is not None and not target.is_absolute():
-        target = folder / target
-    data = read_for_model(target, path, limit + 1)  # bounded even if the file grows while we read it
+    target = ctx.at(path) if ctx is not None else Path(path).expanduser()
+    # bounded even if the file grows while we read it
+    data = read_for_model(target, path, limit + 1, tmp=ctx.tmp if ctx is not None else None)
     if len(data) > limit:
         raise ToolError(f"{path} is too large ({_size(target)}; the limit is {limit // 2**20} MB)")
     if not data:
