@@ -349,8 +349,9 @@ class EditorSession:
     def tool_started(self, event: ToolCall) -> None:
         call_id = f"{event.agent}/{event.id}" if event.agent else event.id
         args = updates.arguments(event.arguments)
-        where = self.session.toolbox.ctx.at(args["path"]) if isinstance(args.get("path"), str) else None
-        old = updates.read_text(where) if where is not None and event.name in updates.EDITS else None
+        ctx = self.session.toolbox.ctx
+        where = ctx.at(args["path"]) if isinstance(args.get("path"), str) else None
+        old = updates.read_text(where, ctx.tmp) if where is not None and event.name in updates.EDITS else None
         self.calls[call_id] = (event.name, where, old, args)  # the text before the write, for its diff
         self.running[threading.get_ident()] = call_id  # the tool runs in the thread that announced it
         self.update(updates.started(call_id, event.name, args, where))
@@ -369,7 +370,7 @@ class EditorSession:
             if through_editor is not None:  # the editor's text before (when it serves reads) and after
                 old, new = through_editor[0] if through_editor[0] is not None else old, through_editor[1]
             else:
-                new = updates.read_text(where)
+                new = updates.read_text(where, self.session.toolbox.ctx.tmp)
             diff = updates.diff(where, old, new)
         stream = self.streams.pop(call_id, None)
         shown = stream.close() if stream is not None else []

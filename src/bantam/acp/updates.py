@@ -63,13 +63,14 @@ def finished(call_id: str, result: str, failed: bool, diff: dict | None = None,
             "rawOutput": {"output": result}}
 
 
-def read_text(path: Path) -> str | None:
+def read_text(path: Path, tmp: Path | None = None) -> str | None:
     """A file's text for a diff, read as the model's own reads are (no FIFO, device, kernel file
-    or bantam's own files, and never more than DIFF_LIMIT): the diff goes to the editor before
-    any check of the write. None when it does not exist, is refused, not text, or too large."""
+    or bantam's own files but the session's `tmp`, and never more than DIFF_LIMIT): the diff goes
+    to the editor before any check of the write. None when it does not exist, is refused, not
+    text, or too large."""
     from ..sandbox import read_for_model
     try:
-        data = read_for_model(path, str(path), DIFF_LIMIT + 1)
+        data = read_for_model(path, str(path), DIFF_LIMIT + 1, tmp=tmp)
         return data.decode("utf-8") if len(data) <= DIFF_LIMIT else None
     except (ToolError, UnicodeDecodeError):
         return None
