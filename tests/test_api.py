@@ -10,7 +10,7 @@ PUBLIC = [
     "run", "Limits", "Turn", "Guard",
     "Provider", "Reply", "make_provider",
     "Tool", "ToolContext", "Toolbox", "Outcome", "make_toolbox",
-    "Config", "load_config", "Session", "build_session",
+    "Config", "load_config", "Session", "build_session", "FrontEnd",
     "Event", "OnEvent", "Usage", "RequestStarted", "Text", "Reasoning", "ToolCall", "ToolResult",
     "UsageReport", "Retry", "Notice", "Error", "Done",
     "BantamError", "ConfigError", "ProviderError", "LimitReached", "ToolError",
@@ -31,6 +31,7 @@ def test_every_public_name_resolves_to_its_definition():
     assert bantam.load_config is config.load and bantam.ToolCall is events.ToolCall
     assert issubclass(bantam.LimitReached, errors.BantamError)
     assert bantam.build_session is session.build and bantam.Session is session.Session
+    assert bantam.FrontEnd is session.FrontEnd
 
 
 def test_the_documented_session_runs_a_turn(tmp_path, monkeypatch):
@@ -41,9 +42,10 @@ def test_the_documented_session_runs_a_turn(tmp_path, monkeypatch):
     (tmp_path / "project").mkdir()
     cfg = bantam.load_config({"model": "scripted", "sandbox": "off"}, directory=tmp_path / "project")
     provider = ScriptedProvider(tool("shell_exec", {"command": "pwd > where.txt"}), text("written"))
-    s = bantam.build_session(cfg, tmp_path / "project", provider=provider)
+    seen = []
+    s = bantam.build_session(cfg, tmp_path / "project", bantam.FrontEnd(on_event=seen.append), provider)
     turn = s.run([*s.messages(), {"role": "user", "content": "hi"}])
-    assert turn.text == "written"
+    assert turn.text == "written" and any(isinstance(e, bantam.ToolResult) for e in seen)
     assert (tmp_path / "project" / "where.txt").read_text().strip() == str(tmp_path / "project")
 
 

@@ -7,6 +7,7 @@ import json
 import os
 import re
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 from bantam import session
@@ -98,7 +99,7 @@ def test_sandboxed_session_writes_relative_paths_in_its_own_folder(home, tmp_pat
     folder = tmp_path / "project"
     folder.mkdir()
     cfg = session.load_config({"tools": "write_file", "sandbox": "workspace", "approval": "never"}, folder)
-    s = session.build(cfg, folder, with_model=False)
+    s = session.build(cfg, folder, session.FrontEnd(with_model=False))
     ok = s.toolbox.execute("write_file", json.dumps({"path": "sub/new.txt", "content": "x"}))
     assert not ok.is_error, ok.content
     assert (folder / "sub" / "new.txt").read_text() == "x"
@@ -145,7 +146,8 @@ def test_a_new_configuration_makes_a_new_session_built_the_same_way(home, tmp_pa
     approvals, seen = Approvals(), []
     first_cfg = session.load_config({"tools": "shell_exec", "sandbox": "workspace", "approval": "never", "model": "one",
                                      "endpoint": "http://127.0.0.1:9/v1"}, folder)
-    first = session.build(first_cfg, folder, on_event=seen.append, approvals=approvals, undo="key", with_mcp=False)
+    front = session.FrontEnd(on_event=seen.append, approvals=approvals, undo="key", with_mcp=False)
+    first = session.build(first_cfg, folder, front)
     wrote = first.toolbox.execute("shell_exec", json.dumps({"command": "echo kept > /tmp/x.txt"})).content
     assert wrote.endswith("exit: 0"), wrote
     assert (first.toolbox.ctx.tmp / "x.txt").read_text() == "kept\n"  # the session's /tmp, not the host's
@@ -155,9 +157,24 @@ def test_a_new_configuration_makes_a_new_session_built_the_same_way(home, tmp_pa
     assert second is not first and first.cfg is first_cfg and list(first.toolbox.tools) == ["shell_exec"]
     assert list(second.toolbox.tools) == ["shell_exec", "read_file"]
     assert second.provider is not None and second.provider.model == "two" and first.provider.model == "one"
-    assert second.approvals is approvals and second.toolbox.ctx.on_event == seen.append and second.undo == "key"
+    assert second.approvals is approvals and second.toolbox.ctx.on_event == seen.append and second.front == front
     assert second.folder == first.folder and second.toolbox.ctx.tmp == first.toolbox.ctx.tmp
     assert "kept" in second.toolbox.execute("shell_exec", json.dumps({"command": "cat /tmp/x.txt"})).content
+    third = second.with_config(second_cfg, undo="other")  # a change to the front end's value, the rest kept
+    assert third.front == replace(front, undo="other") and second.front.undo == "key"
+    assert third.approvals is approvals and third.toolbox.ctx.tmp == first.toolbox.ctx.tmp
+
+
+def test_the_builder_takes_a_configuration_a_folder_and_what_the_front_end_adds(home, tmp_path):
+    """Whatever a front end brings is one FrontEnd value (a model already made stays apart: it
+    belongs to the configuration); the default is a session no one watches or is asked in."""
+    import inspect
+    assert list(inspect.signature(session.build).parameters) == ["cfg", "folder", "front", "provider"]
+    folder = tmp_path / "project"
+    folder.mkdir()
+    s = session.build(session.load_config({"sandbox": "off"}, folder), folder, provider=Scripted([], threading.Barrier(1)))
+    assert s.front == session.FrontEnd(approvals=s.approvals) and s.approvals.ask is None
+    assert s.provider is not None and s.provider.model == "scripted"
 
 
 # Who may start a turn of the core loop: the session (Session.run, which every front end calls),

@@ -30,7 +30,7 @@ def turn(cfg, folder: Path, model: ScriptedProvider, asked: list[str]) -> str:
     def ask(request: Request) -> Verdict:
         asked.append(folder.name)
         return Verdict(True, request.text)
-    built = session.build(cfg, folder, provider=model, approvals=Approvals(ask=ask), with_mcp=False)
+    built = session.build(cfg, folder, session.FrontEnd(approvals=Approvals(ask=ask), with_mcp=False), model)
     result = built.run([{"role": "user", "content": "go"}])
     assert result.text == "done", result
     return tool_results(model)[0]

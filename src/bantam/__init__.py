@@ -1,11 +1,12 @@
 """bantam: a tiny, powerful AI agent. Importing it has no side effects.
 
 The public API. A session is what every bantam front end runs: a configuration and a folder made
-into a model, a prompt and tools (the folder's AGENTS.md, sandbox, MCP servers and all):
+into a model, a prompt and tools (the folder's AGENTS.md, sandbox, MCP servers and all), with
+what the caller adds to it (a `FrontEnd`: where events go, who approves, ...):
 
-    from bantam import build_session, load_config
+    from bantam import FrontEnd, build_session, load_config
     cfg = load_config({"model": "gpt-4o-mini"}, directory="/path/to/project")
-    s = build_session(cfg, "/path/to/project", on_event=print)
+    s = build_session(cfg, "/path/to/project", FrontEnd(on_event=print))
     turn = s.run([*s.messages(), {"role": "user", "content": "hi"}])
     print(turn.text)
 
@@ -24,6 +25,7 @@ _PUBLIC = {
     "Provider": "providers", "Reply": "providers", "make_provider": "providers",
     "Tool": "tools", "ToolContext": "tools", "Toolbox": "tools", "Outcome": "tools", "make_toolbox": "tools",
     "Config": "config", "load_config": "config", "Session": "session", "build_session": "session",
+    "FrontEnd": "session",
     "Event": "events", "OnEvent": "events", "Usage": "events", "RequestStarted": "events", "Text": "events",
     "Reasoning": "events", "ToolCall": "events", "ToolResult": "events", "UsageReport": "events",
     "Retry": "events", "Notice": "events", "Error": "events", "Done": "events",
@@ -36,7 +38,7 @@ __all__ = [  # the same names as _PUBLIC, spelled out for readers and linters
     "run", "Limits", "Turn", "Guard",
     "Provider", "Reply", "make_provider",
     "Tool", "ToolContext", "Toolbox", "Outcome", "make_toolbox",
-    "Config", "load_config", "Session", "build_session",
+    "Config", "load_config", "Session", "build_session", "FrontEnd",
     "Event", "OnEvent", "Usage", "RequestStarted", "Text", "Reasoning", "ToolCall", "ToolResult",
     "UsageReport", "Retry", "Notice", "Error", "Done",
     "BantamError", "ConfigError", "ProviderError", "LimitReached", "ToolError",
@@ -51,7 +53,7 @@ if TYPE_CHECKING:
                          ToolCall, ToolResult, Usage, UsageReport)
     from .loop import Guard, Limits, Turn, run
     from .providers import Provider, Reply, make_provider
-    from .session import Session
+    from .session import FrontEnd, Session
     from .session import build as build_session
     from .tools import Outcome, Tool, Toolbox, ToolContext, make_toolbox
 

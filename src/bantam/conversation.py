@@ -115,7 +115,8 @@ class Conversation:
         model; the conversation's cost goes on."""
         before: session.Session | None = getattr(self, "session", None)
         self.session = before.with_config(cfg, undo=self.undo_key()) if before is not None else \
-            session.build(cfg, self.folder, on_event=self.rendered, approvals=self.approvals, undo=self.undo_key())
+            session.build(cfg, self.folder, session.FrontEnd(on_event=self.rendered, approvals=self.approvals,
+                                                             undo=self.undo_key()))
         assert self.session.provider is not None  # built with a model
         self.cfg, self.provider, self.toolbox = cfg, self.session.provider, self.session.toolbox
         self.window = context_window_later(self.provider, cfg)

@@ -89,9 +89,9 @@ def answer(cfg: Config, provider, prompt: str | None, render: OnEvent, thread_id
     if thread:  # its turns are recorded for `bantam undo --thread ID`; the undo package loads only then
         from .undo import thread_key
         undo = thread_key(thread.id)
-    work = session.build(cfg, folder or here(), on_event=render, provider=provider,
-                         durable=thread.agents(turn_number) if thread else None, undo=undo,
-                         cancel=cancel)  # a batch task's: set by the batch's stop
+    front = session.FrontEnd(on_event=render, durable=thread.agents(turn_number) if thread else None, undo=undo,
+                             cancel=cancel)  # a batch task's: set by the batch's stop
+    work = session.build(cfg, folder or here(), front, provider)
     messages = [{"role": "system", "content": work.system}, *past]
     before = list(messages)
     if prompt is not None:

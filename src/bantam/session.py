@@ -1,7 +1,7 @@
 """One place that builds a session: a configuration and a folder made into what the loop needs.
 
     cfg = session.load_config(flags, folder)
-    s = session.build(cfg, folder, on_event=render)       # provider, tools (+ MCP), prompt
+    s = session.build(cfg, folder, FrontEnd(on_event=render))  # provider, tools (+ MCP), prompt
     turn = s.run([*s.messages(), {"role": "user", "content": "..."}])
 
 The session's folder is a value: shell commands start in it, relative paths are
@@ -10,19 +10,18 @@ and config file, its trust and its `.mcp.json` are all taken from it. Nothing he
 the process's folder, so two sessions with different folders run side by side in one process.
 Only a front end (cli, oneshot, repl, web, batch, daemon) turns the user's folder into one.
 
-Front ends differ only by explicit parameters: who approves (`approvals`), which tools
-(`tools`, or a `toolbox` of their own as the daemon has), which prompt (`system`), whether MCP
-servers' tools are added (`with_mcp`), whether a model is needed at all (`with_model`), what
-bounds a turn (`limits`).
+Front ends differ only by one value, `FrontEnd`: where events go, who approves, which tools
+(or a `toolbox` of their own, as the daemon has), which prompt, whether MCP servers' tools are
+added, whether a model is needed at all, what bounds a turn.
 """
 from __future__ import annotations
 
 import os
 import threading
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import config, loop, mcp
 from .approval import Approvals
@@ -34,6 +33,29 @@ from .sandbox import Sandbox, session_tmp
 from .tools import ToolContext, Toolbox, make_toolbox
 from .tools.files import Buffers
 
+if TYPE_CHECKING:
+    from .transcripts import DurableAgents
+
+
+@dataclass(frozen=True)
+class FrontEnd:
+    """What a front end adds to a session. The default is a session no one watches and no one is
+    asked in (a library call, a test); a new configuration rebuilds with the same value."""
+    on_event: OnEvent = ignore  # where the session's events go
+    approvals: Approvals | None = None  # who is asked (None: no one; "always" lasts the session)
+    cancel: threading.Event | None = None  # set by the front end: the turn stops at its next step
+    undo: str | None = None  # the key its turns' file changes are recorded under (bantam.undo; None: not)
+    buffers: Buffers | None = None  # an editor's, which the file tools read and write through
+    durable: "DurableAgents | None" = None  # a thread's: durable sub-agents survive a killed run
+    tools: tuple[str, ...] | None = None  # the core tools offered (None: cfg.tools)
+    toolbox: Callable[[ToolContext], Toolbox] | None = None  # a toolbox of its own instead (the daemon's)
+    system: str | None = None  # the prompt (None: built from cfg and the folder's AGENTS.md)
+    with_mcp: bool = True  # the MCP servers' tools join this toolbox and every child's (when configured)
+    with_model: bool = True  # False: no model at all, a tools-only session
+    # What bounds a turn, made from the configuration (a new one makes them again): the daemon
+    # grows config.json's max_tokens for a cut answer, `bantam mcp` gives a task the steps asked for.
+    limits: Callable[[Config], loop.Limits] = loop.Limits.from_config
+
 
 @dataclass
 class Session:
@@ -43,11 +65,8 @@ class Session:
     provider: Provider | None
     system: str
     toolbox: Toolbox
-    limits: loop.Limits  # what bounds each turn (build's `limits`, from this configuration)
-    undo: str | None = None  # the conversation's undo key (undo.thread_key/session_key): its turns are recorded
-    # How the front end built it (build's keyword arguments), so that a new configuration makes a
-    # new session the same way (with_config) instead of an edited one.
-    made: dict[str, Any] = field(default_factory=dict, repr=False)
+    limits: loop.Limits  # what bounds each turn (the front end's `limits`, from this configuration)
+    front: FrontEnd  # how it was built, so that a new configuration makes a new session the same way
 
     @property
     def approvals(self) -> Approvals:
@@ -55,10 +74,9 @@ class Session:
 
     def with_config(self, cfg: Config, **changes: Any) -> "Session":
         """This session under a new configuration (/cfg, /trust, a mode or a model chosen in an
-        editor): built again as the front end built it, with `changes`, a provider for the new
-        settings unless one is given, in the same folder and with the same /tmp."""
-        made = {**self.made, "provider": None, "tmp": self.toolbox.ctx.tmp, **changes}
-        return build(cfg, self.folder, **made)
+        editor): built again as the front end built it, with `changes` to its FrontEnd, a provider
+        for the new settings, in the same folder and with the same /tmp."""
+        return _assemble(cfg, self.folder, replace(self.front, **changes), None, self.toolbox.ctx.tmp)
 
     def sandbox(self) -> Sandbox:
         """The boundary around this session's commands (its writable roots are placed from the folder)."""
@@ -71,16 +89,16 @@ class Session:
     def run(self, messages: list[dict], save: Callable[[list[dict]], Any] | None = None) -> loop.Turn:
         """One turn of the core loop on `messages` (extended in place), with this session's tools and limits."""
         if self.provider is None:
-            raise ValueError("this session was built without a model (with_model=False)")
+            raise ValueError("this session was built without a model (FrontEnd.with_model=False)")
         return loop.run(self.provider, messages, self.toolbox, self.limits, self.toolbox.ctx.on_event, save,
                         self.guards())
 
     def guards(self) -> list[loop.Guard]:
         """A turn's policy: the default guards, and the undo recorder when this session records."""
         guards = loop.default_guards(self.limits)
-        if self.undo and self.cfg.undo_keep:
+        if self.front.undo and self.cfg.undo_keep:
             from .undo import UndoGuard
-            guards.append(UndoGuard(self.undo, self.folder, self.cfg.undo_keep, self.toolbox.ctx.on_event))
+            guards.append(UndoGuard(self.front.undo, self.folder, self.cfg.undo_keep, self.toolbox.ctx.on_event))
         return guards
 
 
@@ -99,34 +117,26 @@ def load_config(flags: Mapping[str, str] | None, folder: str | os.PathLike, **op
     return config.load(flags, directory=absolute_folder(folder), **options)
 
 
-def build(cfg: Config, folder: str | os.PathLike, *, on_event: OnEvent = ignore,
-          provider: Provider | None = None, with_model: bool = True, approvals: Approvals | None = None,
-          tools: Iterable[str] | None = None, system: str | None = None, with_mcp: bool = True,
-          toolbox: Callable[[ToolContext], Toolbox] | None = None, durable: Any = None,
-          cancel: threading.Event | None = None, undo: str | None = None, buffers: Buffers | None = None,
-          tmp: Path | None = None, limits: Callable[[Config], loop.Limits] = loop.Limits.from_config) -> Session:
-    """A session in `folder`. `provider`: the model (None: made from `cfg`; with_model=False: none,
-    a tools-only session). `tools`: the core tools offered (default `cfg.tools`); `toolbox`: a front end's own
-    toolbox from the context instead (the daemon's). `system`: the prompt (default: built from
-    `cfg` and the folder's AGENTS.md). `with_mcp`: the MCP servers' tools are added to this
-    toolbox and every child's (when `cfg.mcp` and a server is configured). `undo`: the key its
-    turns' file changes are recorded under, for `bantam undo` (bantam.undo; None: not recorded).
-    `buffers`: an editor's, which the file tools read and write through (tools/files.Buffers).
-    `tmp`: the folder its commands share as /tmp (default: a new one, sandbox.session_tmp; a front
-    end that builds its session again keeps the one it had). `limits`: what bounds a turn, made from
-    the configuration (a new one makes them again): the daemon grows config.json's max_tokens for a
-    cut answer, `bantam mcp` gives a task the steps its client asked for."""
-    made = {"on_event": on_event, "with_model": with_model, "approvals": approvals, "tools": tools,
-            "system": system, "with_mcp": with_mcp, "toolbox": toolbox, "durable": durable, "cancel": cancel,
-            "undo": undo, "buffers": buffers, "limits": limits}
-    where = absolute_folder(folder)
-    model = provider if provider is not None or not with_model else make_provider(cfg)
-    approvals = approvals if approvals is not None else Approvals()
+def build(cfg: Config, folder: str | os.PathLike, front: FrontEnd = FrontEnd(),
+          provider: Provider | None = None) -> Session:
+    """A session in `folder`, as `front` wants it. `provider`: a model already made (a test's, a
+    batch worker's kept from task to task); None: made from `cfg`, unless front.with_model is False.
+    It stays apart from `front` because it belongs to the configuration: a new one makes a new model."""
+    return _assemble(cfg, absolute_folder(folder), front, provider, None)
+
+
+def _assemble(cfg: Config, folder: Path, front: FrontEnd, provider: Provider | None, tmp: Path | None) -> Session:
+    """The session; `tmp` is the folder its commands share as /tmp, kept when a session is built
+    again under a new configuration (None: a new one, sandbox.session_tmp)."""
     tmp = tmp if tmp is not None else session_tmp()
-    prompt = system if system is not None else system_prompt(cfg, where, can_ask=approvals.ask is not None, tmp=tmp)
-    ctx = ToolContext(cfg, model, prompt, on_event, approvals=approvals, folder=where, durable=durable,
-                      extend=mcp.offer if with_mcp else None, run_loop=loop.run, buffers=buffers, tmp=tmp)
-    if cancel is not None:
-        ctx.cancel = cancel
-    box = toolbox(ctx) if toolbox is not None else make_toolbox(tuple(cfg.tools if tools is None else tools), ctx)
-    return Session(cfg, where, model, prompt, box, limits(cfg), undo, {**made, "approvals": approvals, "tmp": tmp})
+    model = provider if provider is not None or not front.with_model else make_provider(cfg)
+    approvals = front.approvals if front.approvals is not None else Approvals()
+    prompt = front.system if front.system is not None else \
+        system_prompt(cfg, folder, can_ask=approvals.ask is not None, tmp=tmp)
+    ctx = ToolContext(cfg, model, prompt, front.on_event, approvals=approvals, folder=folder, durable=front.durable,
+                      extend=mcp.offer if front.with_mcp else None, run_loop=loop.run, buffers=front.buffers, tmp=tmp)
+    if front.cancel is not None:
+        ctx.cancel = front.cancel
+    names = cfg.tools if front.tools is None else front.tools
+    box = front.toolbox(ctx) if front.toolbox is not None else make_toolbox(tuple(names), ctx)
+    return Session(cfg, folder, model, prompt, box, front.limits(cfg), replace(front, approvals=approvals))

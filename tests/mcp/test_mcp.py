@@ -238,8 +238,8 @@ def toolbox(home: Path, servers: dict, **cfg):
     from bantam import session
     write_servers(user_file(home), servers)
     events = []
-    box = session.build(session.load_config(cfg, home), home, on_event=events.append, with_model=False,
-                        tools=("shell_exec",)).toolbox  # the builder adds the MCP tools
+    front = session.FrontEnd(on_event=events.append, with_model=False, tools=("shell_exec",))
+    box = session.build(session.load_config(cfg, home), home, front).toolbox  # the builder adds the MCP tools
     return box, events
 
 

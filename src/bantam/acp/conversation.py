@@ -95,8 +95,8 @@ class EditorSession:
         cfg = session.load_config(self.flags, self.folder)
         before: session.Session | None = getattr(self, "session", None)
         built = before.with_config(cfg) if before is not None else \
-            session.build(cfg, self.folder, on_event=self.on_event, approvals=self.approvals,
-                          undo=undo.session_key(self.id), buffers=self.buffers)
+            session.build(cfg, self.folder, session.FrontEnd(on_event=self.on_event, approvals=self.approvals,
+                                                             undo=undo.session_key(self.id), buffers=self.buffers))
         self.session = replace(built, system=built.system + settings.PLAN_NOTE) \
             if getattr(self, "mode", "") == "plan" else built
         self.session.toolbox.ctx.on_output = self.command_output

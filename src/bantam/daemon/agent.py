@@ -60,9 +60,9 @@ class Agent:
         self.triggers = Triggers(self)
         # its own tools, in its home (daemon/tools.py adds the MCP servers' tools itself); its own
         # prompt, which refresh() builds anew for every request
-        self.session = session.build(cfg, agent_dir.home, on_event=self.on_event, provider=self.provider,
-                                     system="", with_mcp=False, toolbox=lambda ctx: make_toolbox(self, ctx),
-                                     limits=daemon_limits)
+        front = session.FrontEnd(on_event=self.on_event, system="", with_mcp=False,
+                                 toolbox=lambda ctx: make_toolbox(self, ctx), limits=daemon_limits)
+        self.session = session.build(cfg, agent_dir.home, front, self.provider)
         self.toolbox = self.session.toolbox
         self.wait_s = settings.poll_s
         self.busy = False          # a turn is running: triggers wait

@@ -40,8 +40,9 @@ def serve(cfg: Config, folder: Path) -> int:
     cfg = cfg.with_values(mcp=False)
     server = MCPServer("bantam", version=__version__, instructions=INSTRUCTIONS)
     logging.getLogger("httpx").setLevel(logging.WARNING)  # the SDK logs every request otherwise
-    box = session.build(cfg, folder, with_model=False, with_mcp=False,  # tools-only clients need no model
-                        tools=[n for n in cfg.tools if n in ("shell_exec", "write_file")]).toolbox
+    served = tuple(n for n in cfg.tools if n in ("shell_exec", "write_file"))
+    tools_only = session.FrontEnd(tools=served, with_model=False, with_mcp=False)  # such clients need no model
+    box = session.build(cfg, folder, tools_only).toolbox
     provider_holder: list[Any] = []
 
     def provider():  # made on the first task, so that tools-only clients need no model
@@ -69,8 +70,9 @@ def serve(cfg: Config, folder: Path) -> int:
             budget = iteration_budget(max_iter, cfg)
         except ToolError as e:
             raise McpToolError(str(e)) from None
-        agent = session.build(cfg, folder, on_event=on_event, provider=provider(), with_mcp=False, cancel=cancel,
-                              limits=lambda c: Limits.from_config(c, max_iterations=budget))
+        front = session.FrontEnd(on_event=on_event, cancel=cancel, with_mcp=False,
+                                 limits=lambda c: Limits.from_config(c, max_iterations=budget))
+        agent = session.build(cfg, folder, front, provider())
         messages = [{"role": "system", "content": agent.system + instructions(checks or [])},
                     {"role": "user", "content": task}]
 
