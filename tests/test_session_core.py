@@ -211,3 +211,32 @@ def test_every_front_end_runs_its_turns_through_the_session():
     Session.run is the one way in."""
     found = {name: calls for name, text in _sources() if name not in TURN_RUNNERS and (calls := _turn_calls(name, text))}
     assert not found, found
+
+
+def test_what_a_front_end_adds_to_tool_calls_reaches_them_and_outlives_a_new_configuration(home, tmp_path):
+    """The front end's part of each tool call (tools.ToolFront: here an editor's live output and
+    the daemon's unreadable files) is given once, with the FrontEnd: every call sees it, children's
+    calls too (less a thread's durable agents), and a session built again under a new configuration
+    keeps it, instead of a front end setting it on each built session's context."""
+    from bantam.tools import ToolFront
+    from bantam.transcripts import DurableAgents
+    folder = tmp_path / "project"
+    folder.mkdir()
+    (folder / "keys.cfg").write_text("api_key=hidden\n")
+    (folder / "notes.txt").write_text("open\n")
+    pieces: list[bytes] = []
+    calls = ToolFront(on_output=pieces.append, secret=(folder / "keys.cfg",), durable=DurableAgents(tmp_path, 1))
+    cfg = session.load_config({"tools": "shell_exec,read_file", "sandbox": "off"}, folder)
+    first = session.build(cfg, folder, session.FrontEnd(tool_front=calls, with_model=False, with_mcp=False))
+    second = first.with_config(session.load_config({"tools": "shell_exec,read_file", "sandbox": "off",
+                                                    "tool_output_limit": "5000"}, folder))
+    for s in (first, second):
+        pieces.clear()
+        ran = s.toolbox.execute("shell_exec", json.dumps({"command": "echo streamed"}))
+        assert ran.content.startswith("streamed") and b"streamed" in b"".join(pieces), (ran.content, pieces)
+        assert "open" in s.toolbox.execute("read_file", json.dumps({"path": "notes.txt"})).content
+        refused = s.toolbox.execute("read_file", json.dumps({"path": "keys.cfg"}))
+        assert refused.is_error and "hidden" not in refused.content, refused.content
+        assert s.toolbox.ctx.front.durable is calls.durable
+        child = s.toolbox.ctx.child(lambda e: None)
+        assert child.front == replace(calls, durable=None, extend=None)

@@ -23,6 +23,7 @@ from .events import Done, Error, Notice, OnEvent
 from .providers import context_window_later, make_provider
 from .render import make_renderer
 from .transcripts import Thread
+from .tools import ToolFront
 from .tools.shell import run_shell
 
 
@@ -89,8 +90,8 @@ def answer(cfg: Config, provider, prompt: str | None, render: OnEvent, thread_id
     if thread:  # its turns are recorded for `bantam undo --thread ID`; the undo package loads only then
         from .undo import thread_key
         undo = thread_key(thread.id)
-    front = session.FrontEnd(on_event=render, durable=thread.agents(turn_number) if thread else None, undo=undo,
-                             cancel=cancel)  # a batch task's: set by the batch's stop
+    front = session.FrontEnd(on_event=render, tool_front=ToolFront(durable=thread.agents(turn_number) if thread else None),
+                             undo=undo, cancel=cancel)  # a batch task's: set by the batch's stop
     work = session.build(cfg, folder or here(), front, provider)
     messages = [{"role": "system", "content": work.system}, *past]
     before = list(messages)

@@ -21,7 +21,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from . import config, loop, mcp
 from .approval import Approvals
@@ -30,11 +30,7 @@ from .events import OnEvent, ignore
 from .prompt import system_prompt
 from .providers import Provider, make_provider
 from .sandbox import Sandbox, session_tmp
-from .tools import ToolContext, Toolbox, make_toolbox
-from .tools.files import Buffers
-
-if TYPE_CHECKING:
-    from .transcripts import DurableAgents
+from .tools import ToolContext, Toolbox, ToolFront, make_toolbox
 
 
 @dataclass(frozen=True)
@@ -45,8 +41,9 @@ class FrontEnd:
     approvals: Approvals | None = None  # who is asked (None: no one; "always" lasts the session)
     cancel: threading.Event | None = None  # set by the front end: the turn stops at its next step
     undo: str | None = None  # the key its turns' file changes are recorded under (bantam.undo; None: not)
-    buffers: Buffers | None = None  # an editor's, which the file tools read and write through
-    durable: "DurableAgents | None" = None  # a thread's: durable sub-agents survive a killed run
+    # What it adds to each tool call: an editor's buffers, a thread's durable agents, the
+    # daemon's fence, a controlled run's workspace ... (tools.ToolFront, the tools' ctx.front)
+    tool_front: ToolFront = ToolFront()
     tools: tuple[str, ...] | None = None  # the core tools offered (None: cfg.tools)
     toolbox: Callable[[ToolContext], Toolbox] | None = None  # a toolbox of its own instead (the daemon's)
     system: str | None = None  # the prompt (None: built from cfg and the folder's AGENTS.md)
@@ -133,8 +130,9 @@ def _assemble(cfg: Config, folder: Path, front: FrontEnd, provider: Provider | N
     approvals = front.approvals if front.approvals is not None else Approvals()
     prompt = front.system if front.system is not None else \
         system_prompt(cfg, folder, can_ask=approvals.ask is not None, tmp=tmp)
-    ctx = ToolContext(cfg, model, prompt, front.on_event, approvals=approvals, folder=folder, durable=front.durable,
-                      extend=mcp.offer if front.with_mcp else None, run_loop=loop.run, buffers=front.buffers, tmp=tmp)
+    calls = replace(front.tool_front, extend=mcp.offer) if front.with_mcp else front.tool_front
+    ctx = ToolContext(cfg, model, prompt, front.on_event, approvals=approvals, folder=folder, run_loop=loop.run,
+                      tmp=tmp, front=calls)
     if front.cancel is not None:
         ctx.cancel = front.cancel
     names = cfg.tools if front.tools is None else front.tools

@@ -41,11 +41,40 @@ def test_every_class_with_a_tools_run_method_subclasses_tool() -> None:
         bases = [b.id if isinstance(b, ast.Name) else getattr(b, "attr", "") for b in node.bases]
         return "Tool" in bases or any(b in by_name and seen < 5 and declares(by_name[b], seen + 1) for b in bases)
 
-    tools = [key for key, node in classes.items()
-             if any(isinstance(f, ast.FunctionDef) and f.name == "run"
-                    and [a.arg for a in f.args.args][:3] == ["self", "args", "ctx"] for f in node.body)]
+    tools = [key for key, node in classes.items() if _tool_methods(node)]
     assert len(tools) >= 10, tools  # the scan finds the tools it should
     assert [key for key in tools if not declares(classes[key]) and key != "tools/__init__.py:Tool"] == []
+
+
+def _tool_methods(node: ast.ClassDef) -> list[ast.FunctionDef]:
+    """The class's methods that take a tool call's context, when its `run(self, args, ctx)` makes it a tool."""
+    methods = [f for f in node.body if isinstance(f, ast.FunctionDef)]
+    if not any(f.name == "run" and [a.arg for a in f.args.args][:3] == ["self", "args", "ctx"] for f in methods):
+        return []
+    return [f for f in methods if "ctx" in [a.arg for a in f.args.args]]
+
+
+def test_every_tool_takes_its_context_as_a_tool_context() -> None:
+    """A tool's `ctx` is a ToolContext, never Any and never optional: mypy then checks each use of
+    it, and a field that leaves ToolContext (for the front end's part, ctx.front) breaks no tool unseen."""
+    loose = []
+    for path in SRC.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef):
+                for f in _tool_methods(node):
+                    given = next(a.annotation for a in f.args.args if a.arg == "ctx")
+                    if given is None or ast.unparse(given).strip("'\"") != "ToolContext":
+                        loose.append(f"{path.relative_to(SRC)}:{node.name}.{f.name}")
+    assert loose == []
+
+
+def test_a_tool_context_holds_what_every_call_needs() -> None:
+    """What only one front end uses (an editor's buffers, the daemon's fence, a run's workspace,
+    a thread's durable agents, ...) is the front end's part, `ctx.front`, not a field of its own."""
+    from dataclasses import fields
+    assert [f.name for f in fields(ToolContext)] == [
+        "cfg", "provider", "system_prompt", "on_event", "depth", "cancel", "spawn_numbers", "children_usage",
+        "approvals", "folder", "run_loop", "tmp", "front"]
 
 
 class Slow(Tool):

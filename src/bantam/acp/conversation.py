@@ -42,6 +42,7 @@ from ..loop import CUT
 from ..providers import context_window_later
 from ..providers.cancel import Stopper
 from ..toolnames import DELEGATING
+from ..tools import ToolFront
 from ..tools.files import Buffers
 from . import commands, settings, updates
 from .output import Display, Mirror, Updates, exit_meta
@@ -95,11 +96,11 @@ class EditorSession:
         cfg = session.load_config(self.flags, self.folder)
         before: session.Session | None = getattr(self, "session", None)
         built = before.with_config(cfg) if before is not None else \
-            session.build(cfg, self.folder, session.FrontEnd(on_event=self.on_event, approvals=self.approvals,
-                                                             undo=undo.session_key(self.id), buffers=self.buffers))
+            session.build(cfg, self.folder, session.FrontEnd(
+                on_event=self.on_event, approvals=self.approvals, undo=undo.session_key(self.id),
+                tool_front=ToolFront(buffers=self.buffers, on_output=self.command_output)))
         self.session = replace(built, system=built.system + settings.PLAN_NOTE) \
             if getattr(self, "mode", "") == "plan" else built
-        self.session.toolbox.ctx.on_output = self.command_output
         self.window = context_window_later(self.session.provider, cfg) if self.session.provider else None
         if self.mcp_servers:
             if first:
@@ -144,13 +145,13 @@ class EditorSession:
                             "package is not installed (pip install 'bantam[mcp]')")
         from ..mcp.tools import add_tools
         add_tools(box, self.servers())
-        base = box.ctx.extend
+        base = box.ctx.front.extend
 
         def extend(child: Any) -> Any:
             child = base(child) if base is not None else child
             add_tools(child, self.servers())
             return child
-        box.ctx.extend = extend
+        box.ctx.front = replace(box.ctx.front, extend=extend)
 
     @property
     def cfg(self) -> config.Config:

@@ -233,10 +233,10 @@ def in_home(agent: "Agent", ctx: ToolContext) -> ToolContext:
     up to SHELL_CAPTURE (the agent clips and stashes the rest) within the agent's shell_timeout."""
     own = boundary.own_files(agent.dir, agent.settings.primary_dir)
     cfg = replace(ctx.cfg, shell_timeout=agent.settings.shell_timeout, tool_output_limit=SHELL_CAPTURE)
-    return replace(ctx, cfg=cfg, folder=agent.dir.home, cancel=agent.stop,
-                   guarded=(*ctx.guarded, *(Path(os.path.realpath(p)) for p in own)),
-                   secret=(*ctx.secret, *boundary.config_files(agent)),
-                   on_process=lambda proc: note_pid(proc.pid), fence=lambda box: boundary.sandbox(agent, box))
+    front = replace(ctx.front, guarded=(*ctx.front.guarded, *(Path(os.path.realpath(p)) for p in own)),
+                    secret=(*ctx.front.secret, *boundary.config_files(agent)),
+                    on_process=lambda proc: note_pid(proc.pid), fence=lambda box: boundary.sandbox(agent, box))
+    return replace(ctx, cfg=cfg, folder=agent.dir.home, cancel=agent.stop, front=front)
 
 
 def _shown_image(args: dict, agent: "Agent") -> str | None:
@@ -280,4 +280,4 @@ def make_toolbox(agent: "Agent", ctx: ToolContext) -> Toolbox:
         tools[name] = FnTool(name, fn, description, parameters, agent)
     box = Toolbox(tools, ctx)
     # the user's MCP servers serve the daemon too: the session's own extension when it set one
-    return ctx.extend(box) if ctx.extend is not None else mcp.offer(box)
+    return ctx.front.extend(box) if ctx.front.extend is not None else mcp.offer(box)

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ..tools import Toolbox
+    from ..tools import ToolContext, Toolbox
     from .servers import ServerSpec
 
 PROJECT_FILE = ".mcp.json"
@@ -48,7 +48,7 @@ def configured(directory: str | os.PathLike = ".") -> bool:
 def offer(box: Toolbox) -> Toolbox:
     """`box` with the MCP servers' tools added, when any are configured and mcp is on: the user's
     servers and those of the session's project (its folder's trusted .mcp.json). The session
-    builder passes this as `ToolContext.extend`, so children's toolboxes get them too."""
+    builder passes this as the tools' `ToolFront.extend`, so children's toolboxes get them too."""
     if box.ctx.cfg.mcp and configured(_folder(box)):  # two stat calls; the SDK loads only past this line
         attach(box)
     return box
@@ -102,7 +102,7 @@ def need_sdk() -> None:
 _told: set[str] = set()  # notices already shown in this process (children build toolboxes too)
 
 
-def tell(ctx, key: str, message: str) -> None:
+def tell(ctx: ToolContext, key: str, message: str) -> None:
     """One notice line per subject and process."""
     if key not in _told:
         from ..events import Notice

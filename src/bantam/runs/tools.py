@@ -8,10 +8,11 @@
                                   argument array, no shell, in the workspace, stdin closed, output
                                   capped, timeout, process group killed, no credentials
 
-Each runs in a ToolContext whose `workspace` is the run's (bantam.tools.workspace): the core tool
-confines its paths with fsutil's one confinement and applies the workspace's policy itself, even
-after the gates did: a tool must be safe on its own. This is not an OS sandbox: a check command
-runs generated code with the user's rights. `as_core_tools` hands the allowed tools to the loop.
+Each runs in a ToolContext whose front end's part holds the run's workspace (`ToolFront.workspace`,
+bantam.tools.workspace): the core tool confines its paths with fsutil's one confinement and applies
+the workspace's policy itself, even after the gates did: a tool must be safe on its own. This is
+not an OS sandbox: a check command runs generated code with the user's rights. `as_core_tools`
+hands the allowed tools to the loop.
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from typing import Any, Mapping
 
 from ..config import Config
 from ..errors import Refused as Refused  # re-exported: the tools raise it
-from ..tools import Outcome, Tool, ToolContext, core_tool
+from ..tools import Outcome, Tool, ToolContext, ToolFront, core_tool
 from ..tools.shell import clean_env as clean_env, run_argv as run_argv  # re-exported for the run's callers
 from ..tools.workspace import Workspace as Workspace
 
@@ -40,7 +41,7 @@ class RunTool:
     mutates: bool
 
     def run(self, args: dict[str, Any], ws: Workspace) -> Outcome:
-        result = core_tool(self.core).run(args, ToolContext(_SETTINGS, workspace=ws))
+        result = core_tool(self.core).run(args, ToolContext(_SETTINGS, front=ToolFront(workspace=ws)))
         return result if isinstance(result, Outcome) else Outcome(result)
 
 

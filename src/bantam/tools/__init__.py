@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from ..limits import Turn
     from ..providers import Provider
     from ..sandbox import Sandbox
+    from ..transcripts import DurableAgents
     from .files import Buffers
     from .workspace import Workspace
 
@@ -60,9 +61,39 @@ class Tool(Protocol):
         return False
 
 
+@dataclass(frozen=True)
+class ToolFront:
+    """What one front end adds to its tools' calls (session.FrontEnd carries it); a plain session
+    leaves each at its default. Children's calls get the same, less `durable`."""
+    # A thread's durable sub-agents (oneshot --thread): their work survives a killed run.
+    durable: "DurableAgents | None" = None
+    # An editor's buffers (bantam acp, when the client offers fs/*): the model's file tools read
+    # and write through it once the path is checked (tools/files.py). None: the disk.
+    buffers: "Buffers | None" = None
+    # Given each piece of a command's output as it is read, before the command ends (bantam acp
+    # shows it in the editor while it runs); the result the model sees is unchanged.
+    on_output: "Callable[[bytes], Any] | None" = None
+    # A controlled run's: file and shell tools are confined to it (tools/workspace.py).
+    workspace: "Workspace | None" = None
+    # The daemon's. Paths no model write or edit may land in, whatever the sandbox mode or a
+    # person allowed (its own config.json, tools/, providers/); added to every write's Boundary.
+    guarded: tuple[Path, ...] = ()
+    # Files no model read may return, whatever the sandbox mode (every config.json, which holds
+    # its keys and which its commands see empty); the read tools refuse them.
+    secret: tuple[Path, ...] = ()
+    # Narrows the sandbox of every command the model runs (its own files read-only).
+    fence: "Callable[[Sandbox], Sandbox] | None" = None
+    # Told each process a tool starts, as soon as it exists (its pid noted for bg_run).
+    on_process: "Callable[[subprocess.Popen], Any] | None" = None
+    # What is added to every toolbox made in this context, the children's too: the MCP servers'
+    # tools (the session builder sets it; bantam acp adds the editor's servers). The registry
+    # itself knows only the core tools.
+    extend: "Callable[[Toolbox], Toolbox] | None" = None
+
+
 @dataclass
 class ToolContext:
-    """What a tool may use besides its arguments."""
+    """What a tool may use besides its arguments: what every call needs, and the front end's part."""
     cfg: "Config"
     provider: "Provider | None" = None
     system_prompt: str = ""
@@ -70,44 +101,24 @@ class ToolContext:
     depth: int = 0  # 0 for the agent the user talks to, 1 for its children
     cancel: threading.Event = field(default_factory=threading.Event)  # set: stop at the next step
     spawn_numbers: Any = field(default_factory=itertools.count)  # sub-agents started this run
-    durable: Any = None  # a thread's DurableAgents, when the run belongs to a thread
     children_usage: Usage = field(default_factory=Usage)  # tokens this run's sub-agents spent
     approvals: Approvals = field(default_factory=Approvals)  # who is asked; by default no one
-    workspace: "Workspace | None" = None  # set: file and shell tools are confined to it (tools/workspace.py)
     # The session's folder: shell commands start there, relative paths are read and written from
     # there, the sandbox's roots are placed from there. Every bantam front end sets it (session.py);
     # None only for a library caller that builds a context by hand, whose paths stay as given.
     folder: Path | None = None
-    # What whoever built the session adds to every toolbox made in this context, the children's
-    # too (session.py: the MCP servers' tools). The registry itself knows only the core tools.
-    extend: "Callable[[Toolbox], Toolbox] | None" = None
     # The loop these tools run in, for a sub-agent's turn: the loop sits above the tools, so it
     # hands itself down (loop.run sets it) instead of being imported from here.
     run_loop: "Callable[..., Turn] | None" = None
-    # Paths no model write or edit may land in, whatever the sandbox mode or a person allowed
-    # (the daemon: its own config.json, tools/, providers/); added to every write's Boundary.
-    guarded: tuple[Path, ...] = ()
-    # Files no model read may return, whatever the sandbox mode (the daemon: every config.json,
-    # which holds its keys and which its commands see empty); the read tools refuse them.
-    secret: tuple[Path, ...] = ()
-    # An editor's buffers (bantam acp, when the client offers fs/*): the model's file tools read
-    # and write through it once the path is checked (tools/files.py). None: the disk.
-    buffers: "Buffers | None" = None
-    # Told each process a tool starts, as soon as it exists (the daemon notes its pid for bg_run).
-    on_process: "Callable[[subprocess.Popen], Any] | None" = None
-    # Given each piece of a command's output as it is read, before the command ends (bantam acp
-    # shows it in the editor while it runs); the result the model sees is unchanged.
-    on_output: "Callable[[bytes], Any] | None" = None
-    # Narrows the sandbox of every command the model runs (the daemon: its own files read-only).
-    fence: "Callable[[Sandbox], Sandbox] | None" = None
     # The session's /tmp (sandbox.session_tmp): the host folder its sandboxed commands share as
     # /tmp, sub-agents' too. None: each command gets an empty one.
     tmp: Path | None = None
+    front: ToolFront = ToolFront()  # what this session's front end adds
 
     def child(self, on_event: OnEvent, label: str = "sub-agent") -> "ToolContext":
         """A sub-agent's context: its events are labelled and quiet (its answer is the result)."""
-        return replace(self, depth=self.depth + 1, on_event=labelled(quiet(on_event), label), durable=None,
-                       children_usage=Usage())
+        return replace(self, depth=self.depth + 1, on_event=labelled(quiet(on_event), label),
+                       front=replace(self.front, durable=None), children_usage=Usage())
 
     def at(self, path: str | Path) -> Path:
         """`path` as the model gave it (~ expanded), placed in the session's folder when relative,
@@ -193,7 +204,7 @@ def make_toolbox(names: tuple[str, ...] | list[str], ctx: ToolContext) -> Toolbo
             raise ConfigError(f"tools: unknown tool {name!r} (known: {', '.join(REGISTRY)})")
         tools[name] = core_tool(name)
     box = Toolbox(tools, ctx)
-    return ctx.extend(box) if ctx.extend is not None else box
+    return ctx.front.extend(box) if ctx.front.extend is not None else box
 
 
 def core_tool(name: str) -> Tool:

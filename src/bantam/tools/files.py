@@ -11,7 +11,7 @@ Every change to a file goes through fsutil's `Boundary.write`, with the boundary
 `check_write` returns (the sandbox's writable roots, less the protected names at any depth), so
 write_file and edit_file, here and in the daemon, obey the same rules and cannot be raced.
 
-In an editor (`bantam acp`) whose client offers it, the context's `buffers` carry the model's
+In an editor (`bantam acp`) whose client offers it, the front end's `buffers` carry the model's
 reads and writes to the editor instead (`Buffers`): the same checks are made first, then the
 editor reads its buffer (unsaved changes included) or writes the file and shows the change."""
 from __future__ import annotations
@@ -47,9 +47,9 @@ class WriteFile(Tool):
         },
     }
 
-    def run(self, args: dict[str, Any], ctx: ToolContext | None = None) -> str | Outcome:
-        if ctx is not None and ctx.workspace is not None:
-            return write_in(ctx.workspace, args["path"], args.get("content", ""))
+    def run(self, args: dict[str, Any], ctx: ToolContext) -> str | Outcome:
+        if ctx.front.workspace is not None:
+            return write_in(ctx.front.workspace, args["path"], args.get("content", ""))
         target = str(_path(args, ctx))
         return write_file(args["path"], args["content"], args.get("offset"), args.get("del_bytes"),
                           boundary=allowed(ctx, args["path"]), target=target, buffers=_buffers(ctx))
@@ -66,8 +66,8 @@ class Buffers:
     write: Callable[[Path, str], None] | None = None
 
 
-def _buffers(ctx: ToolContext | None) -> Buffers | None:
-    return ctx.buffers if ctx is not None and ctx.workspace is None else None
+def _buffers(ctx: ToolContext) -> Buffers | None:
+    return ctx.front.buffers if ctx.front.workspace is None else None
 
 
 def change_file(boundary: Boundary, target: str | os.PathLike, change: Change, shown: str,
@@ -114,7 +114,7 @@ def allowed(ctx: ToolContext | None, path: str) -> Boundary:
     where = ctx.at(path)
     asked = path if Path(path).expanduser() == where else str(where)
     boundary = check_write(ctx.cfg, ctx.approvals, asked, cwd=ctx.folder, tmp=ctx.tmp)
-    return replace(boundary, guarded=(*boundary.guarded, *ctx.guarded)) if ctx.guarded else boundary
+    return replace(boundary, guarded=(*boundary.guarded, *ctx.front.guarded)) if ctx.front.guarded else boundary
 
 
 def write_file(path: str, content: str, offset: int | None = None, del_bytes: int | None = None, *,
@@ -198,11 +198,11 @@ class ReadFile(Tool):
         },
     }
 
-    def run(self, args: dict[str, Any], ctx: ToolContext | None = None) -> str | Outcome:
-        if ctx is not None and ctx.workspace is not None:
-            return read_in(ctx.workspace, args["path"])
+    def run(self, args: dict[str, Any], ctx: ToolContext) -> str | Outcome:
+        if ctx.front.workspace is not None:
+            return read_in(ctx.front.workspace, args["path"])
         path, buffers = _path(args, ctx), _buffers(ctx)
-        secret, tmp = (ctx.secret, ctx.tmp) if ctx is not None else ((), None)
+        secret, tmp = ctx.front.secret, ctx.tmp
         if buffers is not None and buffers.read is not None:
             read_bytes(path, args["path"], 0, secret, tmp)  # checked as a read from the disk, before the editor is asked
             data = buffers.read(path).encode("utf-8")[:READ_LIMIT]
@@ -259,8 +259,8 @@ class EditFile(Tool):
         },
     }
 
-    def run(self, args: dict[str, Any], ctx: ToolContext | None = None) -> str:
-        if ctx is not None and ctx.workspace is not None:  # a controlled run writes whole files only
+    def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
+        if ctx.front.workspace is not None:  # a controlled run writes whole files only
             raise Refused("edit_file is not offered in a controlled run's workspace; use write_file")
         path = _path(args, ctx)
         return edit_file(path, args["path"], args["old_string"], args["new_string"],
@@ -298,11 +298,11 @@ class ListFiles(Tool):
     description = f"List the files under a directory (default: the project's), with sizes; at most {LIST_LIMIT}."
     parameters = {"type": "object", "properties": {"path": {"type": "string", "description": "directory"}}}
 
-    def run(self, args: dict[str, Any], ctx: ToolContext | None = None) -> str | Outcome:
-        if ctx is not None and ctx.workspace is not None:
-            return list_in(ctx.workspace, args.get("path") or ".")
+    def run(self, args: dict[str, Any], ctx: ToolContext) -> str | Outcome:
+        if ctx.front.workspace is not None:
+            return list_in(ctx.front.workspace, args.get("path") or ".")
         base = _path({"path": args.get("path") or "."}, ctx)
-        left_out = self._own_folders(base, args.get("path") or ".", ctx.tmp if ctx is not None else None)
+        left_out = self._own_folders(base, args.get("path") or ".", ctx.tmp)
         if base.is_file():
             return f"{args.get('path')} ({base.stat().st_size} bytes)"
         if not base.is_dir():

@@ -77,17 +77,17 @@ class ShellExec(Tool):
         return {**self.parameters, "properties": {"command": COMMAND_PARAMETER}}
 
     def run(self, args: dict[str, Any], ctx: ToolContext) -> str | Outcome:
-        if ctx.workspace is not None:
-            return run_named(ctx.workspace, args["command"])
+        if ctx.front.workspace is not None:
+            return run_named(ctx.front.workspace, args["command"])
         from ..approval import check_command
         command, box = check_command(ctx.cfg, ctx.approvals, args["command"], args.get("escalate") or "",
                                      cwd=ctx.folder)
         box.tmp = ctx.tmp if box.on else None
-        if ctx.fence is not None:
-            box = ctx.fence(box)
+        if ctx.front.fence is not None:
+            box = ctx.front.fence(box)
         result = run_shell(command, ctx.cfg.shell_timeout, ctx.cfg.tool_output_limit,
-                           ctx.cancel, on_start=ctx.on_process, sandbox=box, cwd=ctx.folder,
-                           on_output=ctx.on_output).for_model()
+                           ctx.cancel, on_start=ctx.front.on_process, sandbox=box, cwd=ctx.folder,
+                           on_output=ctx.front.on_output).for_model()
         if command != args["command"]:  # the person edited it: the model must not take it for its own
             return f"[the user replaced your command before it ran; what ran instead: {command}]\n{result}"
         return result

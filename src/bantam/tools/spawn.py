@@ -59,7 +59,7 @@ class SpawnAgent(Tool):
             args = json.loads(arguments)
         except ValueError:
             return False
-        return isinstance(args, dict) and args.get("persistence") == "durable" and ctx.durable is not None
+        return isinstance(args, dict) and args.get("persistence") == "durable" and ctx.front.durable is not None
 
     def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
         check_can_delegate(ctx)
@@ -89,7 +89,7 @@ def iteration_budget(max_iter: Any, cfg: Any) -> int:
 
 def spawn(ctx: ToolContext, task: str, checks: list[str], persistence: str, max_iter: int,
           label: str = "agent") -> dict:
-    durable = ctx.durable if persistence == "durable" else None
+    durable = ctx.front.durable if persistence == "durable" else None
     note = "durable needs a --thread run; this sub-agent ran ephemeral" \
         if persistence == "durable" and durable is None else ""
     key = durable.key(task, checks) if durable else ""

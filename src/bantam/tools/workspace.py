@@ -1,8 +1,8 @@
 """A workspace: the one directory a confined tool call may touch, and the policy that goes with it
 (the files that may be written, the commands that may run, their time and output limits).
 
-The core file and shell tools take one from `ToolContext.workspace`: paths are then relative to
-its root and kept inside it by fsutil's `confine` / `open_confined` (the one confinement), writes
+The core file and shell tools take one from `ToolContext.front.workspace`: paths are then relative
+to its root and kept inside it by fsutil's `confine` / `open_confined` (the one confinement), writes
 go only to `write_paths` and never through a link, and a command is one of `commands`, run as its
 fixed argument array without a shell. Controlled runs offer the core tools this way.
 """
