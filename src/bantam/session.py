@@ -12,7 +12,7 @@ Only a front end (cli, oneshot, repl, web, batch, daemon) turns the user's folde
 
 Front ends differ only by one value, `FrontEnd`: where events go, who approves, which tools
 (or a `toolbox` of their own, as the daemon has), which prompt, whether MCP servers' tools are
-added, whether a model is needed at all, what bounds a turn.
+added, whether a model is needed at all, what bounds a turn, what it adds to each tool call.
 """
 from __future__ import annotations
 
@@ -41,8 +41,8 @@ class FrontEnd:
     approvals: Approvals | None = None  # who is asked (None: no one; "always" lasts the session)
     cancel: threading.Event | None = None  # set by the front end: the turn stops at its next step
     undo: str | None = None  # the key its turns' file changes are recorded under (bantam.undo; None: not)
-    # What it adds to each tool call: an editor's buffers, a thread's durable agents, the
-    # daemon's fence, a controlled run's workspace ... (tools.ToolFront, the tools' ctx.front)
+    # What it adds to each tool call (tools.ToolFront, which the tools read as ctx.front): an
+    # editor's buffers and live command output, a thread's durable agents.
     tool_front: ToolFront = ToolFront()
     tools: tuple[str, ...] | None = None  # the core tools offered (None: cfg.tools)
     toolbox: Callable[[ToolContext], Toolbox] | None = None  # a toolbox of its own instead (the daemon's)
