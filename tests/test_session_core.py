@@ -93,19 +93,24 @@ def test_two_sessions_with_different_folders_run_side_by_side_in_one_process(hom
     assert not (Path(before) / "out.txt").exists()
 
 
-def test_sandboxed_session_writes_relative_paths_in_its_own_folder(home, tmp_path):
+def test_sandboxed_session_writes_relative_paths_in_its_own_folder(home, tmp_path, monkeypatch):
     """With the sandbox on, the writable root is the session's folder, not the process's: a
     relative write lands there, and the process's folder is outside the boundary."""
+    import shutil
+    import tempfile
     folder = tmp_path / "project"
     folder.mkdir()
+    process = Path(tempfile.mkdtemp(prefix="bantam-process-", dir="/var/tmp"))  # not below /tmp: the session's own
+    monkeypatch.chdir(process)
     cfg = session.load_config({"tools": "write_file", "sandbox": "workspace", "approval": "never"}, folder)
     s = session.build(cfg, folder, session.FrontEnd(with_model=False))
     ok = s.toolbox.execute("write_file", json.dumps({"path": "sub/new.txt", "content": "x"}))
     assert not ok.is_error, ok.content
     assert (folder / "sub" / "new.txt").read_text() == "x"
-    refused = s.toolbox.execute("write_file", json.dumps({"path": str(home / "stray.txt"), "content": "x"}))
-    assert refused.is_error and not (home / "stray.txt").exists()
+    refused = s.toolbox.execute("write_file", json.dumps({"path": str(process / "stray.txt"), "content": "x"}))
+    assert refused.is_error and not (process / "stray.txt").exists()
     assert s.sandbox().roots == (folder.resolve(),)
+    shutil.rmtree(process)
 
 
 def test_a_session_folder_must_be_absolute(home):
