@@ -23,7 +23,9 @@ with the chat template the GGUF carries, the same n_ctx, behind a small proxy in
   "arguments": ...}</tool_call>`, which llama_cpp.server returns as plain text (no chat_format of
   it parses that: `chatml-function-calling` drops tool results from the prompt and offers tools only
   when a request names tool_choice), so the proxy turns that text, or a bare or fenced JSON object
-  naming an offered tool (as llama.cpp's own server accepts for this family), into `tool_calls`;
+  naming an offered tool (as llama.cpp's own server accepts for this family), or the same object
+  in doubled braces (`{{"name": ...}}`, as Qwen2.5-Coder's template itself shows the format), into
+  `tool_calls`;
   and it sends `content: ""` for an assistant message whose content is null (the server refuses
   null with a validation error, and every tool-calling client sends it);
 - stops a run at --steps model requests (each agent's own limit is set to the same number too).
@@ -476,18 +478,36 @@ def json_objects(text: str) -> list[dict]:
         out.append(obj)
 
 
+def undoubled(text: str) -> list[dict]:
+    """The call in doubled braces, `{{"name": ..., "arguments": {...}}}`: Qwen2.5-Coder's own chat
+    template shows the call format that way (its Jinja string keeps both braces), and the model
+    sometimes copies it. [] unless what is left around the one object is braces alone."""
+    s = text.strip()
+    if not s.startswith("{{"):
+        return []
+    try:
+        obj, end = json.JSONDecoder().raw_decode(s, 1)
+    except ValueError:
+        return []
+    return [obj] if isinstance(obj, dict) and not s[end:].strip().strip("}") else []
+
+
+def call_objects(text: str) -> list[dict]:
+    return json_objects(text) or undoubled(text)
+
+
 def parse_calls(text: str, names: set[str]) -> tuple[str, list[dict]]:
     """(content, tool calls) from a Qwen2.5 answer: `<tool_call>` blocks (the format its template
     asks for), else fenced or bare JSON objects that name an offered tool. Text that holds no call
     comes back whole, as content."""
     found: list[tuple[int, dict]] = []
     for m in CALL_TAG.finditer(text):
-        found += [(m.start(), obj) for obj in json_objects(m.group(1))]
+        found += [(m.start(), obj) for obj in call_objects(m.group(1))]
     if not found:
         for m in FENCE.finditer(text):
-            found += [(m.start(), obj) for obj in json_objects(m.group(1))]
+            found += [(m.start(), obj) for obj in call_objects(m.group(1))]
     if not found:
-        found = [(0, obj) for obj in json_objects(text)]
+        found = [(0, obj) for obj in call_objects(text)]
     calls = []
     for _, obj in found:
         name = obj.get("name")
