@@ -92,6 +92,43 @@ def test_a_turn_that_keeps_repeating_a_refused_call_ends_saying_so(home):
     assert len(model.requests) == 2 + loop.REFUSALS_TO_STOP  # run twice, then refused until the turn stops
 
 
+def test_a_write_made_again_at_once_is_refused_so_a_splice_is_not_doubled(home):
+    """A small model repeats the write it just made: the second is not run (a splice made twice
+    inserts its text twice), but the same write after another call runs."""
+    write = {"path": "greeting.txt", "content": "Hello!", "offset": 0, "del_bytes": 0}
+    model = ScriptedProvider(tool("write_file", write, call_id="w1"), tool("write_file", write, call_id="w2"),
+                             tool("shell_exec", {"command": "true"}), tool("write_file", write, call_id="w3"),
+                             text("done"))
+    run, messages, _ = agent(model)
+    run()
+    results = [m["content"] for m in messages if m["role"] == "tool"]
+    assert results[1].startswith("error: not written again: this exact write was just made")
+    assert results[3].startswith("wrote 6 bytes at offset 0")  # something ran between: meant again
+    assert Path("greeting.txt").read_text() == "Hello!Hello!"
+
+
+def test_a_write_of_the_last_writes_report_is_refused(home):
+    """"wrote 4 bytes to output.txt" written over output.txt would replace its content with
+    bantam's words; the model is told, and the file keeps what was written."""
+    model = ScriptedProvider(tool("write_file", {"path": "answer.txt", "content": "42"}),
+                             tool("write_file", {"path": "answer.txt", "content": "wrote 2 bytes to answer.txt"}),
+                             text("done"))
+    run, messages, _ = agent(model)
+    run()
+    assert messages[5]["content"].startswith("error: not written: this content is the report of your last write")
+    assert Path("answer.txt").read_text() == "42"
+
+
+def test_a_raw_newline_inside_an_argument_is_a_newline(home):
+    """JSON forbids a raw control character inside a string; a model writes one all the same, and
+    refusing the call over it made a small model give up the task."""
+    model = ScriptedProvider(tool("write_file", '{"path": "a.txt", "content": "one\ntwo"}'), text("done"))
+    run, messages, _ = agent(model)
+    run()
+    assert not messages[3]["content"].startswith("error"), messages[3]["content"]
+    assert Path("a.txt").read_text() == "one\ntwo"
+
+
 def test_max_iterations(home):
     model = ScriptedProvider(tool("shell_exec", {"command": "true 1"}), tool("shell_exec", {"command": "true 2"}))
     run, messages, _ = agent(model, limits=loop.Limits(max_iterations=2, retry_delays=()))

@@ -291,10 +291,60 @@ def _run_batch(batch: list[tuple[int, str, str]], toolbox: Toolbox, outcomes: li
         raise
 
 
+class WriteGuard:
+    """Two writes that undo the model's own work are refused: the write just made, made again
+    with nothing run between (a splice made twice inserts its text twice: "Hello!Hello!"), and a
+    write whose content is the report of the last write ("wrote 4 bytes to output.txt" written
+    over output.txt, replacing the script's output with bantam's words). A model copies the
+    call or the result it just saw; a small one does it often (Qwen2.5-Coder 1.5B, in
+    bench/bench_tasks.py: write-greeting, run-script)."""
+
+    def __init__(self) -> None:
+        self.written: str | None = None  # the last write's arguments, while nothing else has run since
+        self.report = ""  # what the last write that succeeded answered
+
+    def before_request(self, messages: list[dict]) -> None:
+        pass
+
+    def before_call(self, name: str, arguments: str) -> str | None:
+        if name != WRITE_TOOL:
+            return None
+        if canonical(arguments) == self.written:
+            return ("not written again: this exact write was just made, so the file already holds it (a "
+                    "splice made twice would insert its text twice); go on with the next step")
+        try:
+            content = loads(arguments).get("content")
+        except (ValueError, AttributeError):
+            return None
+        if self.report and isinstance(content, str) and content.strip() == self.report.strip():
+            return (f"not written: this content is the report of your last write ({self.report!r}), not "
+                    "text for the file, which already holds what you wrote")
+        return None
+
+    def after_call(self, name: str, arguments: str, outcome: Outcome) -> None:
+        if outcome.is_error:  # refused or failed: nothing was written
+            return
+        if name == WRITE_TOOL:
+            self.written, self.report = canonical(arguments), outcome.content
+        else:
+            self.written = None  # something ran since: the same write again may be meant
+
+
+WRITE_TOOL = "write_file"
+
+
+def canonical(arguments: str) -> str:
+    """A call's arguments in one spelling (keys sorted), to tell the same call again."""
+    try:
+        return json.dumps(loads(arguments), sort_keys=True)  # deep nesting: TooDeep, a ValueError
+    except ValueError:
+        return arguments
+
+
 # --- the default guards -------------------------------------------------------------------------
 
 def default_guards(limits: Limits) -> list[Guard]:
-    return [ToolBudget(limits.tool_budget), RepeatGuard()]
+    return [ToolBudget(limits.tool_budget), RepeatGuard(), WriteGuard()]
 
 
 class ToolBudget:
@@ -343,11 +393,7 @@ class RepeatGuard:
         pass
 
     def count(self, name: str, arguments: str) -> int:
-        try:
-            arguments = json.dumps(loads(arguments), sort_keys=True)  # deep nesting: TooDeep, a ValueError
-        except ValueError:
-            pass
-        key = (name, arguments)
+        key = (name, canonical(arguments))
         self.times = self.times + 1 if key == self.last else 1
         self.last = key
         return self.times
