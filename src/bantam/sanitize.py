@@ -139,9 +139,11 @@ class TooDeep(BantamError, ValueError):
 def loads(text: str | bytes) -> Any:
     """json.loads for what a model or a server wrote: nesting past MAX_JSON_DEPTH is TooDeep, never
     a RecursionError (json's parser recurses, and so does every walker of the value after it,
-    such as sanitising tool arguments or json.dumps on the next request)."""
+    such as sanitising tool arguments or json.dumps on the next request). A control character
+    inside a string is taken as written (strict=False): a model's raw newline in an argument
+    means a newline, and refusing the call over it made a small model give up the task."""
     try:
-        value = json.loads(text)
+        value = json.loads(text, strict=False)
     except RecursionError:
         raise TooDeep(f"JSON nested more than {MAX_JSON_DEPTH} levels deep") from None
     if _deeper_than(value, MAX_JSON_DEPTH):
