@@ -23,8 +23,8 @@ with the chat template the GGUF carries, the same n_ctx, behind a small proxy in
   "arguments": ...}</tool_call>`, which llama_cpp.server returns as plain text (no chat_format of
   it parses that: `chatml-function-calling` drops tool results from the prompt and offers tools only
   when a request names tool_choice), so the proxy turns that text, or a bare or fenced JSON object
-  naming an offered tool (as llama.cpp's own server accepts for this family), or the same object
-  in doubled braces (`{{"name": ...}}`, as Qwen2.5-Coder's template itself shows the format), into
+  naming an offered tool, or one inside the other tags llama.cpp's own server accepts for this
+  family (`<tools>`, `<function_call>`, `<json>`, ...), or the same object in doubled braces (`{{"name": ...}}`, as Qwen2.5-Coder's template itself shows the format), into
   `tool_calls`;
   and it sends `content: ""` for an assistant message whose content is null (the server refuses
   null with a validation error, and every tool-calling client sends it);
@@ -456,7 +456,9 @@ def start_server(cmd: list[str], port: int, log: Path) -> subprocess.Popen:
     sys.exit("bench: the model server did not answer in 300 s")
 
 
-CALL_TAG = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|\Z)", re.S)
+# The tags llama.cpp's own server takes around a call of this family (its Hermes 2 Pro parser):
+# small models drift from `<tool_call>` to the `<tools>` their prompt shows, and others.
+CALL_TAG = re.compile(r"<(tool_call|function_call|tools?|response|json|xml|JSON)>\s*(.*?)\s*(?:</\1>|\Z)", re.S)
 FENCE = re.compile(r"```(?:json)?\s*\n?(.*?)```", re.S)
 
 
@@ -502,7 +504,7 @@ def parse_calls(text: str, names: set[str]) -> tuple[str, list[dict]]:
     comes back whole, as content."""
     found: list[tuple[int, dict]] = []
     for m in CALL_TAG.finditer(text):
-        found += [(m.start(), obj) for obj in call_objects(m.group(1))]
+        found += [(m.start(), obj) for obj in call_objects(m.group(2))]
     if not found:
         for m in FENCE.finditer(text):
             found += [(m.start(), obj) for obj in call_objects(m.group(1))]
