@@ -787,9 +787,13 @@ def gave_up(agent: str, home: Path) -> bool:
 
 
 def run_task(agent: str, task: Task, proxy: Proxy, model: str, steps: int, time_limit: float, logs: Path) -> dict:
-    base = Path(tempfile.mkdtemp(prefix=f"bench-tasks-{agent}-"))
+    # The same folder every run: its path reaches the model (a traceback, `pwd`), and with the
+    # same text greedy decoding gives the same answers, so a rerun reproduces the table (one
+    # bench at a time: it uses every core anyway).
+    base = Path(tempfile.gettempdir()) / f"bench-tasks-{agent}"
+    shutil.rmtree(base, ignore_errors=True)
     work, home = base / "work", base / "home"
-    work.mkdir()
+    work.mkdir(parents=True)
     home.mkdir()
     task.setup(work)
     out = logs / agent / task.name
