@@ -33,17 +33,16 @@ class WriteFile(Tool):
     name = "write_file"
     raw_arguments = ("content",)  # file content is data: written byte for byte
     description = (
-        "Write a file. With neither offset nor del_bytes, the whole file is replaced by content "
-        "(parent directories are created). With offset and/or del_bytes, del_bytes bytes at byte "
-        "offset are replaced by content (prefix + content + suffix); offset defaults to 0 and "
-        "del_bytes to 0, so content alone at an offset is an insertion.")
+        "Write content to a file, replacing it whole (missing folders are made). Only to change "
+        "part of it: del_bytes bytes at byte offset are replaced by content (each defaults to 0: "
+        "content alone at an offset is an insertion).")
     parameters = {
         "type": "object", "required": ["path", "content"],
         "properties": {
             "path": {"type": "string", "description": "file to write"},
-            "content": {"type": "string", "description": "text to write (may be empty)"},
-            "offset": {"type": "integer", "description": "byte offset where the splice starts"},
-            "del_bytes": {"type": "integer", "description": "bytes to delete at offset first"},
+            "content": {"type": "string", "description": "the text (may be empty)"},
+            "offset": {"type": "integer", "description": "byte offset of a partial change"},
+            "del_bytes": {"type": "integer", "description": "bytes deleted at offset"},
         },
     }
 

@@ -58,11 +58,9 @@ COMMAND_PARAMETER = {"type": "string", "description": "the command line"}
 
 class ShellExec(Tool):
     name = "shell_exec"
-    description = ("Run a shell command (bash) in the project directory and return its output "
-                   "(stdout and stderr merged) followed by the exit code. stdin is closed: use "
-                   "non-interactive flags. Background processes end when the command returns; to "
-                   "keep a server running, start it with `setsid nohup CMD > log 2>&1 &` (outside "
-                   "a sandbox).")
+    description = ("Run a bash command in the project directory; returns its output (stdout and "
+                   "stderr) and exit code. stdin is closed. Background processes end with the "
+                   "command; keep a server with `setsid nohup CMD > log 2>&1 &` (outside a sandbox).")
     parameters = {"type": "object", "required": ["command"],
                   "properties": {"command": COMMAND_PARAMETER,
                                  "escalate": {"type": "string", "description":
