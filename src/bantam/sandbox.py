@@ -403,6 +403,12 @@ def bwrap_prefix(roots: Iterable[Path], network: bool, protected: Iterable[Path]
     return args
 
 
+def readable_own(tmp: Path | None) -> tuple[Path, ...]:
+    """The folders inside bantam's own that the model's read tools still read and list (resolved):
+    clipped tool output, which the model is pointed to, and the session's `tmp`, its commands' /tmp."""
+    return tuple(Path(os.path.realpath(p)) for p in (bantam_home() / "tool-output", *([tmp] if tmp else [])))
+
+
 def read_for_model(path: str | os.PathLike, shown: str, limit: int, refuse: Iterable[Path] = (),
                    tmp: Path | None = None) -> bytes:
     """The first `limit` bytes of a file an in-process read tool (read_file, read_image, read_pdf,
@@ -413,8 +419,7 @@ def read_for_model(path: str | os.PathLike, shown: str, limit: int, refuse: Iter
     otherwise."""
     given = Path(os.path.abspath(Path(path).expanduser()))  # a library caller's relative path: from its folder
     real = Path(os.path.realpath(given))
-    readable = [Path(os.path.realpath(p)) for p in (bantam_home() / "tool-output", *([tmp] if tmp else []))]
-    folder = next((p for p in readable if _within(real, p)), Path("/"))
+    folder = next((p for p in readable_own(tmp) if _within(real, p)), Path("/"))
     try:
         return read_inside(folder, given, limit, shown=shown, refuse=refuse)
     except FileNotFoundError:

@@ -318,10 +318,9 @@ class ListFiles(Tool):
         prefixes to leave out; ToolError (one line) when `base` leads into one, by any link: their
         names and sizes are bantam's, as read_file and commands keep their contents. Clipped tool
         output, which the model is pointed to, and the session's `tmp` stay listable."""
-        from ..fsutil import bantam_home
-        from ..sandbox import guarded_dirs
+        from ..sandbox import guarded_dirs, readable_own
         real = Path(os.path.realpath(base))
-        if any(real.is_relative_to(os.path.realpath(p)) for p in (bantam_home() / "tool-output", *([tmp] if tmp else []))):
+        if any(real.is_relative_to(p) for p in readable_own(tmp)):
             return ()
         for own in guarded_dirs():
             if real.is_relative_to(own):
