@@ -85,6 +85,15 @@ def test_system_prompt_elides_memory_and_names_the_subconscious(agent, home):
     assert "bytes earlier]" in tail and "event 16" not in tail and "event 17" in tail
 
 
+def test_the_file_tools_find_in_tmp_what_bash_wrote_there(agent):
+    """/tmp is the session's own for BASH and for every file tool alike, the image check included."""
+    out = call(agent, "BASH", command="printf 'seen\\n' > /tmp/t.txt; printf '\\211PNG\\r\\n\\032\\n' > /tmp/pic.png; "
+                                      "head -c 20 /dev/zero >> /tmp/pic.png")
+    assert out.endswith("exit: 0"), out
+    assert call(agent, "READ_FILE", path="/tmp/t.txt") == "     1\tseen"
+    assert "is an image (image/png) and this model cannot see images" in call(agent, "READ_FILE", path="/tmp/pic.png")
+
+
 @pytest.fixture
 def outside():
     """A folder outside the agent's home and not under /tmp (which is the session's own for the

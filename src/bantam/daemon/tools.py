@@ -48,9 +48,11 @@ MAGIC_BYTES = 12                    # enough of a file for sniff_image (WebP's R
 
 
 def resolve(agent: "Agent", path: str) -> Path:
+    """A path the model gave, placed as the core file tools place it (ToolContext.at: from the
+    agent's home; below /tmp, in the session's /tmp that its commands see)."""
     if not str(path).strip():
         raise ToolError("path is empty")
-    return agent.dir.home / Path(path).expanduser()  # an absolute path stays absolute
+    return agent.toolbox.ctx.at(path)
 
 
 def _image(name: str, mime: str, data: bytes, agent: "Agent") -> str:
@@ -111,7 +113,7 @@ def send_attachment(args: dict, agent: "Agent") -> str:
     if agent.telegram is None:
         raise ToolError("there is no chat channel (no telegram_token in config.json)")
     path = resolve(agent, args["path"])  # read as READ_FILE reads: never config.json, /proc or a FIFO
-    data = read_bytes(path, args["path"], ATTACHMENT_LIMIT + 1, boundary.config_files(agent))
+    data = read_bytes(path, args["path"], ATTACHMENT_LIMIT + 1, boundary.config_files(agent), agent.toolbox.ctx.tmp)
     if len(data) > ATTACHMENT_LIMIT:
         raise ToolError(f"{args['path']} is larger than {ATTACHMENT_LIMIT >> 20} MB, what a chat bot may send")
     method = agent.telegram.send_file(path.name, data, args.get("caption") or "")
@@ -242,9 +244,10 @@ def in_home(agent: "Agent", ctx: ToolContext) -> ToolContext:
 def _shown_image(args: dict, agent: "Agent") -> str | None:
     """An image file READ_FILE shows to the model instead of reading it as text; None: not one."""
     path, secret = resolve(agent, args["path"]), boundary.config_files(agent)
-    if sniff_image(read_bytes(path, args["path"], MAGIC_BYTES, secret)) is None:
+    tmp = agent.toolbox.ctx.tmp
+    if sniff_image(read_bytes(path, args["path"], MAGIC_BYTES, secret, tmp)) is None:
         return None
-    data = read_bytes(path, args["path"], refuse=secret)
+    data = read_bytes(path, args["path"], refuse=secret, tmp=tmp)
     mime = sniff_image(data)
     return _image(args["path"], mime, data, agent) if mime else None
 
