@@ -99,14 +99,11 @@ def _current(path: Path, shown: str, buffers: Buffers) -> bytes:
     return read_bytes(path, shown)
 
 
-def allowed(ctx: ToolContext | None, path: str) -> Boundary:
+def allowed(ctx: ToolContext, path: str) -> Boundary:
     """The boundary a model's write or edit of `path` (placed in the session's folder) is made in,
-    once the sandbox and the approvals let it go ahead (ToolError when not). Without a context
-    (bantam's own call), anywhere."""
+    once the sandbox and the approvals let it go ahead (ToolError when not)."""
     if not str(path).strip():
         raise ToolError("path is empty")
-    if ctx is None:
-        return ANYWHERE
     from ..approval import check_write
     # asked as the model wrote it (~/.bashrc), unless it lands elsewhere: relative, in the session's
     # folder; below /tmp, in the session's /tmp
@@ -177,11 +174,11 @@ READ_LINES = 2000              # lines read_file shows by default
 LIST_LIMIT = 500               # entries list_files shows
 
 
-def _path(args: dict[str, Any], ctx: ToolContext | None) -> Path:
-    """The path argument, placed in the session's folder (as given without a context)."""
+def _path(args: dict[str, Any], ctx: ToolContext) -> Path:
+    """The path argument, placed in the session's folder (ToolContext.at)."""
     if not str(args.get("path", "")).strip():
         raise ToolError("path is empty")
-    return ctx.at(args["path"]) if ctx is not None else Path(args["path"]).expanduser()
+    return ctx.at(args["path"])
 
 
 class ReadFile(Tool):

@@ -74,16 +74,15 @@ def _question(args: dict[str, Any], default: str) -> str:
     return (args.get("question") or "").strip() or default
 
 
-def read_bytes(path: str, limit: int, ctx: ToolContext | None = None) -> bytes:
+def read_bytes(path: str, limit: int, ctx: ToolContext) -> bytes:
     """The whole file (placed by `ctx.at`: a relative `path` from the session's folder), refused
     with a clear message if it is missing, odd, empty or over `limit` (read through
     sandbox.read_for_model)."""
     from ..sandbox import read_for_model
     if not path.strip():
         raise ToolError("path is empty")
-    target = ctx.at(path) if ctx is not None else Path(path).expanduser()
-    # bounded even if the file grows while we read it
-    data = read_for_model(target, path, limit + 1, tmp=ctx.tmp if ctx is not None else None)
+    target = ctx.at(path)
+    data = read_for_model(target, path, limit + 1, tmp=ctx.tmp)  # bounded even if the file grows while we read it
     if len(data) > limit:
         raise ToolError(f"{path} is too large ({_size(target)}; the limit is {limit // 2**20} MB)")
     if not data:
