@@ -501,6 +501,29 @@ def test_a_reloaded_page_shows_the_end_of_the_chat(page, web, server):
                            " && log.scrollHeight - log.scrollTop - log.clientHeight < 5; }")
 
 
+def test_what_is_typed_while_a_sent_message_is_acknowledged_is_kept(page, web, server):
+    """The page hears a turn end (over its event stream) before its own send is acknowledged,
+    when the browser is slow to run the reply's handler. Text typed in between, the next
+    question, must not be wiped by that late acknowledgement (it was, and the next Enter sent
+    nothing)."""
+    held = []
+    page.route("**/api/input", lambda route: held.append((route, route.fetch())))
+    server.add(text_reply("first answer"))
+    send(page, "question 0")
+    expect(page.locator(".assistant")).to_have_count(1, timeout=30_000)
+    idle(page)
+    page.fill("#input", "question 1")
+    route, response = held.pop()
+    route.fulfill(response=response)
+    page.unroute("**/api/input")
+    page.wait_for_function("() => st.history.length === 1")  # the acknowledgement was handled
+    expect(page.locator("#input")).to_have_value("question 1")
+    server.add(text_reply("second answer"))
+    page.press("#input", "Enter")
+    expect(page.locator(".assistant")).to_have_count(2, timeout=30_000)
+    expect(page.locator("#input")).to_have_value("")
+
+
 def test_a_long_file_name_keeps_its_end_in_view_and_shows_whole_on_hover(page, web):
     name = "reports/2026/quarterly/" + "a_summary_of_the_long_analysis_" * 3 + "final_v2.csv"  # nowhere to wrap
     (web.workspace / name).parent.mkdir(parents=True)
