@@ -63,6 +63,16 @@ CACHE_TYPES: tuple[tuple[str, dict[str, Any]], ...] = (
 # 3-core machine, generation takes every core while they are free (unless n_threads is set).
 SMALL_BATCH = 64
 
+# llama.cpp's CPU backend may copy the weights, as it loads them, into an interleaved layout its
+# matrix kernels read faster ("repacking", llama.cpp's extra buffer types). For the 1.5B default
+# on two cores that copy is the larger part of a start: loading took 1.0-1.3 s with it against
+# 0.42-0.54 s without, peak memory 2,107 MB against 1,510 MB (the file's mapped pages and the
+# copy are both resident), and each new token 15-20% longer without it (19-20 against 22-25
+# tokens/s); reading a prompt, the bulk of an agent's work, ran at the same 67-70 tokens/s
+# either way (bench/RESULTS.md). A start and memory a user feels on every run, for 1-2 s of an
+# answer's 150 tokens: no repacking.
+REPACK = False
+
 # The context starts at the size a short conversation needs and grows (doubling, up to n_ctx)
 # when a request's prompt and output budget do not fit: llama.cpp allocates and clears the whole
 # KV cache when a context is made, and for SmolLM2 at 8,192 tokens that is 138 MB and 72 ms of
@@ -340,7 +350,8 @@ def _ctrl_c_stops_loading() -> Iterator[threading.Event]:
 def _stoppable_llama(stop: threading.Event) -> Any:
     """llama_cpp.Llama whose model load ends, unfinished, once `stop` is set: llama.cpp calls a
     load's progress callback after each tensor and abandons the load when it returns false. Llama()
-    has no argument for it, so it is set on the `model_params` Llama.__init__ makes, as it is made."""
+    has no argument for it (nor for REPACK), so both are set on the `model_params` Llama.__init__
+    makes, as it is made."""
     import llama_cpp
     from llama_cpp import Llama
 
@@ -354,6 +365,7 @@ def _stoppable_llama(stop: threading.Event) -> Any:
             # kept on the object: llama.cpp holds only the C pointer to it
             self._progress = llama_cpp.llama_progress_callback(lambda progress, data: not stop.is_set())
             params.progress_callback = self._progress
+            params.use_extra_bufts = REPACK
             self.__dict__["model_params"] = params
 
     return StoppableLlama
