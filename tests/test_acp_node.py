@@ -302,23 +302,39 @@ def test_sessions_are_listed_forked_closed_and_resumed_in_a_new_process(home, se
 
 
 def test_the_terminals_slash_commands_are_offered_and_run_from_its_table(home):
-    from bantam.conversation import COMMANDS
+    from bantam.slash import TABLE
     with FakeServer(models=[{"id": "test-model"}, {"id": "other-model"}]) as server:
         server.add(text_reply("what?"))
         lines = drive(server, home, "/models", "/sandbox", "/model other-model", "/help", "/bogus")
         asked = [r.body["messages"][-1]["content"] for r in server.chat_requests()]
     [offered] = updates(lines, "available_commands_update")
     names = [c["name"] for c in offered["availableCommands"]]
-    terminal = {usage.removeprefix("/").split()[0].rstrip(",") for usage, _ in COMMANDS}
+    terminal = {c.name for c in TABLE}
     assert set(names) <= terminal and len(names) == len(set(names))
-    assert {"compact", "clear", "model", "models", "undo", "redo", "rewind", "sandbox", "mcp", "trust", "list",
-            "help"} == set(names)
-    sandbox = {c["name"]: c for c in offered["availableCommands"]}["sandbox"]
-    assert "input" not in sandbox  # it shows the boundary here; the mode picker changes it
+    assert {"compact", "clear", "model", "endpoint", "models", "undo", "redo", "rewind", "sandbox", "mcp", "trust",
+            "list", "help"} == set(names)
     said = "".join(u["content"]["text"] for u in updates(lines, "agent_message_chunk"))
     assert "* test-model\n  other-model" in said  # /models, the current one marked
-    assert "(mode: workspace)" in said  # /sandbox
-    assert "model: other-model" in said  # /model NAME: a new configuration with it
-    assert "/undo  take back the file changes" in said  # /help: what runs here
+    assert "sandbox=workspace" in said  # /sandbox
+    assert "model: other-model (for this session)" in said  # /model NAME: a new configuration with it
+    assert "/undo [N] [--force]  take back the file changes" in said  # /help: what runs here
+    assert "/run GOAL" not in said  # a controlled run works in a terminal's background
     assert asked == ["/bogus"]  # only what is no command of bantam's reaches the model
     assert [r["stopReason"] for r in responses(lines, "session/prompt")] == ["end_turn"] * 5
+
+
+def test_a_sandbox_change_typed_in_the_editor_holds_and_the_mode_picker_follows(home):
+    """/sandbox with words is the terminal's command, run by the same code: the boundary changes for
+    this session (nothing written) and the editor's mode follows; a write in the project folder,
+    which the workspace sandbox lets through unasked, now crosses the boundary: the editor is asked."""
+    with FakeServer() as server:
+        server.add(tool_reply("write_file", {"path": "kept-out.txt", "content": "x"}), text_reply("tried"))
+        lines = drive(server, home, "/sandbox read-only", "write it")
+    [asked] = [line for line in lines if line["type"] == "request"]
+    assert asked["method"] == "session/request_permission"
+    said = "".join(u["content"]["text"] for u in updates(lines, "agent_message_chunk"))
+    assert "for this session (nothing written)" in said and "read-only" in said
+    assert [u["currentModeId"] for u in updates(lines, "current_mode_update")] == ["read-only"]
+    [options] = [u for u in updates(lines, "config_option_update")][:1]
+    assert {o["id"]: o["currentValue"] for o in options["configOptions"]}["mode"] == "read-only"
+    assert not (home / "kept-out.txt").exists() and not (home / ".bantam.cfg").exists()

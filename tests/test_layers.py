@@ -45,10 +45,11 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # What the front ends share: the common command-line options, renderers, the line editor.
     ("frontend-support", ("bantam.options", "bantam.render", "bantam.lineeditor")),
     # The ways in: each talks to a person (or a queue) and drives sessions.
-    # `conversation` is the chat the terminal (repl) and the browser (web) share: it drives
-    # controlled runs, /trust and /mcp, so it stands among them.
+    # `conversation` is the chat the terminal (repl) and the browser (web) share, and `slash`
+    # the slash commands every chat runs (the editor's too): they drive controlled runs, /trust
+    # and /mcp, so they stand among them.
     ("frontends", ("bantam.oneshot", "bantam.repl", "bantam.commands", "bantam.web", "bantam.daemon",
-                   "bantam.runs", "bantam.batch", "bantam.mcpserve", "bantam.conversation",
+                   "bantam.runs", "bantam.batch", "bantam.mcpserve", "bantam.conversation", "bantam.slash",
                    "bantam.acp", "bantam.undo.cli")),
     # The entry points: the command line, which hands each subcommand to its module by name.
     ("entry", ("bantam.cli", "bantam.commandline", "bantam.__main__", "bantam.batch.__main__")),

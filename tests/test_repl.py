@@ -127,9 +127,9 @@ def test_cfg_model_endpoint_and_models(cfg, server):
     term.expect("* test-model")
     term.expect("  bigger-model")
     term.enter("/model bigger-model")
-    term.expect("model=bigger-model")
+    term.expect("model: bigger-model (for this session)")
     term.enter("/endpoint")
-    term.expect(f"endpoint={server.url}")
+    term.expect(f"endpoint: {server.url}")
     term.enter("/cfg api_key sk-secret-cfg")
     term.expect("api_key=***")
     term.enter("/cfg top_p 0.5")
@@ -140,7 +140,8 @@ def test_cfg_model_endpoint_and_models(cfg, server):
     assert (body.body["model"], body.body["temperature"], body.body["top_p"]) == ("bigger-model", 0.25, 0.5)
     assert body.headers["authorization"] == "Bearer sk-secret-cfg"
     text = (cfg / ".bantam.cfg").read_text()
-    assert "temperature=0.25\n" in text and "model=bigger-model\n" in text and f"endpoint={server.url}\n" in text
+    assert "temperature=0.25\n" in text and f"endpoint={server.url}\n" in text
+    assert "model=bigger-model" not in text  # /model chose it for this session only
     assert (cfg / ".bantam.cfg").stat().st_mode & 0o777 == 0o600
 
 

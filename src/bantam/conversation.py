@@ -21,73 +21,33 @@ different folders run side by side in one process.
 """
 from __future__ import annotations
 
-import functools
-import os
 import threading
-import time
 from pathlib import Path
 from typing import Callable
 
-from . import __version__, compact, config, session, transcripts, undo
-from .approval import YES_NO, Approvals, Read, boundary_words, remembered, terminal_ask
-from .commands import trust_project
-from .errors import BantamError, ConfigError, LimitReached, ProviderError, ToolError
-from .events import Done, Error, Event, Notice, Usage, quiet
+from . import __version__, config, session, slash, transcripts, undo
+from .approval import YES_NO, Approvals, Read, terminal_ask
+from .errors import BantamError, LimitReached, ProviderError, ToolError
+from .events import Done, Error, Event, Notice
 from .envpolicy import user_env
-from .mcpserve.cli import mcp_command
 from .providers import ModelFacts, context_window_later
 from .render import Renderer
 from .sanitize import terminal_safe
 from .tools.shell import run_shell
-from .undo.restore import shown
 
 COMPACT_AT = 0.6  # offer compaction when the context is this full
-# The slash commands: /help prints this table, and `bantam acp` offers an editor the ones it runs
-# (acp/commands.py). Each row: how it is typed, what it does.
-COMMANDS: list[tuple[str, str]] = [
-    ("/save [name]", "save the conversation (default name: this project's session) with a summary"),
-    ("/continue, /cont", "load this project's session"),
-    ("/list", "saved sessions, newest first (* marks this project's)"),
-    ("/load <id>", "load a session by id or unique prefix"),
-    ("/compact", "summarise the conversation and continue from the summary"),
-    ("/cfg <key> [value]", "show or set a configuration key (written to .bantam.cfg); /cfg lists them all"),
-    ("/cfg --global <key> <value>", "set it in ~/.config/bantam/config, for every project"),
-    ("/model [name]", "show or set the model"),
-    ("/endpoint [url]", "show or set the API endpoint"),
-    ("/models", "the endpoint's models, the current one marked with *"),
-    ("/cost", "what this session has cost, when the model list gives prices (OpenRouter)"),
-    ("/sandbox [off|workspace|read-only] [network on|off] [approval never|on-request|always] [forget]",
-     "the boundary around the model's commands, and when you are asked; with words, change them for this "
-     "session (nothing is written); forget: drop your \"always\" answers"),
-    ("!<command>", "run a shell command; its output is not added to the conversation"),
-    ("/run GOAL", "start a controlled run in ./runs/ (options: --workspace DIR --config FILE --scripted FILE)"),
-    ("/fix ERROR", "a correction run on the last run's goal and workspace"),
-    ("/pause", "pause the working run at its next step (so does Ctrl+C); /resume continues"),
-    ("/resume [--retry-blocked]", "continue the last run"),
-    ("/status", "the last run's progress, budgets and completion state"),
-    ("/files", "the files in the last run's workspace"),
-    ("/mcp [trust]", "MCP servers, their state and tools; trust: the same as /trust"),
-    ("/server:prompt [ARGS]", "an MCP server's prompt, sent as your message (/help lists those of running servers)"),
-    ("@server:uri", "in a message: an MCP server's resource, read and attached to it"),
-    ("/trust", "trust this project's files as they are now (.bantam.cfg, .mcp.json, tools folder)"),
-    ("/undo [N]", "take back the file changes of the last N turns (default 1), shell commands' included"),
-    ("/rewind [N]", "the same, and the conversation goes back to before those turns"),
-    ("/redo [N]", "reapply the file changes the last /undo or /rewind took back, if none changed since"),
-    ("/clear", "start a new conversation"),
-    ("/help", "this list"),
-    ("/quit", "exit (so does Ctrl+D on an empty line)"),
-]
-HELP = "\n".join(f"{usage:<20}{what}" if len(usage) <= 18 else f"{usage}  {what}" for usage, what in COMMANDS) \
-    + "\nEnter sends, Ctrl+J starts a new line, Ctrl+C clears the line or stops a running turn."
+KEYS = "Enter sends, Ctrl+J starts a new line, Ctrl+C clears the line or stops a running turn."
 
 # What may be typed while a controlled run works in the background; anything else waits for it.
 WHILE_A_RUN_WORKS = ("/pause", "/status", "/files", "/help", "/quit")
-ALIASES = {"/cont": "continue"}
 
 MakeRenderer = Callable[[config.Config, ModelFacts], Renderer]
 
 
 class Conversation:
+    commands = slash.TERMINAL  # its slash commands (slash.py: the table every front end runs)
+    keys = KEYS
+
     def __init__(self, flags: dict[str, str], folder: Path, *, ask: Read,
                  show: Callable[[str], None], renderer: MakeRenderer, background_runs: bool = True,
                  shell_cancel: threading.Event | None = None, continue_hint: str = "/continue resumes it",
@@ -152,7 +112,7 @@ class Conversation:
         self.say(f"bantam {__version__} · {self.provider.model} at {where} · /help for commands")
         if self.cfg.embedded:
             self.say(config.embedded_notice(self.cfg))
-        self.cmd_sandbox("")
+        slash.sandbox(self, "")
         if offer_continue and transcripts.exists(self.autosave.id):
             self.say("this project has a saved conversation: " + self.continue_hint)
 
@@ -233,16 +193,14 @@ class Conversation:
     # --- commands --------------------------------------------------------------------------
 
     def command(self, name: str, arg: str) -> bool:
+        """Run the slash command `name` (slash.py's table); False to quit."""
         if name == "/quit":
             return False
-        handler: Callable[[str], None] | None = getattr(self, "cmd_" + ALIASES.get(name, name[1:]), None)
-        if ":" in name:  # /server:prompt
-            handler = functools.partial(self.mcp_prompt, name)
-        if handler is None:
-            self.say(f"unknown command {name}; /help lists the commands")
-            return True
         try:
-            handler(arg)
+            if ":" in name:  # /server:prompt
+                self.mcp_prompt(name, arg)
+            elif not slash.run(self, name, arg):
+                self.say(f"unknown command {name}; /help lists the commands")
         except KeyboardInterrupt:
             self.render.reset()
             self.say("interrupted")
@@ -250,10 +208,25 @@ class Conversation:
             self.render(Error(message=str(e)))
         return True
 
-    def cmd_help(self, arg: str) -> None:
-        from .mcp.prompts import commands
-        prompts = commands(self.mcp_servers())
-        self.show("\n".join([HELP, *(f"{usage}  {what}" for usage, what in prompts)]))
+    # --- what the slash commands ask of a chat (slash.Chat) ---------------------------------
+
+    @property
+    def session_id(self) -> str:
+        return self.autosave.id
+
+    def confirm(self, question: str, default: bool) -> bool:
+        answer = self.ask(question, YES_NO).strip().lower()
+        return default if not answer else answer in ("y", "yes")
+
+    def keep(self) -> None:
+        self.changed = True
+        self.save_auto()
+
+    def choose(self, keys: dict[str, str]) -> None:
+        """A new session with `keys` as the person's own choice for this session (the flags'
+        layer, above every file: a later /cfg or /trust rebuilds with them still)."""
+        self.flags.update(keys)
+        self.configure(session.load_config(self.flags, self.folder))
 
     def mcp_servers(self) -> dict:
         from .mcp import servers_here
@@ -268,196 +241,7 @@ class Conversation:
         self.messages += messages[:-1]
         self.turn(messages[-1]["content"])
 
-    def cmd_mcp(self, arg: str) -> None:
-        if arg == "trust":
-            return self.cmd_trust("")
-        self.show(mcp_command(arg, self.cfg, self.toolbox))
-
-    def cmd_trust(self, arg: str) -> None:
-        self.show(trust_project(self.folder))
-        self.trusted()
-
-    def trusted(self) -> None:
-        """The project was just trusted: its boundary keys apply and its MCP servers start."""
-        self.configure(session.load_config(self.flags, self.folder))
-        self.cmd_sandbox("")
-        self.show(mcp_command("", self.cfg, self.toolbox))
-
-    def cmd_undo(self, arg: str) -> None:
-        self.take_back(arg, rewind=False)
-
-    def cmd_rewind(self, arg: str) -> None:
-        self.take_back(arg, rewind=True)
-
-    def take_back(self, arg: str, rewind: bool) -> None:
-        """/undo N and /rewind N: show what will be restored and removed, ask, then do it. A file
-        changed by hand since the turn is overwritten only when the person says so."""
-        word = "rewind" if rewind else "undo"
-        p = self.shown_plan(word, arg, undo.plan)
-        if p is None:
-            return None
-        question = ("overwrite your own changes to the files above too? (no: keep them, undo the rest) [y/N] "
-                    if p.conflicts else f"{word} this? [Y/n] ")
-        try:
-            answer = self.ask(question, YES_NO).strip().lower()
-        except (KeyboardInterrupt, EOFError):
-            return self.say("nothing was changed")
-        if not p.conflicts and answer not in ("", "y", "yes"):
-            return self.say("nothing was changed")
-        force = answer in ("y", "yes")
-        try:
-            left = undo.apply(p, force=force)
-        except undo.UndoError as e:
-            return self.say(f"nothing was changed: {e}")
-        for path in [] if force else p.conflicts:
-            self.say(f"kept your changes: {shown(path)}")
-        for path in left:
-            self.say(f"not restored: {path}")
-        if rewind:
-            del self.messages[1 + p.cut:]  # the system prompt stays; the model forgets those turns
-            self.changed = True
-            self.save_auto()
-            self.say(f"undone; the conversation is back before that turn ({transcripts.count(self.messages)} messages)")
-        else:
-            self.say("undone (the conversation still remembers those turns; /rewind forgets them too)")
-
-    def cmd_redo(self, arg: str) -> None:
-        """/redo N: the file changes the last /undo or /rewind took back, reapplied when none of
-        those files changed since. Only files: the conversation stays as it is."""
-        p = self.shown_plan("redo", arg, undo.plan_redo)
-        if p is None:
-            return None
-        try:
-            if self.ask("redo this? [Y/n] ", YES_NO).strip().lower() not in ("", "y", "yes"):
-                return self.say("nothing was changed")
-            left = undo.apply(p)
-        except (KeyboardInterrupt, EOFError):
-            return self.say("nothing was changed")
-        except undo.UndoError as e:
-            return self.say(f"nothing was changed: {e}")
-        for path in left:
-            self.say(f"not restored: {path}")
-        return self.say("redone (the files only; the conversation stays as it is)")
-
-    def shown_plan(self, word: str, arg: str, make: Callable[[str, int], undo.Plan]) -> undo.Plan | None:
-        """/undo, /rewind and /redo's plan for N turns (`arg`), shown; None when there is none."""
-        if arg.strip() and not (arg.strip().isdigit() and int(arg) > 0):
-            self.say(f"usage: /{word} [N]  (N turns, default 1)")
-            return None
-        try:
-            p = make(self.undo_key(), int(arg or 1))
-        except undo.UndoError as e:
-            self.say(str(e))
-            return None
-        self.show("\n".join(p.lines()))
-        return p
-
-    def cmd_cost(self, arg: str) -> None:
-        spent = getattr(self.render, "session_cost", 0.0)
-        priced = self.window.cost(Usage()) is not None
-        self.say(f"this session: ${spent:.4f}" if priced else
-                 "no prices known: the endpoint's model list gives none for this model")
-
-    def cmd_sandbox(self, arg: str) -> None:
-        """/sandbox: the boundary in force; with words, the person's own change for this session
-        (the flags' layer, above every file, so no project file's trust is in question), said back
-        as it took effect. Nothing is written: /cfg writes a key to a file."""
-        keys, forget = boundary_words(arg)
-        if forget:
-            self.approvals.allowed.clear()
-        if keys:
-            self.flags.update(keys)  # a /model or /trust later rebuilds with them still
-            self.configure(session.load_config(self.flags, self.folder))
-        scope = "for this session (nothing written): " if keys else ""
-        self.say(f"{scope}{self.session.sandbox().describe()}; approval={self.cfg.approval}")
-        if arg.strip() or self.approvals.allowed:
-            self.say(f"your \"always\" answers this session: {remembered(self.approvals) or 'none'}")
-
-    def cmd_models(self, arg: str) -> None:
-        for name in self.provider.list_models():
-            self.show(f"{'*' if name == self.cfg.model else ' '} {name}")
-
-    def cmd_model(self, arg: str) -> None:
-        self.cmd_cfg(f"model {arg}")
-
-    def cmd_endpoint(self, arg: str) -> None:
-        self.cmd_cfg(f"endpoint {arg}")
-
-    def cmd_cfg(self, arg: str) -> None:
-        user = arg.startswith("--global ")  # into ~/.config/bantam/config, for every project
-        key, _, value = arg.removeprefix("--global ").strip().partition(" ")
-        if not key:
-            aliases = [f"{config.ALIAS}{name}" for name in self.cfg.aliases]
-            sent = [n if n in config.REQUEST_FIELDS else f"{config.REQUEST}{n}" for n in self.cfg.forward]
-            for name in [*config.known_keys(), *aliases, *sent]:
-                self.show(f"{name}={self.shown(name)}")
-            return
-        if not value.strip():
-            if not config.is_key(key):
-                return self.say(config.unknown_key(key, outcome="not set"))  # with the nearest key
-            return self.show(f"{key}={self.shown(key)}")
-        path = config.write_value(key, value.strip(), self.folder, user=user)
-        self.flags.pop(key, None)  # the value just set must win over a flag given at start
-        boundary = config.ALIASES.get(key, key) in config.BOUNDARY_KEYS
-        if boundary:  # the person's own value holds in this session, whatever the file's trust
-            self.flags[key] = value.strip()
-        self.configure(session.load_config(self.flags, self.folder))
-        later = self.later(key, path) if boundary and not user else ""
-        self.say(f"{key}={self.shown(key)} (written to {path if user else path.name}{later})")
-        if self.cfg.warning:  # e.g. a project endpoint your environment's key is not sent to
-            self.say(f"warning: {self.cfg.warning}")
-
-    def later(self, key: str, path: Path) -> str:
-        """What boundary key `key`, just written to the project's file, does at the next start
-        when that is nothing: a file not trusted as it is now (an edit, this one too, asks again)
-        may narrow the boundary, never widen it."""
-        ignored: list[str] = []
-        config.layers({}, self.folder, os.environ, ignored)  # each entry: "FILE:LINE KEY=VALUE"
-        if not any(f" {key}=" in entry for entry in ignored):
-            return ""
-        return f"; in force for this session; {path.name} is not trusted as it is now, so a later start ignores it until /trust"
-
-    def shown(self, key: str) -> str:
-        """`key`'s value as /cfg shows it: any name /cfg accepts (alias.NAME too), secrets as ***."""
-        value = config.value_of(self.cfg, key)
-        if config.secret(config.ALIASES.get(key, key), value):
-            return "***" if value else ""
-        if isinstance(value, tuple):
-            return ",".join(f"{v:g}" if isinstance(v, float) else str(v) for v in value)
-        return "" if value is None else str(value).lower() if isinstance(value, bool) else f"{value:g}" \
-            if isinstance(value, float) else str(value)
-
     # --- the conversation on disk ----------------------------------------------------------
-
-    def cmd_clear(self, arg: str) -> None:
-        self.messages[:] = [self.system()]
-        self.changed = True
-        self.save_auto()
-        self.say("conversation cleared")
-
-    def cmd_save(self, arg: str) -> None:
-        if not arg and self.autosave.claim():  # this process cannot save the project's session at all
-            return self.say(self.autosave.other)
-        name = transcripts.check_id(arg) if arg else self.autosave.name  # its own when another bantam holds it
-        try:
-            summary = compact.ask(self.provider, self.messages, compact.SUMMARY_PROMPT,
-                                  self.cfg.retry_delays, quiet(self.render))
-        except ProviderError as e:
-            summary = ""
-            self.say(f"no summary from the model ({e}); using the first request")
-        path = transcripts.save(name, self.messages, summary=" ".join(summary.split())[:200],
-                             model=self.cfg.model, secret=self.cfg.api_key, project=self.folder)
-        if name == self.autosave.name:
-            self.autosave.adopt()
-        self.say(f"saved {transcripts.count(self.messages)} messages to {path}")
-
-    def cmd_continue(self, arg: str) -> None:
-        self.load(self.autosave.id)
-
-    def cmd_load(self, arg: str) -> None:
-        if not arg:
-            raise ConfigError("usage: /load <id or unique prefix>; /list shows the ids")
-        self.load(arg)
 
     def load(self, key: str) -> None:
         try:
@@ -476,27 +260,6 @@ class Conversation:
         self.save_auto()
         self.say(f"loaded {found}: {transcripts.count(self.messages)} messages")
 
-    def cmd_list(self, arg: str) -> None:
-        rows = transcripts.listing()
-        if not rows:
-            self.show(transcripts.NO_SESSIONS)
-        for s in rows:
-            mark = "*" if s.id == self.autosave.id else " "
-            when = time.strftime("%Y-%m-%d %H:%M", time.localtime(s.updated))
-            what = f"unreadable: {s.problem}" if s.problem else f"{s.count:4d} msgs  {s.summary}"
-            self.show(f"{mark} {s.id}  {when}  {what}")
-
-    def cmd_compact(self, arg: str) -> None:
-        before = transcripts.count(self.messages)
-        if before <= 1:
-            return self.say("nothing to compact yet")
-        self.say("compacting the conversation: the model is asked for a summary (Ctrl+C stops it)")
-        compact.compact(self.provider, self.messages, self.cfg.retry_delays, quiet(self.render),
-                        str(self.folder))
-        self.changed = True
-        self.save_auto()
-        self.say(f"compacted {before} messages into {transcripts.count(self.messages)}")
-
     def save_auto(self) -> None:
         if not self.changed:
             return
@@ -505,33 +268,6 @@ class Conversation:
             self.render(Error(message=warning))
 
     # --- controlled runs: /pause (Ctrl+C, the page's Stop) pauses one -----------
-
-    def cmd_run(self, arg: str) -> None:
-        from .runs import chat
-        self.controlled(lambda pause: chat.start(self.flags, self.folder, arg, self.render, pause))
-
-    def cmd_fix(self, arg: str) -> None:
-        from .runs import chat
-        self.controlled(lambda pause: chat.fix(self.flags, self.folder, self.last_run, arg, self.render, pause))
-
-    def cmd_resume(self, arg: str) -> None:
-        from .runs import chat
-        self.controlled(lambda pause: chat.resume(self.flags, self.folder, self.last_run, arg, self.render, pause))
-
-    def cmd_pause(self, arg: str) -> None:
-        from .runs.chat import NOT_RUNNING, PAUSING
-        if not self.run_active.is_set():
-            return self.say(NOT_RUNNING)
-        self.run_pause.set()
-        self.say(PAUSING)
-
-    def cmd_status(self, arg: str) -> None:
-        from .runs import chat
-        self.show(chat.status(self.folder, self.last_run))
-
-    def cmd_files(self, arg: str) -> None:
-        from .runs import chat
-        self.show(chat.files(self.folder, self.last_run))
 
     def controlled(self, work: Callable[[threading.Event], tuple]) -> None:
         """Drive a run: in a background thread (the terminal reads on, so /pause reaches it), or
@@ -566,7 +302,7 @@ class Conversation:
         """On the way out: a working run is paused at its next step (resumable), then waited for."""
         if self.run_job is None or not self.run_job.is_alive():
             return
-        self.cmd_pause("")
+        slash.pause(self, "")
         self.run_job.join()
 
     # --- output ----------------------------------------------------------------------------

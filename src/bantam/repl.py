@@ -12,7 +12,7 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import IO
 
-from . import session, transcripts
+from . import session, slash, transcripts
 from .commands import ask_trust
 from .config import Config
 from .conversation import Conversation
@@ -50,13 +50,13 @@ class Repl:
         if resume:
             chat.load(chat.autosave.id)
         if ask_trust(self.read, chat.folder):  # a project's files would change the boundary: ask first
-            chat.trusted()
+            slash.trusted(chat)
         while True:
             try:
                 line = self.read("> ")
             except KeyboardInterrupt:
                 if chat.run_active.is_set():  # Ctrl+C while a run works: the same as /pause
-                    chat.cmd_pause("")
+                    slash.pause(chat, "")
                 continue
             except EOFError:
                 break

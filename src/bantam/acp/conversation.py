@@ -34,7 +34,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from .. import config, mcp, session, transcripts, undo
+from .. import config, mcp, session, slash, transcripts, undo
 from ..approval import Approvals, Request, Verdict
 from ..errors import BantamError, LimitReached, OutputLimitReached, ToolError
 from ..events import Error, Event, Notice, Reasoning, RequestStarted, Retry, Text, ToolCall, ToolResult, UsageReport
@@ -56,6 +56,9 @@ SERVERS_WAIT = 30.0  # seconds a session's start waits for the editor's new MCP 
 
 
 class EditorSession:
+    commands = slash.EDITOR  # its slash commands (slash.py: the table every front end runs)
+    keys = ""
+
     def __init__(self, conn: RpcLink, session_id: str, folder: Path, flags: dict[str, str],
                  mcp_servers: dict[str, Any], client: dict | None = None):
         self.conn, self.id, self.folder = conn, session_id, folder
@@ -67,7 +70,7 @@ class EditorSession:
         self.plan: list[dict] = []  # this turn's sub-agents, as the editor's plan
         self.given = dict(flags)  # the options after `bantam acp`
         self.flags = dict(flags)  # and this session's choices: its mode's keys, its model
-        self.mcp_servers = mcp_servers  # ServerSpecs from session/new: the editor user's choice
+        self.editor_servers = mcp_servers  # ServerSpecs from session/new: the editor user's choice
         self.busy = threading.Lock()    # one prompt at a time
         self.stopper = Stopper()        # cancel: the flag, and the sockets of responses in flight
         self.cancelled = self.stopper.event
@@ -102,7 +105,7 @@ class EditorSession:
         self.session = replace(built, system=built.system + settings.PLAN_NOTE) \
             if getattr(self, "mode", "") == "plan" else built
         self.window = context_window_later(self.session.provider, cfg) if self.session.provider else None
-        if self.mcp_servers:
+        if self.editor_servers:
             if first:
                 self.start_servers()
             self.add_mcp(self.session.toolbox)
@@ -113,7 +116,7 @@ class EditorSession:
     def servers(self) -> dict[str, Any]:
         """The editor's servers, keyed by session in the process's one hub, so that two sessions'
         servers of one name coexist."""
-        return {f"{self.id}/{name}": spec for name, spec in self.mcp_servers.items()}
+        return {f"{self.id}/{name}": spec for name, spec in self.editor_servers.items()}
 
     def start_servers(self) -> None:
         """Start the editor's servers and wait, at most SERVERS_WAIT in all, for those whose tools
@@ -156,6 +159,38 @@ class EditorSession:
     @property
     def cfg(self) -> config.Config:
         return self.session.cfg
+
+    # --- what the slash commands ask of a chat (slash.Chat) -------------------------------------
+
+    @property
+    def session_id(self) -> str:
+        return self.id
+
+    def confirm(self, question: str, default: bool) -> bool:
+        """Nobody is asked in the editor: the default (an undo goes ahead and keeps files you
+        changed since; --force overwrites them)."""
+        return default
+
+    def keep(self) -> None:
+        self.save()
+
+    def undo_key(self) -> str:
+        return undo.session_key(self.id)
+
+    def choose(self, keys: dict[str, str]) -> None:
+        """A new session with `keys` chosen for this session (a slash command's); the mode picker
+        and the model dropdown follow."""
+        self.flags.update(keys)
+        if set(keys) & set(settings.MODE_KEYS):
+            cfg = session.load_config(self.flags, self.folder)
+            self.mode = settings.mode_of(cfg.sandbox, cfg.approval)
+            self.update({"sessionUpdate": "current_mode_update", "currentModeId": self.mode})
+        self.configure()
+        self.show_options()
+
+    def mcp_servers(self) -> dict[str, Any]:
+        """The servers this session offers: the user's (trusted) and the editor's."""
+        return {**mcp.servers_here(self.cfg.mcp, self.folder), **self.servers()}
 
     def modes(self) -> dict:
         return settings.modes(self.mode)
@@ -254,7 +289,7 @@ class EditorSession:
         Anything else is sent as it came; None: nothing to send (the editor was told why)."""
         name, _, arg = words.strip().partition(" ")
         server = name.removeprefix("/").partition(":")[0]
-        servers = {**mcp.servers_here(self.cfg.mcp, self.folder), **self.servers()}
+        servers = self.mcp_servers()
         if not (name.startswith("/") and ":" in name and any(s.name == server for s in servers.values())):
             return content
         from ..mcp.prompts import expand
