@@ -1,3 +1,4 @@
+import io
 import os
 import signal
 import subprocess
@@ -67,6 +68,30 @@ def run_bantam(*args: str, cwd: Path, input: str | None = None, env: dict | None
     return subprocess.run([sys.executable, "-m", "bantam", *args], cwd=cwd, input=input,
                           capture_output=True, text=True, env=full_env, timeout=timeout,
                           stdin=None if input is not None else subprocess.DEVNULL)
+
+
+def bantam_here(*args: str, cwd: Path, input: str | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
+    """What run_bantam gives, from bantam's command line run in this process (cli.main with the
+    streams, environment and folder given): no interpreter start. For what a process is needed
+    for (signals, a terminal, the sandbox, a crash, imports) use run_bantam. The streams are real
+    files, so bantam sees piped input as a process does."""
+    import tempfile
+
+    from bantam.cli import main
+    with tempfile.TemporaryFile() as i, tempfile.TemporaryFile() as o, tempfile.TemporaryFile() as e, \
+            open(os.devnull, "rb") as nothing:
+        i.write((input or "").encode())
+        i.seek(0)
+        stdin, stdout, stderr = (io.TextIOWrapper(f, encoding="utf-8", write_through=True)
+                                 for f in (i if input is not None else nothing, o, e))
+        code = main(list(args), stdin=stdin, stdout=stdout, stderr=stderr,
+                    environ={**os.environ, **(env or {})}, cwd=str(cwd))
+        o.seek(0)
+        e.seek(0)
+        out, err = o.read().decode("utf-8", "replace"), e.read().decode("utf-8", "replace")
+        for wrapper in (stdin, stdout, stderr):
+            wrapper.detach()  # the files are closed by the `with`, once
+    return subprocess.CompletedProcess(["bantam", *args], code, out, err)
 
 
 def wait_for(check, what: str = "the condition", timeout: float = 60.0):

@@ -10,7 +10,7 @@ import subprocess
 import pytest
 
 from bantam.options import COMMON, SUBCOMMANDS
-from tests.conftest import base_cfg, run_bantam, write_cfg
+from tests.conftest import bantam_here, base_cfg, write_cfg
 from tests.fakes.openai_server import text_reply
 
 
@@ -23,7 +23,7 @@ def cfg(home, server):
 # --- a global option before the word -------------------------------------------------------
 
 def test_global_options_before_config_reach_it(cfg, server):
-    r = run_bantam("--model", "fast", "--yolo", "--set", "temperature=0.3", "config", cwd=cfg)
+    r = bantam_here("--model", "fast", "--yolo", "--set", "temperature=0.3", "config", cwd=cfg)
     assert r.returncode == 0, r.stderr
     assert "model = fast  (command line)" in r.stdout and "sandbox = off  (command line)" in r.stdout
     assert "temperature = 0.3  (command line)" in r.stdout
@@ -34,24 +34,24 @@ def test_global_options_before_config_reach_it(cfg, server):
                                     ["--set", "temperature=0.1", "--endpoint", "http://127.0.0.1:9"]])
 @pytest.mark.parametrize("word", ["web", "run", "batch", "daemon", "config"])
 def test_a_subcommand_after_global_options_is_that_subcommand(cfg, server, before, word):
-    r = run_bantam(*before, word, "--help", cwd=cfg)
+    r = bantam_here(*before, word, "--help", cwd=cfg)
     assert r.returncode == 0 and r.stdout.startswith(f"usage: bantam {word}"), r.stdout + r.stderr
     assert not server.requests
 
 
 def test_run_gets_the_options_before_it(cfg, server):
-    r = run_bantam("--yolo", "run", cwd=cfg)  # it reached `bantam run`, which wants a goal
+    r = bantam_here("--yolo", "run", cwd=cfg)  # it reached `bantam run`, which wants a goal
     assert r.returncode == 2 and r.stderr == "bantam: bantam run needs a GOAL (or --goal-file FILE)\n"
     assert not server.requests
 
 
 def test_undo_gets_thread_and_sessions_says_what_does_not_apply(cfg, server):
-    after = run_bantam("undo", "--list", "--thread", "nosuch", cwd=cfg)
-    before = run_bantam("--thread", "nosuch", "undo", "--list", cwd=cfg)
+    after = bantam_here("undo", "--list", "--thread", "nosuch", cwd=cfg)
+    before = bantam_here("--thread", "nosuch", "undo", "--list", cwd=cfg)
     assert (before.returncode, before.stdout, before.stderr) == (after.returncode, after.stdout, after.stderr)
     for args, flag in ((["--yolo", "sessions"], "--yolo"), (["--model", "m", "sessions"], "--model"),
                        (["-p", "hi", "web"], "--prompt"), (["--json", "config"], "--json")):
-        r = run_bantam(*args, cwd=cfg)
+        r = bantam_here(*args, cwd=cfg)
         word = args[-1]
         assert r.returncode == 2 and r.stdout == ""
         assert r.stderr == f"bantam: {flag} does not apply to `bantam {word}`; see bantam {word} --help\n"
@@ -60,7 +60,7 @@ def test_undo_gets_thread_and_sessions_says_what_does_not_apply(cfg, server):
 
 def test_an_option_value_is_not_a_subcommand(cfg, server):
     server.add(text_reply("an answer"))
-    r = run_bantam("-p", "web", cwd=cfg)  # `web` is -p's value: the prompt
+    r = bantam_here("-p", "web", cwd=cfg)  # `web` is -p's value: the prompt
     assert r.returncode == 0 and r.stdout == "an answer\n", r.stderr
     assert server.chat_requests()[0].body["messages"][-1]["content"] == "web"
 
@@ -72,7 +72,7 @@ def test_an_option_value_is_not_a_subcommand(cfg, server):
                                         (["--model", "fast", "model"], "models"), (["Web"], "web")])
 def test_a_near_miss_of_a_subcommand_asks_and_sends_nothing(cfg, server, args, meant):
     server.add(text_reply("must not be asked"))
-    r = run_bantam(*args, cwd=cfg, input="")
+    r = bantam_here(*args, cwd=cfg, input="")
     assert r.returncode == 2 and r.stdout == ""
     assert len(r.stderr.splitlines()) == 1 and f"did you mean `bantam {meant}`?" in r.stderr, r.stderr
     assert not server.requests
@@ -81,7 +81,7 @@ def test_a_near_miss_of_a_subcommand_asks_and_sends_nothing(cfg, server, args, m
 @pytest.mark.parametrize("word", ["hello", "patch", "explain", "review"])
 def test_a_one_word_prompt_is_still_a_prompt(cfg, server, word):
     server.add(text_reply("an answer"))
-    r = run_bantam(word, cwd=cfg)
+    r = bantam_here(word, cwd=cfg)
     assert r.returncode == 0 and r.stdout == "an answer\n", r.stderr
     assert server.chat_requests()[0].body["messages"][-1]["content"] == word
 
@@ -91,11 +91,11 @@ def test_files_named_like_words(cfg, server):
     (cfg / "review").write_text("!echo from-the-file")
     (cfg / "config").write_text("never read: config is the subcommand")
     server.add(text_reply("an answer"))
-    r = run_bantam("confg", cwd=cfg)  # an existing file is a prompt file, however it is named
+    r = bantam_here("confg", cwd=cfg)  # an existing file is a prompt file, however it is named
     assert r.returncode == 0 and server.chat_requests()[0].body["messages"][-1]["content"] == "the prompt in a file"
-    r = run_bantam("./review", cwd=cfg)  # named as a path, a command file runs
+    r = bantam_here("./review", cwd=cfg)  # named as a path, a command file runs
     assert r.returncode == 0 and r.stdout == "from-the-file\n", r.stderr
-    r = run_bantam("config", cwd=cfg)
+    r = bantam_here("config", cwd=cfg)
     assert r.returncode == 0 and "model = test-model" in r.stdout
     assert len(server.chat_requests()) == 1
 
@@ -104,14 +104,14 @@ def test_files_named_like_words(cfg, server):
 
 def test_actor_result_topic_makes_bantam_the_handler(cfg, server):
     server.add(text_reply("the result"), text_reply("plain"), text_reply("prompted"))
-    r = run_bantam(cwd=cfg, input="a task", env={"ACTOR_RESULT_TOPIC": "ai_result"})
+    r = bantam_here(cwd=cfg, input="a task", env={"ACTOR_RESULT_TOPIC": "ai_result"})
     assert r.returncode == 0 and r.stdout == "ai_result\nthe result", r.stderr
     assert server.chat_requests()[0].body["messages"][-1]["content"] == "a task"
-    r = run_bantam(cwd=cfg, input="a task")  # without the variable: the prompt from the pipe
+    r = bantam_here(cwd=cfg, input="a task")  # without the variable: the prompt from the pipe
     assert r.returncode == 0 and r.stdout == "plain\n"
-    r = run_bantam("-p", "go", cwd=cfg, env={"ACTOR_RESULT_TOPIC": "ai_result"})  # a prompt wins
+    r = bantam_here("-p", "go", cwd=cfg, env={"ACTOR_RESULT_TOPIC": "ai_result"})  # a prompt wins
     assert r.returncode == 0 and r.stdout == "prompted\n"
-    r = run_bantam(cwd=cfg, env={"ACTOR_RESULT_TOPIC": "ai_result"})  # no task: one line, no request
+    r = bantam_here(cwd=cfg, env={"ACTOR_RESULT_TOPIC": "ai_result"})  # no task: one line, no request
     assert r.returncode == 2 and r.stderr == "bantam: bantam handler: no task on standard input\n"
     assert len(server.chat_requests()) == 3
 
@@ -120,7 +120,7 @@ def test_actor_result_topic_makes_bantam_the_handler(cfg, server):
 
 @pytest.mark.parametrize("args", [["--frobnicate"], ["--frobnicate", "web"], ["-p"], ["--model"]])
 def test_a_usage_error_is_one_line(home, args):
-    r = run_bantam(*args, cwd=home)
+    r = bantam_here(*args, cwd=home)
     assert r.returncode == 2 and r.stdout == ""
     assert len(r.stderr.splitlines()) == 1 and r.stderr.startswith("bantam: ")
     assert re.search(r"see bantam( \w+)? --help$", r.stderr), r.stderr
@@ -150,7 +150,7 @@ def test_the_table_says_what_each_subcommand_takes(word):
 
 
 def test_help_names_every_subcommand(home):
-    r = run_bantam("--help", cwd=home)
+    r = bantam_here("--help", cwd=home)
     named = set(re.findall(r"\bbantam ([a-z]+)\b", r.stdout))
     assert set(SUBCOMMANDS) <= named, set(SUBCOMMANDS) - named
 
@@ -159,7 +159,7 @@ def test_help_names_every_subcommand(home):
 
 def _global_options(home) -> set[str]:
     """The options `bantam --help` lists (its own parser's, not the completion's table)."""
-    text = run_bantam("--help", cwd=home).stdout
+    text = bantam_here("--help", cwd=home).stdout
     return set(re.findall(r"(?<![\w-])(--?[a-z][a-z-]*)", text.split("options:", 1)[1]))
 
 
@@ -175,7 +175,7 @@ def _complete(script: str, *words: str) -> list[str]:
 
 
 def test_bash_completion(home):
-    script = run_bantam("completion", "bash", cwd=home).stdout
+    script = bantam_here("completion", "bash", cwd=home).stdout
     options = _global_options(home)
     assert {"--yolo", "--provider", "--model", "-p", "--version"} <= options
     assert set(_complete(script, "")) >= set(SUBCOMMANDS) | options
@@ -191,9 +191,9 @@ def test_bash_completion(home):
 
 
 def test_zsh_and_fish_completion(home):
-    zsh = run_bantam("completion", "zsh", cwd=home).stdout
+    zsh = bantam_here("completion", "zsh", cwd=home).stdout
     assert zsh.startswith("autoload -U +X bashcompinit") and "complete -F _bantam bantam" in zsh
-    fish = run_bantam("completion", "fish", cwd=home).stdout
+    fish = bantam_here("completion", "fish", cwd=home).stdout
     first = fish.splitlines()[0]
     assert first.startswith("complete -c bantam -f -n __fish_use_subcommand -a '")
     assert set(first.split("'")[1].split()) == set(SUBCOMMANDS), first
@@ -202,3 +202,23 @@ def test_zsh_and_fish_completion(home):
         assert re.search(rf"^complete -c bantam .*{flag}( |$)", fish, re.M), option
     assert "-l provider -x -a 'openai anthropic local'" in fish
     assert "__fish_seen_subcommand_from mcp' -x -a 'serve list trust'" in fish
+
+
+# --- the command line in process ---------------------------------------------------------------
+
+def test_the_command_line_runs_in_process_and_gives_the_process_back(cfg, server, monkeypatch):
+    """cli.main with its streams, environment and folder given runs bantam as a process would
+    (piped input is the prompt) and leaves this process's own as they were, signal handlers too."""
+    import os
+    import signal
+    import sys
+    server.add(text_reply("from the pipe"))
+    monkeypatch.setenv("BANTAM_TEST_OUTSIDE", "1")
+    streams, env, folder = (sys.stdin, sys.stdout, sys.stderr), dict(os.environ), os.getcwd()
+    handlers = (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGHUP))
+    r = bantam_here(cwd=cfg, input="a question", env={"BANTAM_TEST_INSIDE": "1"})
+    assert (r.returncode, r.stdout) == (0, "from the pipe\n"), r.stderr
+    assert server.chat_requests()[0].body["messages"][-1]["content"] == "a question"
+    assert (sys.stdin, sys.stdout, sys.stderr) == streams and dict(os.environ) == env and os.getcwd() == folder
+    assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGHUP)) == handlers
+    assert bantam_here("--frobnicate", cwd=cfg).returncode == 2  # argparse's exit is a code here, not an exit

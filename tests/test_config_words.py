@@ -12,7 +12,7 @@ import json
 
 from bantam import config, trust
 from bantam.config import load
-from tests.conftest import base_cfg, run_bantam, write_cfg
+from tests.conftest import base_cfg, bantam_here, write_cfg
 from tests.fakes import anthropic_server
 from tests.fakes.anthropic_server import AnthropicServer
 from tests.fakes.openai_server import FakeServer, text_reply
@@ -25,7 +25,7 @@ def warnings(stderr: str) -> list[str]:
 def test_a_misspelled_key_in_a_file_is_named_with_its_line_and_not_sent(home, server):
     write_cfg(home, **base_cfg(server, tempreature="0.5", top_k="40", **{"request.vendor_flag": "1"}))
     server.add(text_reply("ok"))
-    r = run_bantam("-p", "x", cwd=home)
+    r = bantam_here("-p", "x", cwd=home)
     assert r.returncode == 0 and r.stdout == "ok\n", r.stderr
     assert warnings(r.stderr) == ["bantam: warning: .bantam.cfg:4: tempreature: not a configuration key, "
                                   "ignored (did you mean temperature?)"]
@@ -39,7 +39,7 @@ def test_a_misspelled_set_flag_is_named_once_and_an_unknown_field_is_forwarded(h
     # a misspelling, ignored with one line
     write_cfg(home, **base_cfg(server))
     server.add(text_reply("ok"))
-    r = run_bantam("--set", "tempreature=0.5", "--set", "frobnicate=1", "-p", "x", cwd=home)
+    r = bantam_here("--set", "tempreature=0.5", "--set", "frobnicate=1", "-p", "x", cwd=home)
     assert r.returncode == 0, r.stderr
     assert warnings(r.stderr) == [
         "bantam: warning: command line: tempreature: not a configuration key, ignored (did you mean temperature?)"]
@@ -49,14 +49,14 @@ def test_a_misspelled_set_flag_is_named_once_and_an_unknown_field_is_forwarded(h
 
 def test_a_bad_set_value_names_the_key_once_with_the_type(home, server):
     write_cfg(home, **base_cfg(server))
-    r = run_bantam("--set", "temperature=hot", "-p", "x", cwd=home)
+    r = bantam_here("--set", "temperature=hot", "-p", "x", cwd=home)
     assert r.returncode == 2
     assert r.stderr.strip().splitlines() == ["bantam: command line: temperature: expected a number, got 'hot'"]
     assert server.chat_requests() == []
 
 
 def config_lines(home, env=None) -> dict[str, str]:
-    r = run_bantam("config", cwd=home, env=env)
+    r = bantam_here("config", cwd=home, env=env)
     assert r.returncode == 0, r.stderr
     return {line.split(" = ")[0]: line.split(" = ", 1)[1] for line in r.stdout.splitlines()}
 
@@ -119,7 +119,7 @@ def test_tools_takes_every_name_a_tool_call_takes(home, server):
     assert load({"tools": "run_shell,write_file,shell_exec"}, environ={}).tools == ("shell_exec", "write_file")
     write_cfg(home, **base_cfg(server, tools="run_shell"))
     server.add(text_reply("ok"))
-    r = run_bantam("-p", "x", cwd=home)
+    r = bantam_here("-p", "x", cwd=home)
     assert r.returncode == 0, r.stderr
     assert [t["function"]["name"] for t in server.chat_requests()[0].body["tools"]] == ["shell_exec"]
 
@@ -129,15 +129,15 @@ def test_seed_004s_url_variable_picks_the_provider_by_the_seeds_rule(home):
     with AnthropicServer() as gateway:  # an Anthropic gateway at a path of its own, posted to as given
         gateway.gateway_path = "/v1/gateway/claude"
         gateway.add(anthropic_server.text_reply("from the gateway"))
-        r = run_bantam("-p", "x", cwd=home, env={**env, "LLM_URL": gateway.url + "/gateway/claude"})
+        r = bantam_here("-p", "x", cwd=home, env={**env, "LLM_URL": gateway.url + "/gateway/claude"})
         assert r.returncode == 0 and r.stdout == "from the gateway\n", r.stderr
         assert [req.path for req in gateway.requests if req.method == "POST"] == ["/v1/gateway/claude"]
     with FakeServer() as openai:
         openai.add(text_reply("from openai"))
-        r = run_bantam("-p", "x", cwd=home, env={**env, "LLM_URL": openai.url + "/chat/completions"})
+        r = bantam_here("-p", "x", cwd=home, env={**env, "LLM_URL": openai.url + "/chat/completions"})
         assert r.returncode == 0 and r.stdout == "from openai\n", r.stderr
     with FakeServer() as local:  # bantam's own files keep bantam's rule: an OpenAI-compatible /v1 base
         write_cfg(home, api_base=local.url, model="test-model", retry_delays="0")
         local.add(text_reply("from llama.cpp"))
-        r = run_bantam("-p", "x", cwd=home)
+        r = bantam_here("-p", "x", cwd=home)
         assert r.returncode == 0 and r.stdout == "from llama.cpp\n", r.stderr

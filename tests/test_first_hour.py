@@ -9,14 +9,14 @@ import threading
 import pytest
 
 from bantam import transcripts
-from tests.conftest import base_cfg, run_bantam, write_cfg
+from tests.conftest import base_cfg, bantam_here, run_bantam, write_cfg
 from tests.fakes.openai_server import FakeServer, text_reply, tool_reply, usage
 
 MODES = ("run", "status", "resume", "daemon", "web", "config", "sessions", "completion")
 
 
 def test_help_names_every_mode(home):
-    r = run_bantam("--help", cwd=home)
+    r = bantam_here("--help", cwd=home)
     assert r.returncode == 0
     for mode in MODES + ("models", "handler", "--thread", "-c"):
         assert f"bantam {mode}" in r.stdout, mode
@@ -25,7 +25,7 @@ def test_help_names_every_mode(home):
 
 @pytest.mark.parametrize("mode", MODES + ("models", "handler"))
 def test_every_mode_has_its_own_help(home, mode):
-    r = run_bantam(mode, "--help", cwd=home)
+    r = bantam_here(mode, "--help", cwd=home)
     assert r.returncode == 0 and r.stdout.startswith(f"usage: bantam {mode}"), r.stdout + r.stderr
 
 
@@ -59,7 +59,7 @@ def test_a_model_list_that_never_answers_does_not_hold_up_the_exit(home):
 def test_one_long_line_is_clipped_in_the_trace(home, server):
     write_cfg(home, **base_cfg(server))
     server.add(tool_reply("shell_exec", {"command": "python3 -c \"print('x' * 1000000)\""}), text_reply("ok"))
-    r = run_bantam("-p", "go", cwd=home)
+    r = bantam_here("-p", "go", cwd=home)
     assert r.returncode == 0, r.stderr[-500:]
     assert "more characters)" in r.stderr and len(r.stderr) < 3000, len(r.stderr)
 
@@ -74,7 +74,7 @@ def user_cfg(home):
 
 
 def config_lines(home, *args, env=None):
-    r = run_bantam("config", *args, cwd=home, env=env)
+    r = bantam_here("config", *args, cwd=home, env=env)
     assert r.returncode == 0, r.stderr
     return {line.split(" = ")[0]: line.split(" = ", 1)[1] for line in r.stdout.splitlines()}
 
@@ -97,7 +97,7 @@ def test_the_user_file_reaches_the_request_and_aliases_name_models(home, user_cf
     user_cfg.write_text(f"endpoint={server.url}\napi_key=sk-user-secret\nretry_delays=0\n"
                         "alias.fast=vendor/fast-model-v2\n")
     server.add(text_reply("ok"))
-    r = run_bantam("--model", "fast", "-p", "hi", cwd=home)
+    r = bantam_here("--model", "fast", "-p", "hi", cwd=home)
     assert r.returncode == 0, r.stderr
     request = server.chat_requests()[0]
     assert request.body["model"] == "vendor/fast-model-v2"
@@ -107,7 +107,7 @@ def test_the_user_file_reaches_the_request_and_aliases_name_models(home, user_cf
 
 def test_a_bad_user_value_names_its_file_and_line(home, user_cfg):
     user_cfg.write_text("temperature=hot\n")
-    r = run_bantam("-p", "hi", cwd=home)
+    r = bantam_here("-p", "hi", cwd=home)
     assert r.returncode == 2 and f"{user_cfg}:1: temperature:" in r.stderr
 
 
@@ -126,43 +126,43 @@ def saved(home, session_id=None):
 def test_sessions_list_show_export_delete(home):
     saved(home)
     saved(home, "other-one")
-    listing = run_bantam("sessions", cwd=home).stdout.splitlines()
+    listing = bantam_here("sessions", cwd=home).stdout.splitlines()
     assert len(listing) == 2 and any(line.startswith("* ") for line in listing)
     assert all(f"  {home.resolve().name}  " in line for line in listing)  # the project folder, by name
-    twice = run_bantam("sessions", "show", home.resolve().name, cwd=home)  # the folder's name: two match
+    twice = bantam_here("sessions", "show", home.resolve().name, cwd=home)  # the folder's name: two match
     assert twice.returncode == 2 and "matches 2 sessions" in twice.stderr
-    shown = run_bantam("sessions", "show", "other", cwd=home)
+    shown = bantam_here("sessions", "show", "other", cwd=home)
     assert shown.stdout.startswith("# Session other-one") and "## User\n\nwhat is 2+2?" in shown.stdout
     out = home / "talk.md"
-    assert run_bantam("sessions", "export", "other-one", "-o", str(out), cwd=home).returncode == 0
+    assert bantam_here("sessions", "export", "other-one", "-o", str(out), cwd=home).returncode == 0
     assert "## Assistant\n\n4" in out.read_text()
-    assert run_bantam("sessions", "delete", "other-one", cwd=home).returncode == 0
-    assert len(run_bantam("sessions", cwd=home).stdout.splitlines()) == 1
-    by_folder = run_bantam("sessions", "show", home.resolve().name, cwd=home)  # now the only one there
+    assert bantam_here("sessions", "delete", "other-one", cwd=home).returncode == 0
+    assert len(bantam_here("sessions", cwd=home).stdout.splitlines()) == 1
+    by_folder = bantam_here("sessions", "show", home.resolve().name, cwd=home)  # now the only one there
     assert by_folder.returncode == 0 and "what is 2+2?" in by_folder.stdout
     assert by_folder.stdout.startswith(f"# Session {transcripts.project_id(home)}")
-    missing = run_bantam("sessions", "show", "nope", cwd=home)
+    missing = bantam_here("sessions", "show", "nope", cwd=home)
     assert missing.returncode == 2 and "no session matches 'nope'" in missing.stderr
 
 
 def test_continue_resumes_the_project_session_in_one_shot_mode(home, server):
     write_cfg(home, **base_cfg(server))
-    r = run_bantam("-c", "-p", "and 3+3?", cwd=home)
+    r = bantam_here("-c", "-p", "and 3+3?", cwd=home)
     assert r.returncode == 2 and "no saved session" in r.stderr
     saved(home)
     server.add(text_reply("6"))
-    r = run_bantam("-c", "-p", "and 3+3?", cwd=home)
+    r = bantam_here("-c", "-p", "and 3+3?", cwd=home)
     assert r.returncode == 0 and r.stdout == "6\n", r.stderr
     sent = [m["content"] for m in server.chat_requests()[0].body["messages"][1:]]
     assert sent == ["what is 2+2?", "4", "and 3+3?"]
-    assert "6" in run_bantam("sessions", "show", transcripts.project_id(home), cwd=home).stdout
+    assert "6" in bantam_here("sessions", "show", transcripts.project_id(home), cwd=home).stdout
 
 
 # --- completion -----------------------------------------------------------------------------------
 
 def test_bash_loads_the_completion_and_completes(home):
     saved(home, "my-session")
-    script = run_bantam("completion", "bash", cwd=home).stdout
+    script = bantam_here("completion", "bash", cwd=home).stdout
     (home / "c.sh").write_text(script)
     probe = ('source ./c.sh; COMP_WORDS=(bantam se); COMP_CWORD=1; _bantam; echo "${COMPREPLY[@]}"; '
              'COMP_WORDS=(bantam sessions show my); COMP_CWORD=3; _bantam; echo "${COMPREPLY[@]}"; '
@@ -180,7 +180,7 @@ def test_bash_loads_the_completion_and_completes(home):
 
 @pytest.mark.parametrize("shell", ["zsh", "fish"])
 def test_other_shells_get_a_script(home, shell):
-    r = run_bantam("completion", shell, cwd=home)
+    r = bantam_here("completion", shell, cwd=home)
     assert r.returncode == 0 and "bantam" in r.stdout and "sessions" in r.stdout
 
 
@@ -227,10 +227,10 @@ def test_cost_of_the_turn_from_the_model_list_prices(home, server):
     write_cfg(home, **base_cfg(server))
     server.models = PRICED
     server.add(text_reply("ok", usage(1000, 100)))
-    r = run_bantam("-p", "hi", cwd=home)
+    r = bantam_here("-p", "hi", cwd=home)
     assert "| cost: $0.0045]" in r.stderr, r.stderr  # 1000 * 3e-6 + 100 * 15e-6
     server.add(text_reply("ok", usage(1000, 100)))
-    r = run_bantam("--json", "-p", "hi", cwd=home)
+    r = bantam_here("--json", "-p", "hi", cwd=home)
     assert json.loads(r.stdout.splitlines()[-1])["usage"]["cost"] == 0.0045
     assert [q.method for q in server.requests].count("GET") == 1  # prices remembered with the window
 
@@ -267,7 +267,7 @@ def test_a_dead_socks_proxy_is_named(home, server):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     write_cfg(home, **base_cfg(server))
-    r = run_bantam("-p", "hi", cwd=home, env={"SOCKS_PROXY": f"127.0.0.1:{port}"})
+    r = bantam_here("-p", "hi", cwd=home, env={"SOCKS_PROXY": f"127.0.0.1:{port}"})
     assert r.returncode == 1
     assert f"through the SOCKS proxy socks5://127.0.0.1:{port} failed" in r.stderr, r.stderr
 
@@ -309,16 +309,16 @@ def test_an_old_json_session_is_continued_listed_and_moved_to_json_lines(home, s
     old.write_text(json.dumps({"id": old.stem, "summary": "arithmetic", "messages": [
         {"role": "system", "content": "S"}, {"role": "user", "content": "what is 2+2?"},
         {"role": "assistant", "content": "4"}]}))
-    listing = run_bantam("sessions", cwd=home).stdout
+    listing = bantam_here("sessions", cwd=home).stdout
     assert "2 messages  arithmetic" in listing
     server.add(text_reply("6"))
-    r = run_bantam("-c", "-p", "and 3+3?", cwd=home)
+    r = bantam_here("-c", "-p", "and 3+3?", cwd=home)
     assert r.returncode == 0 and r.stdout == "6\n", r.stderr
     assert [m["content"] for m in server.chat_requests()[0].body["messages"][1:]] == ["what is 2+2?", "4", "and 3+3?"]
     assert not old.exists()
     records = [json.loads(line) for line in old.with_suffix(".jsonl").read_text().splitlines()]
     assert [m.get("content") for m in records[1:]] == ["what is 2+2?", "4", "and 3+3?", "6"]
-    assert len(run_bantam("sessions", cwd=home).stdout.splitlines()) == 1
+    assert len(bantam_here("sessions", cwd=home).stdout.splitlines()) == 1
 
 
 def test_a_session_cut_off_mid_save_is_shown_with_a_notice(home, server):
@@ -327,11 +327,11 @@ def test_a_session_cut_off_mid_save_is_shown_with_a_notice(home, server):
     path = home.parent / "home" / ".bantam" / "sessions" / f"{transcripts.project_id(home)}.jsonl"
     with open(path, "ab") as f:  # what a crash in the middle of an append leaves behind
         f.write(b'{"role": "user", "content": "and 5+5')
-    shown = run_bantam("sessions", "show", transcripts.project_id(home), cwd=home)
+    shown = bantam_here("sessions", "show", transcripts.project_id(home), cwd=home)
     assert shown.returncode == 0 and "what is 2+2?" in shown.stdout and "5+5" not in shown.stdout
     assert f"{path}:4: the last message was cut off" in shown.stderr
     server.add(text_reply("6"))
-    r = run_bantam("-c", "-p", "and 3+3?", cwd=home)
+    r = bantam_here("-c", "-p", "and 3+3?", cwd=home)
     assert r.returncode == 0 and "the last message was cut off" in r.stderr
     records = [json.loads(line) for line in path.read_text().splitlines()]  # whole again, and appended
     assert [m.get("content") for m in records[1:]] == ["what is 2+2?", "4", "and 3+3?", "6"]

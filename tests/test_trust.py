@@ -1,7 +1,7 @@
 """Issue 13, credentials and input: a model that runs `env` in every mode reads no secret, and no
 file, output or request afterwards holds one; a key goes only to its own endpoint; piped text is
 never a command; bad values are one clear line; file content is written byte for byte.
-Real bantam processes, real shells, real servers on 127.0.0.1."""
+bantam's real command line (cli.main, in this process), real shells, real servers on 127.0.0.1."""
 import json
 import os
 import socket
@@ -15,7 +15,7 @@ import pytest
 from bantam import config
 from bantam.errors import ConfigError
 from bantam.tools import ToolContext, make_toolbox
-from tests.conftest import base_cfg, run_bantam, write_cfg
+from tests.conftest import base_cfg, bantam_here, write_cfg
 from tests.fakes.openai_server import FakeServer, text_reply, tool_reply
 from tests.fakes.scripted import ScriptedProvider, one_shot, text, tool
 from tests.fakes.scripted import tool_results as scripted_results
@@ -49,7 +49,7 @@ def test_a_model_running_env_reads_no_secret(home, server, mode):
     write_cfg(home, model="test-model", retry_delays="0")
     server.add(tool_reply("shell_exec", ENV_COMMAND), text_reply("done"))
     # no api_key: OPENAI_API_KEY is the one used, for the endpoint the user chose (LLM_URL)
-    r = run_bantam(*mode, cwd=home, env={**SECRETS, "LLM_URL": server.url + "/chat/completions"},
+    r = bantam_here(*mode, cwd=home, env={**SECRETS, "LLM_URL": server.url + "/chat/completions"},
                    input="list the environment" if mode == ["handler"] else None)
     assert r.returncode == 0, r.stderr
     result = tool_results(server)[0]
@@ -96,7 +96,7 @@ def test_a_known_secret_read_from_a_file_is_shown_as_stars(home, server):
     every file and output), while the key still goes to the endpoint."""
     write_cfg(home, **base_cfg(server, api_key="sk-file-key-abcdef123"))
     server.add(tool_reply("shell_exec", {"command": "cat .bantam.cfg"}), text_reply("done"))
-    r = run_bantam("--json", "-p", "show the config", cwd=home)
+    r = bantam_here("--json", "-p", "show the config", cwd=home)
     assert r.returncode == 0, r.stderr
     assert "api_key=***" in tool_results(server)[0]
     events = [json.loads(line) for line in r.stdout.splitlines()]
@@ -124,7 +124,7 @@ def test_the_terminals_model_reads_no_secret(home, server):
 
 def test_the_users_own_command_keeps_the_users_environment(home, server):
     write_cfg(home, **base_cfg(server))
-    r = run_bantam("-p", "!echo token=$GITHUB_TOKEN", cwd=home, env=SECRETS)
+    r = bantam_here("-p", "!echo token=$GITHUB_TOKEN", cwd=home, env=SECRETS)
     assert r.returncode == 0 and "token=ghp_github0123456789" in r.stdout
     assert not server.chat_requests()
 
@@ -162,7 +162,7 @@ class ConnectRecorder:
     ({"OPENAI_API_KEY": "sk-openai-own-key-1"}, "api.openai.com:443")])
 def test_a_key_from_the_environment_goes_only_to_its_own_api(home, env, target):
     proxy = ConnectRecorder()
-    r = run_bantam("-p", "hi", "--set", "retry_delays=0", cwd=home,
+    r = bantam_here("-p", "hi", "--set", "retry_delays=0", cwd=home,
                    env={**env, "HTTPS_PROXY": proxy.url, "https_proxy": proxy.url, "NO_PROXY": ""})
     assert r.returncode == 1
     assert proxy.targets and set(proxy.targets) == {target}, proxy.targets
@@ -195,19 +195,19 @@ def test_a_project_file_cannot_send_the_environments_key_to_its_own_server(home,
             env["LLM_URL"] = mine.url
         write_cfg(home, **base_cfg(mine))  # the user's own project: their endpoint, their key goes
         mine.add(text_reply("from mine"))
-        r = run_bantam("-p", "hi", cwd=home, env=env)
+        r = bantam_here("-p", "hi", cwd=home, env=env)
         assert r.returncode == 0 and r.stdout == "from mine\n", r.stderr
         assert "Bearer sk-env-key-0123456789" in keys_sent(mine) and "warning" not in r.stderr
         write_cfg(home, **base_cfg(theirs))  # a cloned repository's file points elsewhere
         theirs.add(text_reply("from theirs"))
-        r = run_bantam("-p", "hi", cwd=home, env=env)
+        r = bantam_here("-p", "hi", cwd=home, env=env)
         assert r.returncode == 0 and r.stdout == "from theirs\n", r.stderr
         assert theirs.requests and not any("sk-env-key" in k for k in keys_sent(theirs))
         warnings = [line for line in r.stderr.splitlines() if "warning" in line]
         assert len(warnings) == 1 and "your OPENAI_API_KEY is not sent" in warnings[0]
         assert ".bantam.cfg:1 sets endpoint=" + theirs.url in warnings[0] and "--endpoint" in warnings[0]
         theirs.add(text_reply("now with the key"))  # the user says so on the command line
-        r = run_bantam("-p", "hi", "--endpoint", theirs.url, cwd=home, env=env)
+        r = bantam_here("-p", "hi", "--endpoint", theirs.url, cwd=home, env=env)
         assert r.stdout == "now with the key\n" and "warning" not in r.stderr
         assert keys_sent(theirs)[-1] == "Bearer sk-env-key-0123456789"
 
@@ -230,11 +230,11 @@ def test_a_project_file_may_name_the_keys_own_api_or_its_own_key(home):
 def test_piped_input_is_a_prompt_never_a_command(home, server):
     write_cfg(home, **base_cfg(server))
     server.add(text_reply("I will not run that."))
-    r = run_bantam(cwd=home, input="!echo PWNED > pwned.txt; id -un\n")
+    r = bantam_here(cwd=home, input="!echo PWNED > pwned.txt; id -un\n")
     assert r.returncode == 0, r.stderr
     assert not (home / "pwned.txt").exists()
     assert server.chat_requests()[0].body["messages"][-1]["content"].startswith("!echo PWNED")
-    r = run_bantam("-p", "!cat", cwd=home, input="rm -rf ~\n")
+    r = bantam_here("-p", "!cat", cwd=home, input="rm -rf ~\n")
     assert r.returncode == 2 and "a !command takes no piped input" in r.stderr
 
 
@@ -247,14 +247,14 @@ def test_piped_input_is_a_prompt_never_a_command(home, server):
     (["--endpoint", "ftp://x"], "endpoint: expected an http:// or https:// URL"),
 ])
 def test_bad_values_are_one_line_and_exit_2(home, args, message):
-    r = run_bantam(*args, "-p", "hi", cwd=home)
+    r = bantam_here(*args, "-p", "hi", cwd=home)
     assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
 
 
 def test_an_unknown_tool_is_named_with_its_file_and_line(home):
     (home / ".bantam.cfg").write_text("model=m\ntools=shell_exec,bogus\n")
-    r = run_bantam("-p", "hi", cwd=home)
+    r = bantam_here("-p", "hi", cwd=home)
     assert r.returncode == 2 and ".bantam.cfg:2: tools: unknown tool 'bogus'" in r.stderr
 
 
@@ -323,12 +323,12 @@ def test_run_directories_are_private_and_a_named_pipe_is_refused(home):
     ws.mkdir()
     (ws / "a.txt").write_text("x")
     os.mkfifo(ws / "pipe")
-    r = run_bantam("run", "read a.txt", "--workspace", str(ws), "--scripted", str(home / "none.json"), cwd=home)
+    r = bantam_here("run", "read a.txt", "--workspace", str(ws), "--scripted", str(home / "none.json"), cwd=home)
     assert r.returncode == 2 and "pipe is not a regular file, folder or link" in r.stderr, r.stderr
     assert "Traceback" not in r.stderr and not (home / "runs").exists()
     os.unlink(ws / "pipe")
     (home / "answers.json").write_text(json.dumps(['{"final": "done"}']))
-    r = run_bantam("run", "say done", "--workspace", str(ws), "--scripted", str(home / "answers.json"), cwd=home)
+    r = bantam_here("run", "say done", "--workspace", str(ws), "--scripted", str(home / "answers.json"), cwd=home)
     run = next((home / "runs").iterdir())
     assert (home / "runs").stat().st_mode & 0o777 == 0o700 and run.stat().st_mode & 0o777 == 0o700
     for path in run.iterdir():

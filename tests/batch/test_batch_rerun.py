@@ -1,7 +1,8 @@
 """A batch run again: nothing to do is said as such (no rate over no time), the failed tasks can
 be run again alone, the summary prices the tokens when the endpoint lists prices, --rpm spreads
 the requests over the minute, and the documentation's example runs in a fresh folder.
-Real bantam processes against a real local model server, real shells and files."""
+bantam's real command line (cli.main, in this process) against a real local model server, real
+shells and files."""
 from __future__ import annotations
 
 import json
@@ -11,8 +12,10 @@ import sys
 import time
 from typing import Any
 
+import pytest
+
 from tests.batch.test_batch import read_results, write_tasks
-from tests.conftest import ROOT, base_cfg, run_bantam, write_cfg
+from tests.conftest import ROOT, base_cfg, bantam_here, write_cfg
 from tests.fakes.openai_server import Response, json_reply
 from tests.fakes.task_server import TaskServer
 
@@ -43,16 +46,16 @@ def test_a_finished_batch_run_again_does_nothing_and_says_so(home):
     with FlakyServer() as server:
         write_cfg(home, **base_cfg(server))
         write_tasks(home / "tasks.jsonl", [{"id": "a", "task": "alpha"}, {"id": "f", "task": "flaky one"}])
-        first = run_bantam("batch", "tasks.jsonl", "-o", "results.jsonl", cwd=home)
+        first = bantam_here("batch", "tasks.jsonl", "-o", "results.jsonl", cwd=home)
         assert first.returncode == 1, first.stderr
         sent = len(server.requests)
-        again = run_bantam("batch", "tasks.jsonl", "-o", "results.jsonl", cwd=home)
+        again = bantam_here("batch", "tasks.jsonl", "-o", "results.jsonl", cwd=home)
         assert again.returncode == 1 and len(server.requests) == sent  # still a failure on record
         assert ("bantam batch: nothing to do: all 2 tasks have a result in results.jsonl; 1 did not "
                 "succeed: --retry-failed runs them again") in again.stderr
         rate = re.search(r"tasks/s \(this run\)\s*│\s*(\S+)", again.stdout)
         assert rate and rate.group(1) == "-", again.stdout
-        as_json = summary_of(run_bantam("batch", "tasks.jsonl", "-o", "results.jsonl", "--json", cwd=home).stdout)
+        as_json = summary_of(bantam_here("batch", "tasks.jsonl", "-o", "results.jsonl", "--json", cwd=home).stdout)
         assert as_json["finished_now"] == 0 and as_json["tasks"] == 2
 
 
@@ -61,17 +64,17 @@ def test_retry_failed_runs_only_the_failed_tasks_in_fresh_threads(home):
         write_cfg(home, **base_cfg(server))
         write_tasks(home / "tasks.jsonl", [{"id": "a", "task": "alpha"}, {"id": "f", "task": "flaky one"},
                                            {"id": "b", "task": "beta"}])
-        assert run_bantam("batch", "tasks.jsonl", "-o", "results.jsonl", cwd=home).returncode == 1
+        assert bantam_here("batch", "tasks.jsonl", "-o", "results.jsonl", cwd=home).returncode == 1
         failed = {r["id"]: r for r in read_results(home / "results.jsonl")}["f"]
         server.broken = False
-        r = run_bantam("batch", "tasks.jsonl", "-o", "results.jsonl", "--retry-failed", "--json", cwd=home)
+        r = bantam_here("batch", "tasks.jsonl", "-o", "results.jsonl", "--retry-failed", "--json", cwd=home)
         assert r.returncode == 0, r.stderr
         lines = read_results(home / "results.jsonl")
         assert len(lines) == 4 and sorted(x["id"] for x in lines[:3]) == ["a", "b", "f"]  # appended
         assert lines[-1]["id"] == "f" and lines[-1]["status"] == "success" and lines[-1]["thread"] != failed["thread"]
         assert sorted((home / "ran.txt").read_text().split()) == ["alpha", "beta", "flaky"]  # a and b ran once
         assert summary_of(r.stdout)["statuses"] == {"success": 3} and summary_of(r.stdout)["finished_now"] == 1
-        again = run_bantam("batch", "tasks.jsonl", "-o", "results.jsonl", cwd=home)
+        again = bantam_here("batch", "tasks.jsonl", "-o", "results.jsonl", cwd=home)
         assert again.returncode == 0 and "nothing to do: all 3 tasks have a result" in again.stderr
         assert "did not succeed" not in again.stderr
 
@@ -81,25 +84,33 @@ def test_the_summary_prices_the_tokens_the_endpoint_lists_prices_for(home):
         server.models = [{"id": "test-model", "object": "model", "pricing": PRICES}]
         write_cfg(home, **base_cfg(server))
         write_tasks(home / "tasks.jsonl", [{"id": "a", "task": "alpha"}, {"id": "b", "task": "beta"}])
-        r = run_bantam("batch", "tasks.jsonl", "-o", "results.jsonl", "--json", cwd=home)
+        r = bantam_here("batch", "tasks.jsonl", "-o", "results.jsonl", "--json", cwd=home)
         assert r.returncode == 0, r.stderr
         results = read_results(home / "results.jsonl")
         prompt = sum(x["usage"]["prompt_tokens"] for x in results)
         completion = sum(x["usage"]["completion_tokens"] for x in results)
         assert prompt and summary_of(r.stdout)["cost_usd"] == round(prompt * 1e-6 + completion * 2e-6, 6)
-        table = run_bantam("batch", "tasks.jsonl", "-o", "results.jsonl", cwd=home).stdout
+        table = bantam_here("batch", "tasks.jsonl", "-o", "results.jsonl", cwd=home).stdout
         assert re.search(r"cost\s*│\s*\$0\.0\d{3}", table), table
     with FlakyServer() as server:  # an endpoint that lists no prices: no cost claimed
         write_cfg(home, **base_cfg(server))
-        r = run_bantam("batch", "tasks.jsonl", "-o", "unpriced.jsonl", "--json", cwd=home)
+        r = bantam_here("batch", "tasks.jsonl", "-o", "unpriced.jsonl", "--json", cwd=home)
         assert r.returncode == 0 and summary_of(r.stdout)["cost_usd"] is None, r.stderr
 
 
-def test_rpm_spreads_the_requests_over_the_minute(home):
+@pytest.mark.parametrize("after_another", [False, True])
+def test_rpm_spreads_the_requests_over_the_minute(home, after_another):
+    """--rpm holds in every batch of a process: a batch that ended before (it releases its waits
+    as it stops) used to leave the next one's requests unpaced."""
+    if after_another:
+        with FlakyServer() as server:
+            write_cfg(home, **base_cfg(server))
+            write_tasks(home / "first.jsonl", [{"id": 0, "task": "task0"}])
+            assert bantam_here("batch", "first.jsonl", "-o", "first-results.jsonl", cwd=home).returncode == 0
     with FlakyServer() as server:
         write_cfg(home, **base_cfg(server))
         write_tasks(home / "tasks.jsonl", [{"id": n, "task": f"task{n}"} for n in range(3)])
-        r = run_bantam("batch", "tasks.jsonl", "-o", "results.jsonl", "--workers", "3", "--rpm", "120",
+        r = bantam_here("batch", "tasks.jsonl", "-o", "results.jsonl", "--workers", "3", "--rpm", "120",
                        cwd=home)
         assert r.returncode == 0, r.stderr
         gaps = [b - a for a, b in zip(server.times, server.times[1:], strict=False)]

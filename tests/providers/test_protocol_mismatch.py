@@ -3,14 +3,14 @@ finish is retried, whether it was cut or told so in an error event.
 
 Real sockets throughout: a TCP server on 127.0.0.1 that answers with bytes of another protocol
 (not HTTP, not SOCKS), the fake OpenAI and Anthropic servers answering in each other's wire
-format, and bantam as a real process with retries that do not wait."""
+format, and bantam's real command line (cli.main, in this process) with retries that do not wait."""
 import socket
 import threading
 import time
 
 import pytest
 
-from tests.conftest import base_cfg, run_bantam, write_cfg
+from tests.conftest import base_cfg, bantam_here, write_cfg
 from tests.fakes import anthropic_server as anth
 from tests.fakes.anthropic_server import AnthropicServer
 from tests.fakes.openai_server import FakeServer, json_reply, sse, text_reply
@@ -95,7 +95,7 @@ def test_a_port_that_does_not_speak_http_fails_at_once(direct, babbler, reply):
     other = babbler(reply)
     url = f"http://127.0.0.1:{other.port}/v1"
     write_cfg(direct, endpoint=url, model="m", retry_delays=NINE)
-    line = one_error_line(run_bantam("-p", "hi", cwd=direct))
+    line = one_error_line(bantam_here("-p", "hi", cwd=direct))
     assert f"{url}/chat/completions does not answer as an HTTP server" in line, line
     assert "is the endpoint's port right?" in line
     assert other.connections <= 2  # the request, and a look at what the port says to one
@@ -105,14 +105,14 @@ def test_a_port_that_talks_first_and_then_waits_fails_at_the_first_timeout(direc
     other = babbler(b"SSH-2.0-OpenSSH_9.6\r\n", hold=30)
     url = f"http://127.0.0.1:{other.port}/v1"
     write_cfg(direct, endpoint=url, model="m", retry_delays=NINE, timeout="1")
-    line = one_error_line(run_bantam("-p", "hi", cwd=direct))
+    line = one_error_line(bantam_here("-p", "hi", cwd=direct))
     assert "does not answer as an HTTP server (it sent b'SSH-2.0-OpenSSH_9.6\\r\\n')" in line, line
 
 
 def test_a_socks_proxy_that_answers_garbage_is_one_line_naming_the_proxy(direct, babbler, server):
     proxy = babbler(b"HTTP/1.1 400 Bad Request\r\n\r\n")
     write_cfg(direct, **base_cfg(server, retry_delays=NINE))
-    r = run_bantam("-p", "hi", cwd=direct, env={"SOCKS_PROXY": f"socks5://127.0.0.1:{proxy.port}"})
+    r = bantam_here("-p", "hi", cwd=direct, env={"SOCKS_PROXY": f"socks5://127.0.0.1:{proxy.port}"})
     line = one_error_line(r)
     assert f"the SOCKS proxy socks5://127.0.0.1:{proxy.port} does not answer as a SOCKS proxy" in line
     assert "check SOCKS_PROXY" in line and not server.requests and proxy.connections == 1
@@ -121,7 +121,7 @@ def test_a_socks_proxy_that_answers_garbage_is_one_line_naming_the_proxy(direct,
 def test_a_socks_proxy_named_by_all_proxy_that_answers_garbage_is_one_line_too(direct, babbler, server):
     proxy = babbler(b"\x00garbage")
     write_cfg(direct, **base_cfg(server, retry_delays=NINE))
-    line = one_error_line(run_bantam("-p", "hi", cwd=direct, env={"ALL_PROXY": f"socks5://127.0.0.1:{proxy.port}"}))
+    line = one_error_line(bantam_here("-p", "hi", cwd=direct, env={"ALL_PROXY": f"socks5://127.0.0.1:{proxy.port}"}))
     assert f"the SOCKS proxy socks5://127.0.0.1:{proxy.port} does not answer as a SOCKS proxy" in line
     assert "check ALL_PROXY" in line and not server.requests
 
@@ -129,7 +129,7 @@ def test_a_socks_proxy_named_by_all_proxy_that_answers_garbage_is_one_line_too(d
 def test_an_anthropic_stream_at_an_openai_endpoint_fails_at_once(direct, server):
     server.add(*[anth.text_reply("hello")] * 3)
     write_cfg(direct, **base_cfg(server, retry_delays=NINE))
-    line = one_error_line(run_bantam("-p", "hi", cwd=direct))
+    line = one_error_line(bantam_here("-p", "hi", cwd=direct))
     assert f"{server.url}/chat/completions answered, but not as an OpenAI-compatible" in line
     assert "message_start" in line and "check the endpoint and provider=" in line
     assert len(server.chat_requests()) == 1
@@ -139,7 +139,7 @@ def test_an_openai_stream_at_an_anthropic_endpoint_fails_at_once(direct):
     with AnthropicServer() as server:
         server.add(*[text_reply("hello")] * 3)
         write_cfg(direct, **base_cfg(server, provider="anthropic", retry_delays=NINE))
-        line = one_error_line(run_bantam("-p", "hi", cwd=direct))
+        line = one_error_line(bantam_here("-p", "hi", cwd=direct))
         assert f"{server.url}/messages answered, but not as an Anthropic Messages API" in line
         assert "chat.completion.chunk" in line and len(server.messages_requests()) == 1
 
@@ -147,7 +147,7 @@ def test_an_openai_stream_at_an_anthropic_endpoint_fails_at_once(direct):
 def test_some_other_json_api_fails_at_once(direct, server):
     server.add(*[json_reply({"status": "ok", "version": "1.2"})] * 3)
     write_cfg(direct, **base_cfg(server, retry_delays=NINE, stream="false"))
-    line = one_error_line(run_bantam("-p", "hi", cwd=direct))
+    line = one_error_line(bantam_here("-p", "hi", cwd=direct))
     assert "answered, but not as an OpenAI-compatible /chat/completions API" in line and "'status'" in line
     assert len(server.chat_requests()) == 1
 
@@ -158,7 +158,7 @@ def test_some_other_json_api_fails_at_once(direct, server):
 def test_an_error_event_in_an_openai_stream_is_retried_like_a_cut_stream(direct, server, event):
     server.add(sse([event], done=False), text_reply("fine now"))
     write_cfg(direct, **base_cfg(server))
-    r = run_bantam("-p", "hi", cwd=direct)
+    r = bantam_here("-p", "hi", cwd=direct)
     assert r.returncode == 0 and r.stdout == "fine now\n", r.stderr
     assert "[retry 1 in 0s: error in stream: upstream overloaded" in r.stderr
     assert len(server.chat_requests()) == 2
@@ -170,7 +170,7 @@ def test_an_untyped_error_event_in_an_anthropic_stream_is_retried(direct):
                             'data: {"error": {"message": "upstream overloaded"}}\n\n'])
         server.add(bare, anth.text_reply("fine now"))
         write_cfg(direct, **base_cfg(server, provider="anthropic"))
-        r = run_bantam("-p", "hi", cwd=direct)
+        r = bantam_here("-p", "hi", cwd=direct)
         assert r.returncode == 0 and r.stdout == "fine now\n", r.stderr
         assert "error in stream: upstream overloaded" in r.stderr and len(server.messages_requests()) == 2
 
@@ -180,7 +180,7 @@ def test_an_untyped_error_event_in_an_anthropic_stream_is_retried(direct):
 def test_an_error_event_that_blames_the_request_is_not_retried(direct, server, event):
     server.add(sse([event], done=False), text_reply("never"))
     write_cfg(direct, **base_cfg(server))
-    line = one_error_line(run_bantam("-p", "hi", cwd=direct))
+    line = one_error_line(bantam_here("-p", "hi", cwd=direct))
     assert "error in stream:" in line and len(server.chat_requests()) == 1
 
 
@@ -188,6 +188,6 @@ def test_a_server_restart_is_still_retried(direct, server):
     """A dropped connection (`Server disconnected`) is no protocol mismatch: retried."""
     server.add(sse([], done=False, cut=True), text_reply("back"))
     write_cfg(direct, **base_cfg(server))
-    r = run_bantam("-p", "hi", cwd=direct)
+    r = bantam_here("-p", "hi", cwd=direct)
     assert r.returncode == 0 and r.stdout == "back\n", r.stderr
     assert isinstance(server, FakeServer) and len(server.chat_requests()) == 2

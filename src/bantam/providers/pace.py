@@ -109,7 +109,10 @@ def pace_for(url: str) -> Pace:
 
 
 def limit_all(rpm: int = 0, tpm: int = 0) -> None:
-    """Rate limits for every endpoint this process talks to: the known ones and those met later."""
+    """Rate limits for every endpoint this process talks to: the known ones and those met later.
+    Each batch sets its own as it starts, and its waits are on again: an earlier batch of this
+    process that stopped (release_all) does not let this one's requests through unpaced."""
+    _released.clear()
     with _lock:
         _limits[:] = [rpm, tpm]
         paces = list(_paces.values())
