@@ -131,9 +131,14 @@ def _sources() -> list[tuple[str, str]]:
     return [(p.relative_to(SRC).as_posix(), p.read_text(encoding="utf-8")) for p in sorted(SRC.rglob("*.py"))]
 
 
+# cli.main(cwd=...) runs one command line in a given folder in place of the process's (a test's
+# in-process run) and puts the process's back after it; nothing else may change it.
+STANDS_IN = {"cli.py"}
+
+
 def test_nothing_in_bantam_changes_the_process_folder():
     found = [name for name, text in _sources() if re.search(r"\bos\.chdir\(|\bos\.fchdir\(", text)]
-    assert set(found) <= set(PENDING), found
+    assert set(found) <= set(PENDING) | STANDS_IN, found
 
 
 def test_only_front_ends_read_the_process_folder():

@@ -2,7 +2,7 @@
 
 Start-up is mostly imports, so these tests pin them, not times (bench/RESULTS.md has the times):
 a real interpreter runs the real entry point, `bantam.cli.main` on the process's own arguments
-as the console script and `python -m bantam` run it, and reports which modules it imported
+as the installed `bantam` script and `python -m bantam` run it, and reports which modules it imported
 beyond the interpreter's own start.
 """
 from __future__ import annotations
@@ -41,6 +41,23 @@ def test_version_imports_nothing_but_the_entry_point(home):
     r, modules = imported("--version", cwd=home)
     assert r.returncode == 0 and r.stdout.startswith("bantam "), r.stderr
     assert modules <= {"bantam", "bantam.cli", "__future__"}, sorted(modules)
+
+
+def test_the_installed_command_imports_nothing_else_for_version(home):
+    """The `bantam` file the install puts beside the interpreter: a plain script, so `--version`
+    costs the interpreter's start and bantam.cli alone (pip's generated console script imports
+    and compiles a regular expression on every start: 1.72x `python -c pass` in instructions
+    against 1.06x, bench/RESULTS.md)."""
+    script = Path(sys.executable).parent / "bantam"
+    assert script.is_file(), f"{script}: not installed (pip install -e .)"
+
+    def modules(*args: str) -> set[str]:
+        r = subprocess.run([sys.executable, "-X", "importtime", *args], cwd=home, capture_output=True,
+                           text=True, stdin=subprocess.DEVNULL, timeout=120)
+        assert r.returncode == 0, r.stderr
+        return {line.split("|")[-1].strip() for line in r.stderr.splitlines() if line.startswith("import time:")}
+    added = modules(str(script), "--version") - modules("-c", "pass")
+    assert added <= {"bantam", "bantam.cli", "__future__"}, sorted(added)
 
 
 def test_version_among_other_words_is_still_argparse(home):
