@@ -266,6 +266,26 @@ def test_pace_counts_requests_and_tokens_per_minute_and_holds(tmp_path):
     assert pace._delay() == 5.0
 
 
+def test_a_release_ends_the_waits_under_way_and_not_later_ones():
+    """A batch that stops releases its tasks' rate-limit waits; a session or batch after it in
+    the same process is paced again (a flag left set let every later request through)."""
+    import threading
+
+    from bantam.providers import pace
+    from tests.conftest import wait_for
+    waiting = pace.Pace()
+    waiting.limit(rpm=1)
+    waiting.wait()  # the minute's one request: the next waits 60 s
+    thread = threading.Thread(target=waiting.wait, daemon=True)
+    thread.start()
+    wait_for(lambda: (pace.release_all(), not thread.is_alive())[1], "the wait to end on release")
+    now = [100.0]
+    later = pace.Pace(clock=lambda: now[0])
+    later.limit(rpm=2)
+    later.wait()
+    assert later._delay() == 30.0  # counted and spread, not let through
+
+
 def test_results_are_written_by_one_writer_in_group_commits_and_adding_one_never_waits_for_the_disk(
         tmp_path, monkeypatch):
     # 64 sessions whose requests end together all add a result at once. Each used to wait for its

@@ -59,18 +59,20 @@ class Pace:
 
     def wait(self) -> None:
         """Block until a request may start, then count it; returns early when the process stops
-        every wait (`release_all`): the request's own stop check then ends it."""
+        the waits under way (`release_all`): the request's own stop check then ends it."""
         if not (self.rpm or self.tpm) and self.not_before <= self.clock():
             return  # nothing to count or wait for: no lock (every request of every session is here)
-        while not _released.is_set():
+        released = _releases[0]
+        while _releases[0] == released:
             with self.lock:
                 delay = self._delay()
                 if delay <= 0:
                     if self.rpm:
                         self.requests.append(self.clock())
                     return
-            with idle():
-                _released.wait(min(delay, 1.0))
+            with idle(), _release:
+                if _releases[0] == released:
+                    _release.wait(min(delay, 1.0))
 
     def _delay(self) -> float:
         now = self.clock()
@@ -89,7 +91,11 @@ class Pace:
         return delay
 
 
-_released = threading.Event()  # set: nobody waits any more (a batch stopping)
+# release_all: how many times it ran (a wait ends when this changes), and what wakes the waits.
+# A count, not a flag left set: a batch that stopped releases the waits of its time, not those
+# of a batch (or any session) that comes after it in the same process.
+_releases = [0]
+_release = threading.Condition()
 _paces: dict[str, Pace] = {}
 _limits = [0, 0]  # requests, tokens per minute for every endpoint (a batch's --rpm/--tpm)
 _lock = threading.Lock()
@@ -110,9 +116,7 @@ def pace_for(url: str) -> Pace:
 
 def limit_all(rpm: int = 0, tpm: int = 0) -> None:
     """Rate limits for every endpoint this process talks to: the known ones and those met later.
-    Each batch sets its own as it starts, and its waits are on again: an earlier batch of this
-    process that stopped (release_all) does not let this one's requests through unpaced."""
-    _released.clear()
+    Each batch sets its own as it starts."""
     with _lock:
         _limits[:] = [rpm, tpm]
         paces = list(_paces.values())
@@ -127,5 +131,7 @@ def tell_holds(callback: Callable[[str, float], None] | None) -> None:
 
 
 def release_all() -> None:
-    """Every wait in this process returns now, and none waits again (a batch that stops)."""
-    _released.set()
+    """Every wait under way in this process returns now (a batch that stops); later ones wait as usual."""
+    with _release:
+        _releases[0] += 1
+        _release.notify_all()
