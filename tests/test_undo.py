@@ -22,7 +22,7 @@ from bantam.undo import UndoGuard, plan, undoable
 from bantam.undo.store import MAX_FILE_BYTES, Store
 from bantam.undo.turns import changes
 from bantam.tools import Outcome
-from tests.conftest import base_cfg, bantam_here, wait_for, write_cfg
+from tests.conftest import base_cfg, run_bantam, wait_for, write_cfg
 from tests.fakes.openai_server import text_reply, tool_reply
 
 TOOLS = "shell_exec,write_file,edit_file,read_file"
@@ -87,7 +87,7 @@ def one_turn(server, work: Path, calls: list[tuple[str, dict]], thread: str = "T
     for i, (name, args) in enumerate(calls):
         server.add(tool_reply(name, args, call_id=f"call_{i}"))
     server.add(text_reply("done"))
-    r = bantam_here("--thread", thread, "-p", "change the files", cwd=work)
+    r = run_bantam("--thread", thread, "-p", "change the files", cwd=work)
     assert r.returncode == 0, r.stderr
 
 
@@ -108,9 +108,9 @@ def test_a_turn_is_undone_byte_for_byte_and_git_never_notices(home, server):
     changed = state(home)
     assert changed["c.txt"][2] == b"bee staged\n" and changed["link"] == ("link", "a.txt")
     assert changed["a.txt"][2] == b"alpha\nBETA\n" and "gone.txt" not in changed
-    listed = bantam_here("undo", "--list", "--thread", "T", cwd=home)
+    listed = run_bantam("undo", "--list", "--thread", "T", cwd=home)
     assert " 1  turn 1" in listed.stdout, listed.stdout
-    r = bantam_here("undo", "--thread", "T", "--yes", cwd=home)
+    r = run_bantam("undo", "--thread", "T", "--yes", cwd=home)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "remove        new/made.txt" in r.stdout and "recreate      gone.txt" in r.stdout
     assert "debug.log: ignored" in r.stdout  # said, not pretended
@@ -118,7 +118,7 @@ def test_a_turn_is_undone_byte_for_byte_and_git_never_notices(home, server):
     after.pop("debug.log"), before.pop("debug.log")  # ignored by git: not recorded, and so reported
     assert after == before
     assert git_state(home) == git_before
-    assert bantam_here("undo", "--list", "--thread", "T", cwd=home).stdout.startswith("nothing to undo")
+    assert run_bantam("undo", "--list", "--thread", "T", cwd=home).stdout.startswith("nothing to undo")
 
 
 def test_two_turns_in_a_plain_folder_and_what_cannot_be_undone(home, server):
@@ -136,8 +136,8 @@ def test_two_turns_in_a_plain_folder_and_what_cannot_be_undone(home, server):
     one_turn(server, home, EVERY_KIND)
     one_turn(server, home, [("shell_exec", {"command": "echo more >> a.txt && rm -r empty && echo x >> huge.bin && echo T=1 > .env.local && "
                                                        f"mkdir -p out && head -c {MAX_FILE_BYTES + 1} /dev/zero > out/big.bin"})])
-    assert len(bantam_here("undo", "--list", "--thread", "T", cwd=home).stdout.splitlines()) == 2
-    r = bantam_here("undo", "2", "--thread", "T", cwd=home)  # no terminal: acts, nothing conflicts
+    assert len(run_bantam("undo", "--list", "--thread", "T", cwd=home).stdout.splitlines()) == 2
+    r = run_bantam("undo", "2", "--thread", "T", cwd=home)  # no terminal: acts, nothing conflicts
     assert r.returncode == 0, r.stdout + r.stderr
     assert "remove        out/big.bin" in r.stdout  # created by the turn: removing needs no copy of it
     assert "remove        .env.local" in r.stdout  # nor a file whose content is never kept (keys)
@@ -157,7 +157,7 @@ def test_files_edited_by_hand_since_the_turn_are_skipped_and_the_rest_undone(hom
                             ("write_file", {"path": "new.txt", "content": "new\n"})])
     (home / "a.txt").write_text("my own edit\n")
     (home / "new.txt").write_text("mine now\n")
-    r = bantam_here("undo", "--thread", "T", "--yes", cwd=home)
+    r = run_bantam("undo", "--thread", "T", "--yes", cwd=home)
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stderr.splitlines() == [f"bantam undo: skipped {p}: changed since the turn (--force overwrites it)"
                                      for p in ("a.txt", "new.txt")]
@@ -165,7 +165,7 @@ def test_files_edited_by_hand_since_the_turn_are_skipped_and_the_rest_undone(hom
     assert (home / "b.txt").read_text() == "bee\n"  # the file nobody touched is undone
     one_turn(server, home, [("write_file", {"path": "a.txt", "content": "the model's again\n"})])
     (home / "a.txt").write_text("edited again\n")
-    r = bantam_here("undo", "--thread", "T", "--force", cwd=home)
+    r = run_bantam("undo", "--thread", "T", "--force", cwd=home)
     assert r.returncode == 0, r.stderr
     assert (home / "a.txt").read_text() == "my own edit\n" and "skipped" not in r.stderr
     kept = Store(home.parent / "home" / ".bantam" / "undo").blob_path(hashlib.sha256(b"edited again\n").hexdigest())
@@ -179,34 +179,34 @@ def test_redo_reapplies_the_turn_undone_last_while_nothing_changed_since(home, s
     after_first = state(home)
     one_turn(server, home, [("shell_exec", {"command": "echo two > a.txt && echo bee > b.txt && rm c.txt && chmod 600 a.txt"})])
     after_second = state(home)
-    assert bantam_here("undo", "--thread", "T", "--yes", cwd=home).returncode == 0
+    assert run_bantam("undo", "--thread", "T", "--yes", cwd=home).returncode == 0
     assert state(home) == after_first
-    r = bantam_here("undo", "--redo", "--thread", "T", cwd=home)
+    r = run_bantam("undo", "--redo", "--thread", "T", cwd=home)
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.startswith("redo turn 2 of thread-T") and state(home) == after_second
-    assert "1  turn 2" in bantam_here("undo", "--list", "--thread", "T", cwd=home).stdout  # undoable again
-    assert bantam_here("undo", "2", "--thread", "T", "--yes", cwd=home).returncode == 0
+    assert "1  turn 2" in run_bantam("undo", "--list", "--thread", "T", cwd=home).stdout  # undoable again
+    assert run_bantam("undo", "2", "--thread", "T", "--yes", cwd=home).returncode == 0
     (home / "b.txt").write_text("mine\n")  # made by hand where the turn made it: redo would overwrite it
-    r = bantam_here("undo", "--redo", "2", "--thread", "T", cwd=home)
+    r = run_bantam("undo", "--redo", "2", "--thread", "T", cwd=home)
     assert r.returncode == 1 and "changed since the undo" in r.stderr and "b.txt" in r.stderr
     assert (home / "b.txt").read_text() == "mine\n" and not (home / "a.txt").exists()  # nothing was done
-    r = bantam_here("undo", "--redo", "2", "--thread", "T", "--force", cwd=home)
+    r = run_bantam("undo", "--redo", "2", "--thread", "T", "--force", cwd=home)
     assert r.returncode == 0, r.stderr
     assert state(home) == after_second
-    assert bantam_here("undo", "--thread", "T", "--yes", cwd=home).returncode == 0
+    assert run_bantam("undo", "--thread", "T", "--yes", cwd=home).returncode == 0
     one_turn(server, home, [("write_file", {"path": "d.txt", "content": "new work\n"})])
-    r = bantam_here("undo", "--redo", "--thread", "T", cwd=home)  # a turn since the undo: nothing to redo
+    r = run_bantam("undo", "--redo", "--thread", "T", cwd=home)  # a turn since the undo: nothing to redo
     assert r.returncode == 0 and "nothing to redo" in r.stderr and (home / "d.txt").exists()
 
 
 def test_a_plain_prompt_records_nothing_and_read_only_turns_take_no_snapshot(home, server):
     write_cfg(home, **base_cfg(server, tools=TOOLS, approval="never"))
     server.add(tool_reply("write_file", {"path": "x.txt", "content": "x"}), text_reply("done"))
-    assert bantam_here("-p", "write", cwd=home).returncode == 0
+    assert run_bantam("-p", "write", cwd=home).returncode == 0
     (home / "y.txt").write_text("y\n")
     one_turn(server, home, [("read_file", {"path": "y.txt"})])
-    assert bantam_here("undo", "--list", cwd=home).stdout.startswith("nothing to undo")
-    assert bantam_here("undo", "--list", "--thread", "T", cwd=home).stdout.startswith("nothing to undo")
+    assert run_bantam("undo", "--list", cwd=home).stdout.startswith("nothing to undo")
+    assert run_bantam("undo", "--list", "--thread", "T", cwd=home).stdout.startswith("nothing to undo")
     assert not (home.parent / "home" / ".bantam" / "undo" / "folders").exists()
 
 
@@ -293,14 +293,14 @@ def test_sigkill_at_random_points_of_an_undo_leaves_no_half_state(home, server):
         undo.send_signal(signal.SIGKILL)
         undo.wait()
         interrupted = journal.exists()  # killed in the middle: the next command completes it
-        listed = bantam_here("undo", "--list", "--thread", "T", cwd=home).stdout
+        listed = run_bantam("undo", "--list", "--thread", "T", cwd=home).stdout
         now = state(home)
         assert now in (original, changed), f"trial {trial}: half undone"
         assert not [p for p in now if p.endswith(".undo")] and not journal.exists()
         assert ("nothing to undo" in listed) == (now == original), listed
         outcomes.append("completed after the kill" if interrupted else "undone" if now == original else "not begun")
         if now == changed:
-            assert bantam_here("undo", "--thread", "T", "--yes", cwd=home).returncode == 0
+            assert run_bantam("undo", "--thread", "T", "--yes", cwd=home).returncode == 0
         assert state(home) == original
     assert "completed after the kill" in outcomes, outcomes  # the kills did land in the middle
 
@@ -319,9 +319,9 @@ def test_a_turn_cut_by_sigkill_mid_command_can_be_undone(home, server):
     wait_for(lambda: (home / "d" / "started").exists(), "the command to begin")
     agent.send_signal(signal.SIGKILL)
     agent.wait()
-    listed = bantam_here("undo", "--list", "--thread", "T", cwd=home)
+    listed = run_bantam("undo", "--list", "--thread", "T", cwd=home)
     assert " 1  turn 1" in listed.stdout and "4 change(s)" in listed.stdout, listed.stdout + listed.stderr
-    r = bantam_here("undo", "--thread", "T", "--yes", cwd=home)
+    r = run_bantam("undo", "--thread", "T", "--yes", cwd=home)
     assert r.returncode == 0, r.stdout + r.stderr
     assert state(home) == before
     assert not list((home.parent / "home" / ".bantam" / "undo" / "turns").glob("*/*.base.json"))
@@ -371,7 +371,7 @@ def test_files_that_hold_keys_never_reach_the_undo_store(home, server):
     assert b"plain\n" in stored  # the snapshot was taken
     for secret in (key, other, token):
         assert not [data for data in stored if secret.encode() in data], secret
-    r = bantam_here("undo", "--thread", "T", "--yes", cwd=home)
+    r = run_bantam("undo", "--thread", "T", "--yes", cwd=home)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "cannot undo   .env: it may hold keys" in r.stdout and "cannot undo   settings.yaml: it may hold keys" in r.stdout
     assert (home / "plain.txt").read_text() == "plain\n" and not (home / "new.txt").exists()
