@@ -157,16 +157,11 @@ def compact_now(chat: Chat, arg: str) -> None:
     return chat.say(f"compacted {before} messages into {transcripts.count(chat.messages)}")
 
 
-def model(chat: Chat, arg: str) -> None:
+def choose_or_show(chat: Chat, arg: str, key: str) -> None:
+    """/model and /endpoint: with a value, chosen for this session (nothing written); said back."""
     if arg:
-        chat.choose({"model": arg})
-    chat.say(f"model: {chat.cfg.model}" + (" (for this session)" if arg else ""))
-
-
-def endpoint(chat: Chat, arg: str) -> None:
-    if arg:
-        chat.choose({"endpoint": arg})
-    chat.say(f"endpoint: {chat.cfg.endpoint}" + (" (for this session)" if arg else ""))
+        chat.choose({key: arg})
+    chat.say(f"{key}: {getattr(chat.cfg, key)}" + (" (for this session)" if arg else ""))
 
 
 def models(chat: Chat, arg: str) -> None:
@@ -370,8 +365,10 @@ TABLE: list[Command] = [
     Command("/compact", "summarise the conversation and continue from the summary", compact_now, editor=True),
     Command("/cfg <key> [value]", "show or set a configuration key (written to .bantam.cfg); /cfg lists them all", cfg),
     Command("/cfg --global <key> <value>", "set it in ~/.config/bantam/config, for every project"),
-    Command("/model [name]", "show the model, or choose one for this session", model, editor=True),
-    Command("/endpoint [url]", "show the API endpoint, or choose one for this session", endpoint, editor=True),
+    Command("/model [name]", "show the model, or choose one for this session",
+            functools.partial(choose_or_show, key="model"), editor=True),
+    Command("/endpoint [url]", "show the API endpoint, or choose one for this session",
+            functools.partial(choose_or_show, key="endpoint"), editor=True),
     Command("/models", "the endpoint's models, the current one marked with *", models, editor=True),
     Command("/cost", "what this session has cost, when the model list gives prices (OpenRouter)", cost),
     Command("/sandbox [off|workspace|read-only] [network on|off] [approval never|on-request|always] [forget]",

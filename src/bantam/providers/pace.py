@@ -115,8 +115,7 @@ def pace_for(url: str) -> Pace:
 
 
 def limit_all(rpm: int = 0, tpm: int = 0) -> None:
-    """Rate limits for every endpoint this process talks to: the known ones and those met later.
-    Each batch sets its own as it starts."""
+    """Rate limits for every endpoint this process talks to: the known ones and those met later."""
     with _lock:
         _limits[:] = [rpm, tpm]
         paces = list(_paces.values())
