@@ -53,14 +53,19 @@ class ShellResult:
         return f"{self.output}\n\nexit: {self.exit_code}"
 
 
-COMMAND_PARAMETER = {"type": "string", "description": "the command line"}
+COMMAND_PARAMETER = {"type": "string"}
+# said where it applies rather than in the description every request carries (a sandboxed
+# command's processes live in the sandbox's own namespace, which ends with it, and get no note)
+BACKGROUND_NOTE = ("\n[the command's background processes were ended when it returned; to keep a server "
+                   "running, start it with `setsid nohup CMD > log 2>&1 &`]")
 
 
 class ShellExec(Tool):
     name = "shell_exec"
-    description = ("Run a bash command in the project directory; returns its output (stdout and "
-                   "stderr) and exit code. stdin is closed. Background processes end with the "
-                   "command; keep a server with `setsid nohup CMD > log 2>&1 &` (outside a sandbox).")
+    # Sent with every request, so only what every call needs: how to keep a server running is
+    # said in the result of a command whose background processes were ended (BACKGROUND_NOTE).
+    description = ("Run a bash command in the project folder; returns its output and exit code. stdin is "
+                   "closed; background processes end with the command.")
     parameters = {"type": "object", "required": ["command"],
                   "properties": {"command": COMMAND_PARAMETER,
                                  "escalate": {"type": "string", "description":
@@ -167,7 +172,7 @@ def run_process(argv: list[str], timeout: float, output_limit: int,
     if started is not None:
         started()
     output = ClippedOutput(output_limit)
-    timed_out = False
+    timed_out = left_running = False
     deadline = time.monotonic() + timeout
     try:
         if held:
@@ -179,8 +184,10 @@ def run_process(argv: list[str], timeout: float, output_limit: int,
             # EOF can come before the exit: `cat` closes stdout, then exits. Killing it now would
             # turn a success into 137, so wait for the real exit status.
             timed_out = _wait_until(proc, deadline)
+        if not timed_out:
+            _let_leave(proc.pid, min(deadline, time.monotonic() + DRAIN_AFTER_EXIT))
     finally:
-        _kill_group(proc)  # whatever the command left running in its group goes with it
+        left_running = _kill_group(proc)  # whatever the command left running in its group goes with it
         if proc.stdout is not None:
             proc.stdout.close()
         proc.wait()
@@ -189,7 +196,7 @@ def run_process(argv: list[str], timeout: float, output_limit: int,
     if timed_out:
         return ShellResult(f"{text}\n[timed out after {timeout:g}s; process group killed]", 124, True)
     code = proc.returncode
-    return ShellResult(text, 128 - code if code < 0 else code)
+    return ShellResult(text + BACKGROUND_NOTE if left_running else text, 128 - code if code < 0 else code)
 
 
 @contextlib.contextmanager
@@ -243,11 +250,27 @@ def _wait_until(proc: subprocess.Popen, deadline: float) -> bool:
     return False
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
+def _let_leave(group: int, until: float) -> None:
+    """Give what the command started in the background, until `until`, to leave its process
+    group: `setsid nohup CMD &` as a command's last words is still in the group for a moment after
+    the shell exits (setsid has not run yet), and killing the group then kills the server the
+    command was meant to leave running. Returns at once when the group is empty."""
+    while time.monotonic() < until:
+        try:
+            os.killpg(group, 0)
+        except (ProcessLookupError, PermissionError):
+            return
+        time.sleep(0.01)
+
+
+def _kill_group(proc: subprocess.Popen) -> bool:
+    """Kill what is left in the command's process group; True if anything was. Called once the
+    shell has been waited for (unless it timed out), so what is left is what it started."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
-        pass
+        return False
+    return True
 
 
 class ClippedOutput:
