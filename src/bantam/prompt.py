@@ -19,10 +19,9 @@ AGENTS_LIMIT = 32_000  # characters of AGENTS.md included; a larger file is clip
 # Sent with every request: what the tool schemas already say (write_file, the sub-agent tools) is
 # not repeated here, and the AGENTS.md sentence comes only with an AGENTS.md (bench/bench_tokens.py).
 SYSTEM_PROMPT = """\
-You are Bantam, a small and capable AI agent working in the user's project directory through tools.
-{tools}Work step by step: inspect before you change, check your work by running it, and stop when the task
-is done. Do what is asked with your tools (write the files it names); never claim a change you did not
-make. Answer plainly and briefly."""
+You are Bantam, an AI agent working in the user's project folder through tools.
+{tools}Inspect before you change, check your work by running it, and stop when the task is done. Do what
+is asked with your tools (write the files it names); never claim a change you did not make. Answer briefly."""
 # what the built-in prompt says of a tool, when it is offered (its schema says the rest)
 TOOL_LINES = {"shell_exec": "Use shell_exec to look around, read files, run programs and tests.\n"}
 

@@ -32,19 +32,11 @@ from .workspace import Workspace, sha256
 class WriteFile(Tool):
     name = "write_file"
     raw_arguments = ("content",)  # file content is data: written byte for byte
-    description = (
-        "Write content to a file, replacing it whole (missing folders are made). Only to change "
-        "part of it: del_bytes bytes at byte offset are replaced by content (each defaults to 0: "
-        "content alone at an offset is an insertion).")
-    parameters = {
-        "type": "object", "required": ["path", "content"],
-        "properties": {
-            "path": {"type": "string", "description": "file to write"},
-            "content": {"type": "string", "description": "the text (may be empty)"},
-            "offset": {"type": "integer", "description": "byte offset of a partial change"},
-            "del_bytes": {"type": "integer", "description": "bytes deleted at offset"},
-        },
-    }
+    description = ("Write content to a file, replacing it whole (folders are made). Only to change part "
+                   "of it: del_bytes bytes at byte offset become content (each defaults to 0).")
+    parameters = {"type": "object", "required": ["path", "content"],
+                  "properties": {"path": {"type": "string"}, "content": {"type": "string"},
+                                 "offset": {"type": "integer"}, "del_bytes": {"type": "integer"}}}
 
     def run(self, args: dict[str, Any], ctx: ToolContext) -> str | Outcome:
         if ctx.front.workspace is not None:

@@ -13,11 +13,8 @@ CHILD_NOTE = "\n\nImportant: this is a child agent"
 
 class RunSubagent(Tool):
     name = "run_subagent"
-    description = ("Delegate a self-contained task to a child agent with a fresh context and the "
-                   "same tools. Returns the child's final answer. Children cannot delegate further.")
-    parameters = {"type": "object", "required": ["prompt"],
-                  "properties": {"prompt": {"type": "string",
-                                            "description": "the complete task for the child"}}}
+    description = "Give a self-contained task to a child agent with a fresh context; returns its answer."
+    parameters = {"type": "object", "required": ["prompt"], "properties": {"prompt": {"type": "string"}}}
 
     def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
         check_can_delegate(ctx)
