@@ -107,6 +107,26 @@ def test_a_write_made_again_at_once_is_refused_so_a_splice_is_not_doubled(home):
     assert Path("greeting.txt").read_text() == "Hello!Hello!"
 
 
+def test_the_same_text_spliced_again_at_another_offset_is_refused(home):
+    """A small model appended one line, then the same line at the new end, again and again; the
+    second is refused. A whole write of the same text (a correction) still runs, and so does the
+    same splice after another call."""
+    line = {"path": "answer.txt", "content": "37\n"}
+    model = ScriptedProvider(tool("write_file", {**line, "offset": 0, "del_bytes": 0}, call_id="w1"),
+                             tool("write_file", {**line, "offset": 3, "del_bytes": 0}, call_id="w2"),
+                             tool("write_file", line, call_id="w3"),
+                             tool("shell_exec", {"command": "true"}),
+                             tool("write_file", {**line, "offset": 3}, call_id="w4"),
+                             text("done"))
+    run, messages, _ = agent(model)
+    run()
+    results = [m["content"] for m in messages if m["role"] == "tool"]
+    assert results[1].startswith("error: not written again: this text was just written to this file")
+    assert results[2].startswith("wrote 3 bytes to answer.txt")  # whole: the file is that text
+    assert results[4].startswith("wrote 3 bytes at offset 3")    # something ran between: meant again
+    assert Path("answer.txt").read_text() == "37\n37\n"
+
+
 def test_a_write_of_the_last_writes_report_is_refused(home):
     """"wrote 4 bytes to output.txt" written over output.txt would replace its content with
     bantam's words; the model is told, and the file keeps what was written."""

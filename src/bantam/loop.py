@@ -292,15 +292,17 @@ def _run_batch(batch: list[tuple[int, str, str]], toolbox: Toolbox, outcomes: li
 
 
 class WriteGuard:
-    """Two writes that undo the model's own work are refused: the write just made, made again
-    with nothing run between (a splice made twice inserts its text twice: "Hello!Hello!"), and a
-    write whose content is the report of the last write ("wrote 4 bytes to output.txt" written
-    over output.txt, replacing the script's output with bantam's words). A model copies the
-    call or the result it just saw; a small one does it often (Qwen2.5-Coder 1.5B, in
-    bench/bench_tasks.py: write-greeting, run-script)."""
+    """Writes that undo the model's own work are refused: the write just made, made again with
+    nothing run between (a splice made twice inserts its text twice: "Hello!Hello!"), or its text
+    spliced into the same file again at another offset (appended again and again: Qwen2.5-Coder
+    1.5B wrote one line fourteen times, each at the new end), and a write whose content is the
+    report of the last write ("wrote 4 bytes to output.txt" written over output.txt, replacing the
+    script's output with bantam's words). A model copies the call or the result it just saw; a
+    small one does it often (bench/bench_tasks.py: write-greeting, run-script, count-lines)."""
 
     def __init__(self) -> None:
         self.written: str | None = None  # the last write's arguments, while nothing else has run since
+        self.text: tuple[object, object] | None = None  # and its (path, content)
         self.report = ""  # what the last write that succeeded answered
 
     def before_request(self, messages: list[dict]) -> None:
@@ -313,9 +315,14 @@ class WriteGuard:
             return ("not written again: this exact write was just made, so the file already holds it (a "
                     "splice made twice would insert its text twice); go on with the next step")
         try:
-            content = loads(arguments).get("content")
+            args = loads(arguments)
+            content = args.get("content")
         except (ValueError, AttributeError):
             return None
+        splice = args.get("offset") is not None or args.get("del_bytes") is not None
+        if splice and (args.get("path"), content) == self.text:
+            return ("not written again: this text was just written to this file, and writing it at another "
+                    "offset would put it there twice; go on with the next step")
         if self.report and isinstance(content, str) and content.strip() == self.report.strip():
             return (f"not written: this content is the report of your last write ({self.report!r}), not "
                     "text for the file, which already holds what you wrote")
@@ -326,8 +333,13 @@ class WriteGuard:
             return
         if name == WRITE_TOOL:
             self.written, self.report = canonical(arguments), outcome.content
+            try:
+                args = loads(arguments)
+                self.text = (args.get("path"), args.get("content"))
+            except (ValueError, AttributeError):
+                self.text = None
         else:
-            self.written = None  # something ran since: the same write again may be meant
+            self.written = self.text = None  # something ran since: the same write again may be meant
 
 
 WRITE_TOOL = "write_file"
