@@ -181,9 +181,9 @@ class Config:
     env_passthrough: tuple[str, ...] = knob((), Names(), "secret-looking variables commands may see (GH_TOKEN, AWS_*)")
     n_ctx: int | None = knob(None, Number(int, 16), "provider=local: context size (default 8192)", "tokens")
     n_threads: int | None = knob(None, Number(int, 1), "provider=local: CPU threads (default: llama.cpp's)")
-    local_aids: str = knob("auto", Kind(), "provider=local: the aids for a small model, a profile of "
+    local_aids: str = knob("auto", Kind(), "the aids for a small model, a profile of "
                            "providers/aids/profiles.json; auto: the bundled model's (none for a model_path= "
-                           "GGUF), off, or a profile's name")
+                           "GGUF or an endpoint), off, or a profile's name (for an endpoint too)")
     retry_delays: tuple[float, ...] = knob(FIBONACCI_DELAYS, Numbers(), "between retries of a request", "seconds")
     max_tokens_limit: int = knob(32_768, Number(int, 1), "an answer cut at max_tokens is asked again, "
                                 "doubled, up to this", "tokens")

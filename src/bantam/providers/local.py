@@ -291,8 +291,7 @@ class LocalProvider:
     def chat(self, messages: list[dict], tools: list[dict]) -> list[dict]:
         """The turns the template prints: the system message (with the tool list, for a model
         without a tool format of its own), the aids' worked examples, then the conversation."""
-        examples = self.aids.examples(tools, messages) if tools and messages and messages[0].get("role") == "system" else []
-        history = self.aids.shown(messages[:1] + examples + messages[1:])
+        history = self.aids.conversation(messages, tools)
         if self.native:
             return to_native(history)
         chat = to_chat(history)

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 from ..config import Config
 from ..errors import APIError, ProviderError
@@ -14,6 +14,9 @@ from .think import ThinkSplitter
 
 MESSAGE_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name")  # what the API accepts
 WIRE = "an OpenAI-compatible /chat/completions API"
+
+if TYPE_CHECKING:
+    from .aids import Aids
 
 
 def is_chunk(data: Any) -> bool:
@@ -42,12 +45,19 @@ class OpenAIProvider(HTTPProvider):
         super().__init__(cfg, *split_endpoint(cfg.endpoint, cfg.exact_url))
         self.chat_url = self.url
         self.send_reasoning_effort = True
+        self.aids: Aids | None = None  # a small served model's aids, when local_aids names a profile
+        if cfg.local_aids not in ("auto", "off"):
+            from . import aids
+            self.aids = aids.for_endpoint(cfg.local_aids)
 
     def headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.cfg.api_key}"} if self.cfg.api_key else {}
 
     def request_body(self, messages: list[dict], tools: list[dict], options: RequestOptions) -> dict[str, Any]:
         cfg = self.cfg
+        required = False
+        if self.aids is not None:
+            messages, tools, required = self.aids.request(messages, tools, options.folder)
         # Key order is prompt-cache order: what stays the same from step to step (model, tools,
         # then the messages, which only grow) comes first, the small options last; so each request
         # is the previous one, byte for byte, up to the end of its messages (tests/test_prefix.py).
@@ -60,6 +70,8 @@ class OpenAIProvider(HTTPProvider):
             body["reasoning_effort"] = cfg.reasoning_effort
         if cfg.stream:
             body["stream_options"] = {"include_usage": True}
+        if required:  # where the bundled runtime's grammar would hold the reply to a call
+            body["tool_choice"] = "required"
         body.update(cfg.forward)
         if options.output_tokens:  # the loop asks again for an answer cut at the output limit
             body["max_completion_tokens" if "max_completion_tokens" in cfg.forward else "max_tokens"] = \

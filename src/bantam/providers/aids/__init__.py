@@ -16,6 +16,12 @@ The runtime (local.py) asks four things of an `Aids`:
 - `answer(messages)`: the grammar rule an answer must follow.
 `local_aids=auto` gives the bundled model its profile and a `model_path=` GGUF none; `off` none;
 a profile's name that profile, for any model.
+
+A small model served by an endpoint (llama.cpp's or Ollama's server) gets a named profile's aids
+that a request can carry (`for_endpoint`, `Aids.request`): the worked exchange, the tool schemas
+(write_file as a whole-file write), the "(no output)" view, and `tool_choice: required` where the
+runtime's grammar would force a call. Held commands and grounded answers need the grammar, so
+they stay the bundled runtime's; `auto` gives an endpoint none (its model may be a capable one).
 """
 from __future__ import annotations
 
@@ -106,6 +112,16 @@ def resolve(setting: str, model_file: Path, own_model: bool) -> "Aids":
     return Aids(known[setting])
 
 
+def for_endpoint(setting: str) -> "Aids":
+    """The aids `local_aids=setting` gives a model served by an endpoint: a profile named, else none."""
+    if setting in (OFF, AUTO):
+        return NO_AIDS
+    known = profiles()
+    if setting not in known:
+        raise ConfigError(f"local_aids: no profile {setting!r} (auto, off, or one of: {', '.join(known)})")
+    return Aids(known[setting])
+
+
 class Aids:
     """A profile applied to requests; `Aids(None)` (NO_AIDS) changes nothing."""
 
@@ -141,6 +157,20 @@ class Aids:
             shown_turn += [{"role": "assistant", "content": None, "tool_calls": [call]},
                            {"role": "tool", "tool_call_id": call["id"], "content": result}]
         return [*shown_turn, {"role": "assistant", "content": nearest["answer"]}]
+
+    def conversation(self, messages: list[dict], tools: list[dict]) -> list[dict]:
+        """What the model reads: the system message, the worked exchange (with tools offered), then
+        the conversation as `shown` gives it."""
+        examples = self.examples(tools, messages) if tools and messages and messages[0].get("role") == "system" else []
+        return self.shown(messages[:1] + examples + messages[1:])
+
+    def request(self, messages: list[dict], tools: list[dict], folder: Path | None
+                ) -> tuple[list[dict], list[dict], bool]:
+        """A request to an endpoint with the aids it can carry: (messages, tools, whether the reply
+        must be a tool call)."""
+        required = bool(tools) and self.call_first(messages)
+        tools = self.tools(tools, messages, folder)
+        return self.conversation(messages, tools), tools, required and bool(tools)
 
     def shown(self, history: list[dict]) -> list[dict]:
         """The conversation as the model reads it. With `mark_empty`, a command that printed
