@@ -27,10 +27,15 @@ with the chat template the GGUF carries, the same n_ctx, behind a small proxy in
   family (`<tools>`, `<function_call>`, `<json>`, ...), or the same object in doubled braces (`{{"name": ...}}`, as Qwen2.5-Coder's template itself shows the format), into
   `tool_calls`;
   and it sends `content: ""` for an assistant message whose content is null (the server refuses
-  null with a validation error, and every tool-calling client sends it);
+  null with a validation error, and every tool-calling client sends it); a request with
+  `tool_choice: "required"` gets a grammar that holds the reply to one call of an offered tool,
+  as llama.cpp's own server does (llama_cpp.server ignores "required");
 - stops a run at --steps model requests (each agent's own limit is set to the same number too).
 The agents, each in a temporary HOME, commands run bare (no sandbox) as the peers run theirs:
 - bantam: `bantam -p TASK --yolo`, endpoint, model and limits in `~/.config/bantam/config`;
+- bantam-aids: the same with `local_aids=qwen2.5-coder` there too, as a user serving this small
+  model sets it: the aids a request can carry (the worked exchange, whole-file writes, "(no
+  output)", `tool_choice: "required"` where the bundled runtime's grammar would force a call);
 - mini-swe-agent: `mini -t TASK -y --exit-immediately` on its default tool-calling config (mini.yaml)
   through litellm, step_limit set; it stops when it runs `echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT`;
 - llm: `llm --functions tools.py --chain-limit` with a shell tool and a write-file tool.
@@ -69,7 +74,8 @@ from bench.bench_peers import LLM_TOOLS, PEERS, clean_env, ensure_peers, peer_ve
 BEGIN, END = "<!-- bench_tasks:begin -->", "<!-- bench_tasks:end -->"
 MODELS = Path(os.environ.get("BANTAM_BENCH_MODELS", "/work/models"))
 DEFAULT_MODEL = os.environ.get("BANTAM_BENCH_MODEL", str(MODELS / "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"))
-AGENTS = ("bantam", "mini", "llm")
+AGENTS = ("bantam", "bantam-aids", "mini", "llm")
+AIDS_PROFILE = "qwen2.5-coder"  # bantam-aids' local_aids: the profile of the model family benched here
 CACHE_BYTES = 48 << 20  # the server's prompt cache, as it counts it (see server_command)
 
 # llm's tools: bench_peers' shell tool, and a write-file tool as bantam and mini-swe-agent's
@@ -645,6 +651,9 @@ class Proxy:
         names = {t.get("function", {}).get("name") for t in tools}
         body = {k: v for k, v in request.items() if k not in ("stream", "stream_options", "temperature", "seed",
                                                                 "max_tokens", "max_completion_tokens", "top_p")}
+        if request.get("tool_choice") == "required" and tools:  # as llama.cpp's server honours it
+            body.pop("tool_choice")
+            body["grammar"] = call_grammar(tools)
         body.update(messages=normal_messages(request.get("messages") or []), stream=False, temperature=0,
                     seed=self.seed, max_tokens=min(int(request.get("max_tokens") or request.get("max_completion_tokens")
                                                        or self.max_tokens), self.max_tokens))
@@ -698,6 +707,24 @@ class Proxy:
             pass
 
 
+def call_grammar(tools: list[dict]) -> str:
+    """A GBNF grammar for one call of an offered tool in the model's format, `<tool_call>` and a
+    JSON object of the tool's name and arguments held to its schema: what llama.cpp's own server
+    (`llama-server --jinja`) constrains a reply to for `tool_choice: "required"`, which
+    llama_cpp.server ignores (it forces only a named function). The arguments may also be a JSON
+    string: llama_cpp.server prints an earlier call's arguments in the prompt as the string the
+    client sent, so that is the form the model continues in, and held to an object instead it
+    escaped its quotes into garbage (`"notes/*\"}"`)."""
+    from llama_cpp.llama_grammar import json_schema_to_gbnf
+    schema = {"oneOf": [{"type": "object", "required": ["name", "arguments"],
+                         "properties": {"name": {"const": t["function"]["name"]},
+                                        "arguments": {"anyOf": [t["function"].get("parameters") or {"type": "object"},
+                                                                {"type": "string"}]}}}
+                        for t in tools]}
+    rules = json_schema_to_gbnf(json.dumps(schema)).replace("root ::=", "call ::=", 1)
+    return rules + '\nroot ::= "<tool_call>\\n" call "\\n</tool_call>"\n'
+
+
 def stream_chunks(answer: dict, include_usage: bool) -> list[dict]:
     """A finished answer as the chunks of a stream: the text, or the whole tool calls, then the end."""
     base = {"id": answer.get("id", "chatcmpl-bench"), "object": "chat.completion.chunk",
@@ -719,12 +746,13 @@ def stream_chunks(answer: dict, include_usage: bool) -> list[dict]:
 # --- the agents --------------------------------------------------------------------------------
 
 def agent_command(agent: str, task: Task, url: str, model: str, home: Path, steps: int) -> list[str]:
-    if agent == "bantam":
+    if agent in ("bantam", "bantam-aids"):
         # The user's own settings file, as a user keeps them; --yolo on the command line (no
         # sandbox, no approvals: the peers run their commands bare).
         config = home / ".config" / "bantam" / "config"
         config.parent.mkdir(parents=True, exist_ok=True)
-        config.write_text(f"endpoint={url}\nmodel={model}\ntemperature=0\nseed=1\nmax_al_iterations={steps}\n")
+        aids = f"local_aids={AIDS_PROFILE}\n" if agent == "bantam-aids" else ""
+        config.write_text(f"endpoint={url}\nmodel={model}\ntemperature=0\nseed=1\nmax_al_iterations={steps}\n{aids}")
         return [PY, "-m", "bantam", "--yolo", "-p", task.prompt] if PINNED else [BANTAM, "--yolo", "-p", task.prompt]
     if agent == "mini":
         return [str(PEERS / "mini" / "bin" / "mini"), "-m", f"openai/{model}", "-t", task.prompt, "-y",
@@ -761,7 +789,7 @@ def pin_bantam(commit: str) -> str:
 
 def agent_env(home: Path, agent: str = "") -> dict[str, str]:
     env = {k: v for k, v in clean_env(str(home)).items() if not k.startswith("XDG_")}
-    if agent == "bantam" and PINNED:
+    if agent.startswith("bantam") and PINNED:
         env["PYTHONPATH"] = PINNED["src"]
     # litellm fetches its price list from GitHub at import unless told to use its bundled copy;
     # offline that is a timeout, not a result
@@ -907,7 +935,7 @@ def list_tasks() -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default=DEFAULT_MODEL, help="the GGUF file (default: $BANTAM_BENCH_MODEL or %(default)s)")
-    ap.add_argument("--agents", default=",".join(AGENTS), help="comma list of bantam, mini, llm")
+    ap.add_argument("--agents", default=",".join(AGENTS), help="comma list of bantam, bantam-aids, mini, llm")
     ap.add_argument("--tasks", default="", help="comma list of task names (default: all; --list shows them)")
     ap.add_argument("--list", action="store_true", help="print the tasks and exit")
     ap.add_argument("--check-tasks", action="store_true", help="prove each check with a known solution, and exit")

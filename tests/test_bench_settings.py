@@ -92,14 +92,16 @@ def test_bench_prefix_sessions_run_without_the_sandbox_with_their_tools_and_budg
     assert (shown["tool_budget"], shown["max_al_iterations"]) == ("1000", "1000")
 
 
-def test_bench_tasks_runs_bantam_bare_with_its_steps_from_the_users_file(tmp_path):
+@pytest.mark.parametrize("agent, aids", [("bantam", "auto"), ("bantam-aids", "qwen2.5-coder")])
+def test_bench_tasks_runs_bantam_bare_with_its_steps_from_the_users_file(tmp_path, agent, aids):
     from bench import bench_tasks
     home = tmp_path / "home"
     home.mkdir()
-    command = bench_tasks.agent_command("bantam", bench_tasks.TASKS[0], URL, "test-model", home, steps=30)
+    command = bench_tasks.agent_command(agent, bench_tasks.TASKS[0], URL, "test-model", home, steps=30)
     assert command[-2] == "-p"
-    shown = effective(command[:-2], home, bench_tasks.agent_env(home, "bantam"))
+    shown = effective(command[:-2], home, bench_tasks.agent_env(home, agent))
     assert (shown["sandbox"], shown["approval"], shown["max_al_iterations"]) == ("off", "never", "30")
+    assert shown["local_aids"] == aids
 
 
 def test_bench_embedded_runs_the_local_model_bare_with_its_steps(tmp_path):
