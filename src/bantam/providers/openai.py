@@ -48,7 +48,7 @@ class OpenAIProvider(HTTPProvider):
         self.aids: Aids | None = None  # a small served model's aids, when local_aids names a profile
         if cfg.local_aids not in ("auto", "off"):
             from . import aids
-            self.aids = aids.for_endpoint(cfg.local_aids)
+            self.aids = aids.resolve(cfg.local_aids, None)
 
     def headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.cfg.api_key}"} if self.cfg.api_key else {}

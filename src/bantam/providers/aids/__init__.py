@@ -18,7 +18,7 @@ The runtime (local.py) asks four things of an `Aids`:
 a profile's name that profile, for any model.
 
 A small model served by an endpoint (llama.cpp's or Ollama's server) gets a named profile's aids
-that a request can carry (`for_endpoint`, `Aids.request`): the worked exchange, the tool schemas
+that a request can carry (`resolve` with no model file, `Aids.request`): the worked exchange, the tool schemas
 (write_file as a whole-file write), the "(no output)" view, and `tool_choice: required` where the
 runtime's grammar would force a call. Held commands and grounded answers need the grammar, so
 they stay the bundled runtime's; `auto` gives an endpoint none (its model may be a capable one).
@@ -97,26 +97,17 @@ def _fields(values: dict[str, Any], known: set[str]) -> dict[str, Any]:
     return {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
 
 
-def resolve(setting: str, model_file: Path, own_model: bool) -> "Aids":
-    """The aids `local_aids=setting` gives the model in `model_file`; `own_model`: the user named
-    it with model_path= (auto gives such a file none: the aids would cage a capable model)."""
+def resolve(setting: str, model_file: Path | None, own_model: bool = False) -> "Aids":
+    """The aids `local_aids=setting` gives the model in `model_file` (None: a model served by an
+    endpoint); `own_model`: the user named it with model_path=. auto gives either of those none:
+    the aids would cage a capable model."""
     known = profiles()
-    if setting == OFF or (setting == AUTO and own_model):
+    if setting == OFF or (setting == AUTO and (own_model or model_file is None)):
         return NO_AIDS
     if setting == AUTO:
-        name = model_file.name.lower()  # a profile names the start of its models' file names
+        name = model_file.name.lower() if model_file else ""  # a profile names the start of its models' file names
         found = next((p for p in known.values() if any(name.startswith(m.lower()) for m in p.models)), None)
         return Aids(found) if found else NO_AIDS
-    if setting not in known:
-        raise ConfigError(f"local_aids: no profile {setting!r} (auto, off, or one of: {', '.join(known)})")
-    return Aids(known[setting])
-
-
-def for_endpoint(setting: str) -> "Aids":
-    """The aids `local_aids=setting` gives a model served by an endpoint: a profile named, else none."""
-    if setting in (OFF, AUTO):
-        return NO_AIDS
-    known = profiles()
     if setting not in known:
         raise ConfigError(f"local_aids: no profile {setting!r} (auto, off, or one of: {', '.join(known)})")
     return Aids(known[setting])
@@ -168,9 +159,8 @@ class Aids:
                 ) -> tuple[list[dict], list[dict], bool]:
         """A request to an endpoint with the aids it can carry: (messages, tools, whether the reply
         must be a tool call)."""
-        required = bool(tools) and self.call_first(messages)
         tools = self.tools(tools, messages, folder)
-        return self.conversation(messages, tools), tools, required and bool(tools)
+        return self.conversation(messages, tools), tools, bool(tools) and self.call_first(messages)
 
     def shown(self, history: list[dict]) -> list[dict]:
         """The conversation as the model reads it. With `mark_empty`, a command that printed
