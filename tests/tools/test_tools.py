@@ -634,6 +634,24 @@ def test_arguments_are_sanitised_before_running(box, home, ensure_ascii):
     assert (home / "name.txt").read_text(encoding="utf-8") == "x\u200by\ufeff"
 
 
+@pytest.mark.parametrize("ensure_ascii", [False, True], ids=["raw-characters", "json-escapes"])
+def test_an_edit_finds_and_writes_file_content_as_the_file_has_it(home, ensure_ascii):
+    """old_string and new_string are file content too: a CRLF file is edited (sanitised, the \r
+    went and nothing matched) and a joined emoji stays joined (its U+200D went)."""
+    box = make_toolbox(["edit_file"], _ctx())
+    (home / "crlf.py").write_bytes(b'x = "a"\r\ny = 2\r\n')
+    args = {"path": "crlf.py", "old_string": "y = 2\r\n", "new_string": "y = 3\r\n"}
+    out = box.execute("edit_file", json.dumps(args, ensure_ascii=ensure_ascii))
+    assert not out.is_error, out.content
+    assert (home / "crlf.py").read_bytes() == b'x = "a"\r\ny = 3\r\n'
+    family = "\U0001F468\u200d\U0001F469\u200d\U0001F467"
+    (home / "e.txt").write_text("who: A\n", encoding="utf-8")
+    args = {"path": "e.txt", "old_string": "A", "new_string": family + "\u202e"}
+    out = box.execute("edit_file", json.dumps(args, ensure_ascii=ensure_ascii))
+    assert (home / "e.txt").read_text(encoding="utf-8") == f"who: {family}\u202e\n"
+    assert "bidi control characters (U+202E)" in out.content  # kept, and the writer is told
+
+
 def test_results_are_sanitised(box):
     command = r"printf 'a\033[31mred\033[0m\r\nz\xe2\x80\x8bw'"  # ANSI colour, CRLF, U+200B
     out = box.execute("shell_exec", json.dumps({"command": command}))

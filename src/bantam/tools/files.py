@@ -235,6 +235,9 @@ def numbered_lines(data: bytes, shown_as: str, offset: int | None = None, limit:
 
 class EditFile(Tool):
     name = "edit_file"
+    # file content is data both ways: the text to find as the file has it (CRLF, a zero-width
+    # joiner), the replacement written byte for byte
+    raw_arguments = ("old_string", "new_string")
     description = ("Replace old_string by new_string in a file. old_string must be unique in the file "
                    "unless replace_all is set.")
     parameters = {
@@ -278,7 +281,7 @@ def edit_file(path: Path, shown_as: str, old: str, new: str, replace_all: bool =
         change_file(boundary, path, edited, shown_as, buffers)
     except OSError as e:
         raise ToolError(f"cannot edit {shown_as}: {e.strerror or e}") from e
-    return f"replaced {count[0] if replace_all else 1} occurrence(s) in {shown_as}"
+    return f"replaced {count[0] if replace_all else 1} occurrence(s) in {shown_as}{bidi_note(new)}"
 
 
 class ListFiles(Tool):
