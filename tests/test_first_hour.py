@@ -89,7 +89,7 @@ def test_user_file_sits_below_the_project_file_and_above_the_environment(home, u
     assert shown["tool_budget"] == "9  (command line)"
     assert shown["max_fanout"] == "3  (environment variable AGENT_MAX_FANOUT)"
     assert shown["api_key"] == f"***  ({user_cfg}:5)"
-    assert shown["shell_timeout"] == "120.0  (default)"
+    assert shown["shell_timeout"] == "120  (default)"
     assert "sk-user-secret" not in json.dumps(shown)
 
 
@@ -197,7 +197,7 @@ def test_cfg_global_writes_the_user_file_from_the_terminal(home, server):
     assert user.read_text() == "alias.quick=vendor/quick-model\nshell_timeout=33\n"
     assert user.stat().st_mode & 0o777 == 0o600 and user.parent.stat().st_mode & 0o777 == 0o700
     assert "shell_timeout=" not in (home / ".bantam.cfg").read_text()
-    assert config_lines(home)["shell_timeout"] == f"33.0  ({user}:2)"
+    assert config_lines(home)["shell_timeout"] == f"33  ({user}:2)"
 
 
 def test_continue_flag_opens_the_terminal_on_the_saved_session(home, server):

@@ -44,11 +44,7 @@ def config_main(argv: list[str]) -> int:
 
 
 def _shown(key: str, value: Any) -> str:
-    if config.secret(key, value):  # the schema's word, or a value shaped like a credential
-        return "***" if value else "(unset)"
-    if isinstance(value, tuple):
-        return ",".join(str(v) for v in value)
-    return "(unset)" if value is None or value == "" else str(value)
+    return config.shown(key, value) or "(unset)"
 
 
 def _implied(key: str, value: Any, cfg: config.Config) -> str:

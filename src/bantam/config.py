@@ -222,6 +222,20 @@ def secret(key: str, value: Any) -> bool:
     return isinstance(value, str) and bool(CREDENTIAL.fullmatch(value) or OPAQUE.fullmatch(value))
 
 
+def shown(key: str, value: Any) -> str:
+    """`key`'s value as /cfg and `bantam config` show it, in the words a file would use (true,
+    0.7, a,b): any name /cfg accepts, secrets as ***, "" when it has none."""
+    if secret(ALIASES.get(key, key), value):
+        return "***" if value else ""
+    if isinstance(value, tuple):
+        return ",".join(_word(v) for v in value)
+    return "" if value is None else _word(value)
+
+
+def _word(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else f"{value:g}" if isinstance(value, float) else str(value)
+
+
 def value_of(cfg: "Config", key: str) -> Any:
     """The value `key` has in `cfg`, under any name /cfg accepts: a key or one of its aliases
     (api_base), alias.NAME, request.NAME or a request field; None when it has none."""

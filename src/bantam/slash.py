@@ -311,14 +311,7 @@ def _later(chat: Chat, key: str, path: Path) -> str:
 
 
 def value_shown(chat: Chat, key: str) -> str:
-    """`key`'s value as /cfg shows it: any name /cfg accepts (alias.NAME too), secrets as ***."""
-    value = config.value_of(chat.cfg, key)
-    if config.secret(config.ALIASES.get(key, key), value):
-        return "***" if value else ""
-    if isinstance(value, tuple):
-        return ",".join(f"{v:g}" if isinstance(v, float) else str(v) for v in value)
-    return "" if value is None else str(value).lower() if isinstance(value, bool) else f"{value:g}" \
-        if isinstance(value, float) else str(value)
+    return config.shown(key, config.value_of(chat.cfg, key))
 
 
 def cost(chat: TerminalChat, arg: str) -> None:

@@ -39,10 +39,11 @@ def offered() -> list[dict]:
 def run(chat: EditorSession, line: str) -> bool:
     """Run `line` when it is one of the offered commands; False when it is not (the model gets it)."""
     name, _, arg = line.strip().partition(" ")
-    if not name.startswith("/") or slash.find(chat.commands, name) is None:
+    if not name.startswith("/"):
         return False
     try:
-        slash.run(chat, name, arg)
+        if not slash.run(chat, name, arg):
+            return False
     except KeyboardInterrupt:  # cancelled (a /compact's request)
         chat.say("interrupted")
     except BantamError as e:  # a failed /compact, a bad /sandbox word: said, the session goes on

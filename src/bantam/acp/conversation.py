@@ -93,10 +93,11 @@ class EditorSession:
 
     # --- building -------------------------------------------------------------------------------
 
-    def configure(self, first: bool = False) -> None:
-        """(Re)build the bantam session from the flags: at the start (`first`: the editor waits
-        for the answer, and the servers it named start), for a mode and for a model."""
-        cfg = session.load_config(self.flags, self.folder)
+    def configure(self, first: bool = False, cfg: config.Config | None = None) -> None:
+        """(Re)build the bantam session from the flags (`cfg`: as already loaded from them): at the
+        start (`first`: the editor waits for the answer, and the servers it named start), for a
+        mode and for a model."""
+        cfg = cfg or session.load_config(self.flags, self.folder)
         before: session.Session | None = getattr(self, "session", None)
         built = before.with_config(cfg) if before is not None else \
             session.build(cfg, self.folder, session.FrontEnd(
@@ -181,11 +182,11 @@ class EditorSession:
         """A new session with `keys` chosen for this session (a slash command's); the mode picker
         and the model dropdown follow."""
         self.flags.update(keys)
+        cfg = session.load_config(self.flags, self.folder)
         if set(keys) & set(settings.MODE_KEYS):
-            cfg = session.load_config(self.flags, self.folder)
             self.mode = settings.mode_of(cfg.sandbox, cfg.approval)
             self.update({"sessionUpdate": "current_mode_update", "currentModeId": self.mode})
-        self.configure()
+        self.configure(cfg=cfg)
         self.show_options()
 
     def mcp_servers(self) -> dict[str, Any]:
