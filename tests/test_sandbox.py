@@ -178,11 +178,11 @@ def test_write_file_obeys_the_same_roots(home, outside):
 
 
 def test_controlled_run_checks_run_in_the_sandbox(home, outside):
-    from bantam.runs.tools import TOOLS, Workspace
+    from bantam.runs.tools import Workspace, in_workspace
     from bantam.sandbox import Sandbox
     check = ["bash", "-c", f"echo ok > inside.txt; echo no > {outside}/x.txt"]
     ws = Workspace(home, commands={"check": check}, sandbox=Sandbox.for_config(Config(), home))
-    result = TOOLS["shell"].run({"command": "check"}, ws)
+    result = in_workspace(ws).execute("shell", json.dumps({"command": "check"}))
     assert result.is_error and "Read-only file system" in result.content
     assert (home / "inside.txt").exists() and not (outside / "x.txt").exists()
 

@@ -250,3 +250,22 @@ def test_what_a_front_end_adds_to_tool_calls_reaches_them_and_outlives_a_new_con
         assert s.toolbox.ctx.front.durable is calls.durable
         child = s.toolbox.ctx.child(lambda e: None)
         assert child.front == replace(calls, durable=None, extend=None)
+
+
+def test_a_core_tool_under_another_name_is_offered_one_way():
+    """The daemon and controlled runs offer the core tools under their own names; each does it with
+    bantam.tools.Offered (a name, a description, parameters and what it may change) and runs it in
+    the context its front end makes, rather than an adapter class of its own around core_tool."""
+    found = [name for name, text in _sources() if not name.startswith("tools/") and re.search(r"\bcore_tool\b", text)]
+    assert not found, found
+    from bantam.daemon.tools import CORE_TOOLS
+    from bantam.runs.tools import TOOLS
+    from bantam.tools import REGISTRY, Offered
+    offered = [*CORE_TOOLS, *TOOLS.values()]
+    assert all(isinstance(t, Offered) and t.core in REGISTRY for t in offered)
+    # each is a subset of the core tool's arguments, data kept as the core tool keeps it
+    from bantam.tools import core_tool
+    for t in offered:
+        core = core_tool(t.core)
+        assert set(t.parameters["properties"]) <= set(core.parameters["properties"]), t.name
+        assert set(t.raw_arguments) == set(core.raw_arguments) & set(t.parameters["properties"]), t.name

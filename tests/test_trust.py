@@ -300,7 +300,7 @@ def test_run_subprocess_sees_the_policy_too(home):
 # --- controlled runs --------------------------------------------------------------------------
 
 def test_a_run_write_through_a_link_is_refused(home):
-    from bantam.runs.tools import TOOLS, Refused, Workspace
+    from bantam.runs.tools import TOOLS, Refused, Workspace, in_workspace
     ws = home / "ws"
     ws.mkdir()
     (ws / "notes.txt").write_text("keep me\n")
@@ -309,13 +309,14 @@ def test_a_run_write_through_a_link_is_refused(home):
     os.symlink(".bantam.cfg", ws / "cfg.txt")
     (ws / "sub").mkdir()
     os.symlink("sub", ws / "dir")
-    space = Workspace(ws, write_paths=("out.txt", "cfg.txt", "dir/x.txt", "new.txt"))
+    space = in_workspace(Workspace(ws, write_paths=("out.txt", "cfg.txt", "dir/x.txt", "new.txt"))).ctx
     for path in ("out.txt", "cfg.txt", "dir/x.txt"):
         with pytest.raises(Refused, match="symbolic link"):
             TOOLS["write_file"].run({"path": path, "content": "overwritten"}, space)
     assert (ws / "notes.txt").read_text() == "keep me\n" and (ws / ".bantam.cfg").read_text() == "api_key=sk-keep\n"
     assert not (ws / "sub" / "x.txt").exists()
-    assert not TOOLS["write_file"].run({"path": "new.txt", "content": "fine"}, space).is_error
+    TOOLS["write_file"].run({"path": "new.txt", "content": "fine"}, space)
+    assert (ws / "new.txt").read_text() == "fine"
 
 
 def test_run_directories_are_private_and_a_named_pipe_is_refused(home):

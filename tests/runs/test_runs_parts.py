@@ -12,7 +12,15 @@ from bantam.runs import gates, schema, settings
 from bantam.runs.gates import Blocked, GateContext, Rejected
 from bantam.runs.parser import Answer, ParseError, parse_file, parse_json
 from bantam.runs.state import Call, PlanStep, RunState
-from bantam.runs.tools import TOOLS, Refused, Workspace, clean_env
+from bantam.runs.tools import TOOLS, Refused, Workspace, clean_env, in_workspace
+from bantam.tools import Outcome
+
+
+def run_tool(name, args, ws):
+    """A run tool called as the run's toolbox calls it, with its refusals raised, not reported."""
+    result = TOOLS[name].run(args, in_workspace(ws).ctx)
+    return result if isinstance(result, Outcome) else Outcome(result)
+
 
 # --- parser: proposals -------------------------------------------------------------------------
 
@@ -194,9 +202,9 @@ def test_path_gate_blocks_traversal_absolute_and_symlink_escapes(ws):
             check("read_file", {"path": path}, root)
         assert e.value.gate == "paths"
         with pytest.raises(Refused):  # the tool refuses on its own too
-            TOOLS["read_file"].run({"path": path}, ws)
+            run_tool("read_file", {"path": path}, ws)
     check("read_file", {"path": "inner.txt"}, root)
-    assert TOOLS["read_file"].run({"path": "inner.txt"}, ws).content == "hello\n"
+    assert run_tool("read_file", {"path": "inner.txt"}, ws).content == "hello\n"
 
 
 def test_fifo_is_not_a_regular_file(ws):
@@ -207,14 +215,14 @@ def test_fifo_is_not_a_regular_file(ws):
 
 def test_write_only_to_write_paths_and_never_through_an_outside_link(ws):
     with pytest.raises(Refused, match="not in write_paths"):
-        TOOLS["write_file"].run({"path": "a.txt", "content": "x"}, ws)
+        run_tool("write_file", {"path": "a.txt", "content": "x"}, ws)
     os.symlink(ws.root.parent, ws.root / "sub" / "c.txt.d")
     (ws.root / "sub" / "c.txt").unlink(missing_ok=True)
     os.symlink(ws.root.parent / "secret.txt", ws.root / "sub" / "c.txt")
     with pytest.raises(Refused, match="outside"):
-        TOOLS["write_file"].run({"path": "sub/c.txt", "content": "x"}, ws)
+        run_tool("write_file", {"path": "sub/c.txt", "content": "x"}, ws)
     assert (ws.root.parent / "secret.txt").read_text() == "outside\n"
-    result = TOOLS["write_file"].run({"path": "out.txt", "content": "new\n"}, ws)
+    result = run_tool("write_file", {"path": "out.txt", "content": "new\n"}, ws)
     assert not result.is_error and (ws.root / "out.txt").read_text() == "new\n" and result.facts["bytes"] == 4
 
 
@@ -321,7 +329,7 @@ def shell(ws, argv, **kw):
     ws.commands = {"c": argv}
     for key, value in kw.items():
         setattr(ws, key, value)
-    return TOOLS["shell"].run({"command": "c"}, ws)
+    return run_tool("shell", {"command": "c"}, ws)
 
 
 def test_command_runs_without_a_shell_in_the_workspace_with_stdin_closed(ws):
@@ -373,9 +381,9 @@ def test_command_timeout_kills_the_process_group(ws, tmp_path):
 
 def test_list_files(ws):
     os.symlink(ws.root.parent / "secret.txt", ws.root / "link")
-    listing = TOOLS["list_files"].run({"path": "."}, ws).content.splitlines()
+    listing = run_tool("list_files", {"path": "."}, ws).content.splitlines()
     assert listing == ["a.txt (6 bytes)", "link -> (symlink)", "sub/b.txt (2 bytes)"]
-    assert TOOLS["list_files"].run({"path": "a.txt"}, ws).content == "a.txt (6 bytes)"
+    assert run_tool("list_files", {"path": "a.txt"}, ws).content == "a.txt (6 bytes)"
 
 
 # --- settings -------------------------------------------------------------------------------------

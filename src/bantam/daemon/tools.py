@@ -1,12 +1,12 @@
 """The daemon's tools: the core tools under the seed's names, and the daemon's own.
 
-READ_FILE, WRITE_FILE and EDIT_FILE are the core read_file, write_file and edit_file (bantam.tools)
-under the daemon's names and descriptions, run in the agent's home and the daemon's boundary
-(boundary.py: its own files read-only, config.json unreadable), as a controlled run's tools are the
-core tools in its workspace (runs/tools.py). The rest are declared as the seed does, and so are the
-operator's plugins: TOOLS = [(NAME, fn, description, parameters)], where `fn(args, agent)` returns
-text (or a Popen-like object, which is waited for). BASH is the core shell_exec the same way, in
-the daemon's sandbox (boundary.sandbox, as the context's fence) with its pid noted for bg_run.
+READ_FILE, WRITE_FILE, EDIT_FILE and BASH are the core read_file, write_file, edit_file and
+shell_exec offered under the daemon's names and descriptions (bantam.tools.Offered, as a
+controlled run offers them), run in the agent's home and the daemon's boundary (in_home;
+boundary.py: its own files read-only, config.json unreadable, commands in the daemon's sandbox
+with their pids noted for bg_run). The rest are plugins, declared as the seed does, and so are the
+operator's: TOOLS = [(NAME, fn, description, parameters)], where `fn(args, agent)` returns text
+(or a Popen-like object, which is waited for).
 
 Every tool's `run` goes through the agent's bg_run, so every call is inline within tool_timeout and
 backgrounded past it; bantam's Toolbox still checks arguments, sanitises and turns failures into
@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from .. import mcp
 from ..approval import check_write
 from ..errors import ToolError
-from ..tools import Outcome, Tool, ToolContext, Toolbox, core_tool
+from ..tools import Offered, Outcome, Tool, ToolContext, Toolbox
 from ..tools.files import READ_LINES, read_bytes
 from ..tools.media import IMAGE_LIMIT, sniff_image
 from . import boundary, web
@@ -128,32 +128,21 @@ def _obj(required: list[str], **props: tuple[str, str]) -> dict:
 PATH = ("string", "file path, relative to your home")
 
 
-@dataclass(frozen=True)
-class CoreToolSpec:
-    """A core tool as the daemon offers it: the seed's name, description and parameters over
-    bantam's tool (its arguments are a subset of the core tool's)."""
-    name: str                  # the daemon's name (the seed's)
-    core: str                  # the core tool it is (bantam.tools.REGISTRY)
-    description: str
-    parameters: dict
-    raw_arguments: tuple[str, ...] = ()  # file content is data: passed byte for byte
-    writes: bool = False       # its path may not be one of the daemon's own files
-
-
-CORE_TOOLS: list[CoreToolSpec] = [
-    CoreToolSpec("READ_FILE", "read_file", "Read a text file as numbered lines (offset: first line, from 1; "
+# The core tools under the daemon's names; one that mutates may not write the daemon's own files.
+CORE_TOOLS: list[Offered] = [
+    Offered("READ_FILE", "read_file", "Read a text file as numbered lines (offset: first line, from 1; "
              "limit: how many lines). Images are shown to you when the model supports them.",
              _obj(["path"], path=PATH, offset=("integer", "first line, from 1"),
                   limit=("integer", f"number of lines (default {READ_LINES})"))),
-    CoreToolSpec("WRITE_FILE", "write_file", "Write a whole file (parent directories are created).",
+    Offered("WRITE_FILE", "write_file", "Write a whole file (parent directories are created).",
              _obj(["path", "content"], path=PATH, content=("string", "the new content")), ("content",), True),
-    CoreToolSpec("EDIT_FILE", "edit_file", "Replace old_string by new_string in a file. old_string must be "
+    Offered("EDIT_FILE", "edit_file", "Replace old_string by new_string in a file. old_string must be "
              "unique unless replace_all is true.",
              _obj(["path", "old_string", "new_string"], path=PATH, old_string=("string", "exact text to find"),
                   new_string=("string", "replacement"), replace_all=("boolean", "replace every occurrence")),
              ("old_string", "new_string"), True),
-    CoreToolSpec("BASH", "shell_exec", "Run a bash command in your home directory; returns its output and "
-             "exit code. stdin is closed.", _obj(["command"], command=("string", "the command line"))),
+    Offered("BASH", "shell_exec", "Run a bash command in your home directory; returns its output and "
+             "exit code. stdin is closed.", _obj(["command"], command=("string", "the command line")), mutates=True),
 ]
 TOOLS: list[tuple[str, ToolFn, str, dict]] = [
     ("SEND_ATTACHMENT", send_attachment, "Send a file to the operator's chat (photo, voice, video, "
@@ -172,56 +161,44 @@ TOOLS: list[tuple[str, ToolFn, str, dict]] = [
 ]
 
 
-class DaemonTool(Tool):
-    """A daemon tool for bantam's Toolbox: every call runs through the agent's bg_run."""
-    name: str
-    description: str
-    parameters: dict
-    agent: "Agent"
-
-    def run(self, args: dict, ctx: ToolContext) -> str:
-        return self.agent.bg.run(self.name, self.agent.current_call, lambda: self.work(args, ctx),
-                                 json.dumps(args, ensure_ascii=False)[:300])
-
-    def work(self, args: dict, ctx: ToolContext) -> str:
-        raise NotImplementedError
-
-
 @dataclass
-class FnTool(DaemonTool):
-    """A (NAME, fn, description, parameters) entry: the daemon's own and the operator's plugins."""
+class Plugin(Tool):
+    """A (NAME, fn, description, parameters) entry, the one shape of the daemon's own tools and the
+    operator's: `fn(args, agent)` returns text, or a Popen-like object, which is waited for."""
     name: str
     fn: ToolFn
     description: str
     parameters: dict
     agent: "Agent"
 
-    def work(self, args: dict, ctx: ToolContext) -> str:
+    def run(self, args: dict, ctx: ToolContext) -> str:
         return _text(self.fn(args, self.agent))
 
 
 @dataclass
-class Wrapped(DaemonTool):
-    """A core tool under the daemon's name, in the agent's home and the daemon's boundary."""
-    spec: CoreToolSpec
+class DaemonTool(Tool):
+    """A tool as the daemon runs it, an offered core tool or a plugin: every call through the
+    agent's bg_run; a core tool in the agent's home and boundary (in_home)."""
+    tool: "Offered | Plugin"
     agent: "Agent"
-    tool: Tool
 
     def __post_init__(self) -> None:
-        self.name, self.description, self.parameters = self.spec.name, self.spec.description, self.spec.parameters
-        self.raw_arguments = self.spec.raw_arguments
+        self.name, self.description = self.tool.name, self.tool.description
+        self.parameters, self.raw_arguments = self.tool.parameters, self.tool.raw_arguments
 
     def run(self, args: dict, ctx: ToolContext) -> str:
-        if "path" in self.parameters["properties"]:
-            path = resolve(self.agent, args["path"])
-            if self.spec.writes:  # by name and through links, before anything runs
-                boundary.refuse_own(self.agent, path, args["path"])
-        return super().run(args, ctx)
+        if isinstance(self.tool, Offered) and self.tool.mutates and "path" in self.parameters["properties"]:
+            # by name and through links, before anything runs
+            boundary.refuse_own(self.agent, resolve(self.agent, args["path"]), args["path"])
+        return self.agent.bg.run(self.name, self.agent.current_call, lambda: self.work(args, ctx),
+                                 json.dumps(args, ensure_ascii=False)[:300])
 
     def work(self, args: dict, ctx: ToolContext) -> str:
-        if self.spec.core == "read_file" and (shown := _shown_image(args, self.agent)) is not None:
+        if isinstance(self.tool, Plugin):
+            return self.tool.run(args, ctx)
+        if self.tool.core == "read_file" and (shown := _shown_image(args, self.agent)) is not None:
             return shown
-        if self.spec.core == "write_file":  # the seed's WRITE_FILE names the whole path it wrote
+        if self.tool.core == "write_file":  # the seed's WRITE_FILE names the whole path it wrote
             args = {**args, "path": str(resolve(self.agent, args["path"]))}
         result = self.tool.run(args, in_home(self.agent, ctx))
         return result.content if isinstance(result, Outcome) else result
@@ -278,9 +255,10 @@ def load_tool_files(folder: Path, log: Callable[[str, str], None]) -> list[tuple
 
 
 def make_toolbox(agent: "Agent", ctx: ToolContext) -> Toolbox:
-    tools: dict[str, Any] = {spec.name: Wrapped(spec, agent, core_tool(spec.core)) for spec in CORE_TOOLS}
+    offered: list[Offered | Plugin] = [*CORE_TOOLS]
     for name, fn, description, parameters in [*TOOLS, *load_tool_files(agent.dir / "tools", agent.log)]:
-        tools[name] = FnTool(name, fn, description, parameters, agent)
+        offered.append(Plugin(name, fn, description, parameters, agent))
+    tools: dict[str, Tool] = {t.name: DaemonTool(t, agent) for t in offered}
     box = Toolbox(tools, ctx)
     # the user's MCP servers serve the daemon too: the session's own extension when it set one
     return ctx.front.extend(box) if ctx.front.extend is not None else mcp.offer(box)

@@ -89,7 +89,7 @@ def system_prompt(config: RunConfig) -> str:
              "carries it out. Paths are relative to the workspace. Reply with exactly one JSON object "
              "and nothing else, unless you are asked for a file's content in a code fence.", "Tools:"]
     for name in allowed_tools(config, planning=True):
-        line = f"- {TOOLS[name].summary}"
+        line = f"- {TOOLS[name].description}"
         if name == "write_file":
             line += f" (only as a plan step). Files you may write: {', '.join(config.tools.write_paths)}"
         if name == "shell":

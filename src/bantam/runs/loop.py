@@ -32,7 +32,6 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Literal
 
 from .. import loop as core
-from ..config import Config
 from ..errors import BantamError, LimitReached, ProviderError
 from ..events import Notice, OnEvent, Usage
 from ..providers import DEFAULT_OPTIONS, Provider, RequestOptions
@@ -51,7 +50,7 @@ from .schema import Action, FileContent, Final, Plan, SchemaError, Step, validat
 from .settings import RunConfig
 from .state import Call, Inference, Observation, PendingAnswer, PlanStep, RunState
 from .store import RunDir
-from .tools import TOOLS, Workspace, as_core_tools, invoke
+from .tools import TOOLS, Workspace, in_workspace
 
 UNUSABLE = "unusable_answer"  # the call an answer that could not be parsed becomes
 # Loop steps that are not iterations of the run: the first step of a resume may act on an answer
@@ -207,8 +206,7 @@ def stop(run: Run, status: str, gate: str, reason: str) -> None:
 
 def toolbox(run: Run) -> Toolbox:
     """The workspace tools, and the two that move the run itself: plan and final."""
-    tools: dict[str, Any] = {**as_core_tools(run.workspace), "plan": PlanTool(run), "final": FinalTool(run)}
-    return Toolbox(tools, ToolContext(Config()))
+    return in_workspace(run.workspace, plan=PlanTool(run), final=FinalTool(run))
 
 
 # --- the model: one request of the loop is one step of the run ----------------------------------------
@@ -553,7 +551,8 @@ def intend(run: Run, call: Call) -> None:
 def run_call(run: Run, call: Call) -> None:
     """A call outside the loop (a read repeated on resume): run it, then observe it."""
     files_before = run.workspace.files_hash(run.config.tools.write_paths)
-    observe(run, call, invoke(TOOLS[call.tool], call.arguments, run.workspace), files_before)
+    outcome = in_workspace(run.workspace).execute(call.tool, json.dumps(call.arguments))
+    observe(run, call, outcome, files_before)
 
 
 def observe(run: Run, call: Call, result: Outcome, files_before: str) -> None:

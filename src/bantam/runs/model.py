@@ -220,5 +220,5 @@ SUMMARIES = {"plan": "the plan: a list of steps, each one tool call that moves t
 
 
 def _tool(name: str, parameters: dict[str, Any]) -> dict[str, Any]:
-    summary = TOOLS[name].summary if name in TOOLS else SUMMARIES[name]
+    summary = TOOLS[name].description if name in TOOLS else SUMMARIES[name]
     return {"type": "function", "function": {"name": name, "description": summary, "parameters": parameters}}

@@ -195,6 +195,23 @@ class Toolbox:
             return Outcome(sanitize(f"error: {type(e).__name__}: {e}"), True, e)
 
 
+@dataclass(frozen=True)
+class Offered(Tool):
+    """A core tool offered under another name, description and parameters (a subset of its own
+    arguments): how the daemon and controlled runs offer the core tools. It runs as the core tool
+    does, in the context it is given: what the offer confines it to (the daemon's home and
+    boundary, a run's workspace) is that context's front end part, which the core tool applies."""
+    name: str
+    core: str                           # the core tool it is (REGISTRY)
+    description: str
+    parameters: dict[str, Any]
+    raw_arguments: tuple[str, ...] = ()
+    mutates: bool = False               # a call may change files
+
+    def run(self, args: dict[str, Any], ctx: ToolContext) -> "str | Outcome":
+        return core_tool(self.core).run(args, ctx)
+
+
 def make_toolbox(names: tuple[str, ...] | list[str], ctx: ToolContext) -> Toolbox:
     tools: dict[str, Tool] = {}
     for name in names:
