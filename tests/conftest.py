@@ -136,13 +136,15 @@ def process_gone(pid: int, within: float = 30.0) -> bool:
     return False
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the groups into the test ids
 def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist (`-n 3 --dist loadgroup`, the README's command), tests that share one of
     our fixtures wider than a test (a browser, a real model server: module or session scope) go to
-    one worker together, so the fixture starts once rather than once on every worker."""
+    one worker together, so the fixture starts once rather than once on every worker. A fixture's
+    own wide fixtures come after it in the closure, so the group is the last one's: the tests of
+    litellm (which needs the llama.cpp server) and of the llama.cpp server run on one worker."""
     for item in items:
-        for defs in item._fixtureinfo.name2fixturedefs.values():
-            shared = defs[-1]
-            if shared.scope != "function" and getattr(shared.func, "__module__", "").startswith("tests."):
-                item.add_marker(pytest.mark.xdist_group(f"{shared.func.__module__}.{shared.argname}"))
-                break
+        shared = [defs[-1] for defs in item._fixtureinfo.name2fixturedefs.values()
+                  if defs[-1].scope != "function" and getattr(defs[-1].func, "__module__", "").startswith("tests.")]
+        if shared:
+            item.add_marker(pytest.mark.xdist_group(f"{shared[-1].func.__module__}.{shared[-1].argname}"))
