@@ -4,7 +4,7 @@
     approval=on-request  (default) asked only to cross the boundary: a command the model wants to
                          run outside the sandbox (shell_exec's `escalate`), a write outside the
                          writable roots
-    approval=always      every command and every write is asked (the seeds' "confirm" mode)
+    approval=always      every command and every write is asked (what other agents call a "confirm" mode)
 
 A front end with a person (the terminal, the browser) gives `Approvals` an `ask` function; every
 other mode (one-shot, pipe, handler, daemon, controlled runs) has none, and then what needs

@@ -1,6 +1,6 @@
 """Compaction: ask the model to summarise, then restart from system + summary.
 
-Beyond the seed, the summary message carries the original task, the latest request and the
+The summary message also carries the original task, the latest request and the
 project's AGENTS.md verbatim, so no compaction can lose what the user asked for or the rules.
 """
 from __future__ import annotations

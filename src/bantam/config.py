@@ -4,11 +4,12 @@
 This module holds bantam's one configuration schema. Every knob is a field of `Config` below,
 written with `knob(...)` (kinds.py): its default, how a value is checked (`Kind`), its unit, a
 comment, its environment variable and the other names it is accepted under (the daemon's
-config.json and the runs' TOML files name some knobs as their seeds do: `api_base` is `endpoint`,
-`context_tokens` is `context_window`, `bash_timeout` and `command_timeout_seconds` are
-`shell_timeout`, `output_limit_bytes` is `tool_output_limit`). The daemon and controlled runs read
-their own files onto these same keys, with their own defaults, and describe their mode's own
-knobs with the same `knob(...)` and `Kind`s; `check` is the one checker for all of them.
+config.json and the runs' TOML files also take the names other agents use for some knobs:
+`api_base` is `endpoint`, `context_tokens` is `context_window`, `bash_timeout` and
+`command_timeout_seconds` are `shell_timeout`, `output_limit_bytes` is `tool_output_limit`).
+The daemon and controlled runs read their own files onto these same keys, with their own
+defaults, and describe their mode's own knobs with the same `knob(...)` and `Kind`s; `check` is
+the one checker for all of them.
 
 Keys bantam does not use itself are sent with each API request, kept in `Config.forward` (the
 contract: `top_p`, `max_tokens`, a vendor's own field), except a near miss of a key bantam knows
@@ -18,7 +19,7 @@ you mean temperature?)`). `request.NAME` sends NAME whatever it is, near miss or
 daemon's config.json "request" object arrives this way). A bad value raises ConfigError naming where it came
 from, the key once: `.bantam.cfg:3: temperature: expected a number, got 'hot'`.
 
-The environment sits below the files, with one exception the seeds make: a variable in
+The environment sits below the files, with one exception: a variable in
 `ENV_FIRST` (BANTAM_TOOLS_DIR, which is checked first) beats both files, below the flags.
 It is the user's own, so a project file, trusted or not, cannot override it.
 
@@ -27,8 +28,8 @@ it shaped like a credential (`secret`); `max_tokens_limit` is no secret for hold
 
 The provider, when no `provider=` is given, is inferred from the endpoint: bantam's own rule for
 an endpoint from a flag or a file (Anthropic for `anthropic.com` or `/v1/messages`, else
-OpenAI-compatible, as `api_base=http://127.0.0.1:8080/v1` for llama.cpp wants), and the Agent
-CLI's rule for its variable LLM_URL (OpenAI-compatible only with `/v1/chat/completions` in it,
+OpenAI-compatible, as `api_base=http://127.0.0.1:8080/v1` for llama.cpp wants), and a rule of
+its own for the variable LLM_URL (OpenAI-compatible only with `/v1/chat/completions` in it,
 Anthropic for anything else).
 """
 from __future__ import annotations
@@ -55,14 +56,14 @@ DEFAULT_MODEL = "openrouter/free"
 # A tool result a local model sees, at most (the rest in a file the result names): a 30,000-byte
 # `cat README.md` overflowed the embedded model's window, where 6,000 bytes are about 1,500 tokens
 LOCAL_TOOL_OUTPUT = 6_000
-LOCAL_TEMPERATURE = 0.2  # small local models wander at the seed's 0.7 (SmolLM2's authors use 0.2)
+LOCAL_TEMPERATURE = 0.2  # small local models wander at bantam's default 0.7 (SmolLM2's authors use 0.2)
 ANTHROPIC_ENDPOINT = "https://api.anthropic.com/v1"  # when provider=anthropic names no endpoint
 OPENAI_ENDPOINT = "https://api.openai.com/v1"
 # A key from the environment with no endpoint configured goes to its own API, nowhere else:
 # variable -> (provider, endpoint, model when none is configured). LLM_API_KEY without LLM_URL
-# is the Agent seed's, whose documented default is Anthropic's Messages API.
+# goes to Anthropic's Messages API.
 ANTHROPIC_MODEL = "claude-haiku-4-5"  # an Anthropic endpoint's model when none is configured
-# ...and at an Anthropic gateway named by LLM_URL: the Agent seed's documented default
+# ...and the model at an Anthropic gateway named by LLM_URL, when none is configured
 AGENT_MODEL = "us.anthropic.claude-haiku-4-5-20251001-v1:0"
 KEY_HOMES = {
     "LLM_API_KEY": ("anthropic", ANTHROPIC_ENDPOINT, ANTHROPIC_MODEL),
@@ -356,12 +357,12 @@ def exposed_key_warning(path: Path | None, entries: list[tuple[str, str, str]]) 
     return f"{path} holds an api_key and other users can read it (chmod 600 {path})" if exposed else ""
 
 
-SEED_URL = "LLM_URL"  # the Agent CLI's variable: its provider follows that CLI's rule (infer_provider)
+SEED_URL = "LLM_URL"  # its provider follows a rule of its own (infer_provider)
 
 
 def infer_provider(endpoint: str, seed_url: bool = False) -> str:
-    """The provider an endpoint implies when `provider=` names none. The Agent CLI's rule for its
-    LLM_URL (`seed_url`): OpenAI-compatible only when the URL holds `/v1/chat/completions`, the
+    """The provider an endpoint implies when `provider=` names none. LLM_URL's own
+    rule (`seed_url`): OpenAI-compatible only when the URL holds `/v1/chat/completions`, the
     Anthropic Messages API for anything else (a gateway at a path of its own). bantam's rule for
     an endpoint from a flag or a file, whose usual value is an OpenAI-compatible base such as
     `http://127.0.0.1:8080/v1`: Anthropic only for `anthropic.com` or `/v1/messages`."""

@@ -184,7 +184,7 @@ def _cut(reply: Reply, limit: int, tries: int, limits: Limits, on_event: OnEvent
 
 def _request(provider: Provider, messages: list[dict], schemas: list[dict], limits: Limits,
              on_event: OnEvent, options: RequestOptions) -> Reply:
-    """One model request, retried. Two refusals are repaired once: the seed's "Invalid assistant
+    """One model request, retried. Two refusals are repaired once: an API's "Invalid assistant
     message" (drop the empty message) and a context overflow (compact, then ask again)."""
     def call() -> Reply:
         return provider.complete(messages, schemas, on_event, options)

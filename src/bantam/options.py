@@ -129,7 +129,7 @@ def flags(args: argparse.Namespace) -> dict[str, str]:
     """The configuration keys the command line sets: --model, --endpoint, --provider, --yolo
     and each --set KEY=VALUE, later ones winning."""
     values = {k: v for k in ("model", "endpoint", "provider") if (v := getattr(args, k)) is not None}
-    if getattr(args, "yolo", False):  # the seeds' way; a --set after it still wins
+    if getattr(args, "yolo", False):  # everything runs, unasked; a --set after it still wins
         values.update(sandbox="off", approval="never")
     for item in args.set:
         key, sep, value = item.partition("=")

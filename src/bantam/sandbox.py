@@ -1,7 +1,7 @@
 """The boundary around what the model runs: bubblewrap around its commands, the same writable roots
 for write_file, and the words that tell the model and the user where the boundary is.
 
-    sandbox=off        the seeds' way: commands run with the user's full rights
+    sandbox=off        commands run with the user's full rights
     sandbox=workspace  the filesystem is read-only except the writable roots (sandbox_writable,
                        default the working directory) and the session's /tmp; .git, .bantam.cfg,
                        model.cfg, .mcp.json, ~/.bantam and ~/.config/bantam stay read-only inside

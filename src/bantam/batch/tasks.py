@@ -181,7 +181,7 @@ def fail_malformed(items: list[Task | Malformed], results: "ResultsFile",
 @dataclass
 class Result:
     id: str | int
-    status: str                  # success | partial | failure | blocked (seed 004's statuses)
+    status: str                  # success | partial | failure | blocked (spawn_agent's statuses)
     output: str = ""
     steps: int = 0               # model requests, over every run of the task
     usage: dict[str, int] = field(default_factory=lambda: {"prompt_tokens": 0, "completion_tokens": 0})

@@ -1,4 +1,4 @@
-"""One agent directory, one process: the seed's loop, on bantam's loop.run.
+"""One agent directory, one process: the daemon's loop, on bantam's loop.run.
 
     wait until messages.jsonl changes
     read it (finishing an interrupted rewrite, healing), run any STASH_MESSAGE directive
@@ -436,7 +436,7 @@ def woken_by(conv: list[dict]) -> str:
 
 
 def is_muted(conv: list[dict]) -> bool:
-    """The seed: a reply is muted when everything it answers was a harness injection and the
+    """A reply is muted when everything it answers was a harness injection and the
     turn did no tool work. The span is what came after the previous plain reply."""
     plain = [i for i, m in enumerate(conv) if m.get("role") == "assistant" and not m.get("tool_calls")]
     if not plain:

@@ -36,7 +36,8 @@ _WRAPPED = re.compile(r"\A\s*<system-message>(.*)</system-message>\s*\Z", re.S)
 
 def system_message(text: str) -> dict:
     """A harness injection (trigger, bg completion, stash marker, banner): never a mid-stream
-    `system` role, which the seed forbids; a user message wrapped so the agent can tell."""
+    `system` role (the system prompt is a request's only system message); a user message wrapped
+    so the agent can tell."""
     return {"role": "user", "content": f"{WRAP_OPEN}{text}{WRAP_CLOSE}"}
 
 
@@ -198,7 +199,7 @@ def _parse(line: bytes) -> dict | None:
 
 
 def _system_to_user(message: dict) -> dict:
-    """No mid-stream system role (the seed): keep the text, as a wrapped user message."""
+    """No mid-stream system role: keep the text, as a wrapped user message."""
     if message["role"] != "system":
         return message
     return system_message(_text_of(message.get("content")))

@@ -87,7 +87,7 @@ def _json(data: Any) -> bytes:
 def _new_config(agent: AgentDir, primary: str) -> dict[str, Any]:
     if not agent.is_subconscious:
         return {"opt": []}  # the model and endpoint come from the user's configuration, as in every mode
-    # the seed: the sibling needs its own provider settings; start from the primary's
+    # the sibling needs its own provider settings; start from the primary's
     config: dict[str, Any] = {}
     try:
         source = json.loads(read_setting(agent.home / primary / "config.json"))
@@ -153,7 +153,7 @@ def load_module(path: Path, package: str) -> ModuleType:
 
 
 def ensure_heartbeat(agent: AgentDir, every: float) -> str:
-    """triggers/heartbeat.json as config.json says at boot, for a primary (the seed: not for
+    """triggers/heartbeat.json as config.json says at boot, for a primary (not for
     subconscious dirs): created when missing, removed when `heartbeat_s` is 0 (a heartbeat made
     by an earlier start would otherwise go on beating). Returns what was done, or ""."""
     path = agent / "triggers" / "heartbeat.json"

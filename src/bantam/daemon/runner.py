@@ -50,7 +50,7 @@ def prepare(path: Path, cli: Mapping[str, str], primary: str = "agent", quiet: b
 
 
 def _warn_if_readable(agent: AgentDir, s: Settings) -> None:
-    """The seed: keep configurations holding credentials private (mode 600)."""
+    """Configurations holding credentials are kept private (mode 600): warn when this one is not."""
     path = agent / "config.json"
     if (s.api_key or s.telegram_token) and path.stat().st_mode & 0o077:
         print(f"bantam: warning: {path} holds credentials and others can read it "
@@ -58,7 +58,7 @@ def _warn_if_readable(agent: AgentDir, s: Settings) -> None:
 
 
 def auto_opt(agent: AgentDir, s: Settings) -> tuple[str, ...]:
-    """The seed's automatic add-ons: a provider file for a named provider, OCR for text-only models."""
+    """The automatic add-ons: a provider file for a named provider, OCR for text-only models."""
     entries = []
     if s.provider and s.provider not in ("openai", "local"):
         if s.provider == "anthropic" or layout.find_opt(agent, f"providers/{s.provider}"):

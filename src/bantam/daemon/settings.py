@@ -1,10 +1,10 @@
-"""An agent directory's config.json: the seed's fields and tunables, their defaults, validation.
+"""An agent directory's config.json: its fields and tunables, their defaults, validation.
 
 Layers, lowest first: the defaults below; config.json; the command line (`--model`,
 `--endpoint`, `--provider`, `--set KEY=VALUE`). Keys of bantam's own configuration (`timeout`,
 `retry_delays`, `stream`, ...) may appear in config.json too and go to the model client; "request"
-holds extra fields sent with every API request (`{"max_tokens": 2000}`). The seed's names of
-bantam's keys are accepted as they are: `api_base` is `endpoint`, `context_tokens` is
+holds extra fields sent with every API request (`{"max_tokens": 2000}`). The names other
+agents use for bantam's keys are accepted as they are: `api_base` is `endpoint`, `context_tokens` is
 `context_window`, `bash_timeout` is `shell_timeout` (config.KEYS; same units). Every value is
 checked by config.check, as JSON: a string is not a number. The API key comes from
 the environment first (ATTOBOT_API_KEY, LLM_API_KEY), then config.json's api_key, then
@@ -25,7 +25,7 @@ from ..envpolicy import register_secret
 from ..errors import ConfigError, Refused
 from ..fsutil import read_setting
 
-KEY_ENV = ("ATTOBOT_API_KEY", "LLM_API_KEY")  # over config.json's api_key (the seed's precedence)
+KEY_ENV = ("ATTOBOT_API_KEY", "LLM_API_KEY")  # over config.json's api_key
 POSITIVE = Number(float, 0, above=True)
 COUNT = Number(int, 0, above=True)
 

@@ -17,8 +17,8 @@ from typing import Callable
 from ..clip import clip_middle
 from ..envpolicy import redact
 from ..fsutil import atomic_write
-from ..providers.http import CHARS_PER_TOKEN as CHARS_PER_TOKEN  # bantam's one estimate (the seed's
-# too); re-exported for agent.py. It over-counts base64 images, the safe direction here.
+from ..providers.http import CHARS_PER_TOKEN as CHARS_PER_TOKEN  # bantam's one estimate (4
+# characters a token); re-exported for agent.py. It over-counts base64 images, the safe direction here.
 from .bus import MessageFile, system_message, unwrap
 
 PRESSURE = 0.8          # auto-stash past this share of context_window

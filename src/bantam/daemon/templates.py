@@ -71,7 +71,7 @@ SUBCONSCIOUS_LINE = (
     "and may correct you through messages named [trigger subconscious-...] (your operator sees "
     "those too) or by stashing part of your history.")
 
-# --- the subconscious skeleton (the seed's opt/subconscious/) -------------------------------
+# --- the subconscious skeleton: its SOUL.md and its triggers ------------------------------
 
 SUBCONSCIOUS_SOUL = """\
 You are the subconscious of the agent whose state lives in {primary}/. You do not talk to

@@ -1,11 +1,12 @@
-"""The daemon's tools: the core tools under the seed's names, and the daemon's own.
+"""The daemon's tools: the core tools under the daemon's upper-case names (READ_FILE, BASH, ...),
+and the daemon's own.
 
 READ_FILE, WRITE_FILE, EDIT_FILE and BASH are the core read_file, write_file, edit_file and
 shell_exec offered under the daemon's names and descriptions (bantam.tools.Offered, as a
 controlled run offers them), run in the agent's home and the daemon's boundary (in_home;
 boundary.py: its own files read-only, config.json unreadable, commands in the daemon's sandbox
-with their pids noted for bg_run). The rest are plugins, declared as the seed does, and so are the
-operator's: TOOLS = [(NAME, fn, description, parameters)], where `fn(args, agent)` returns text
+with their pids noted for bg_run). The rest are plugins, and so are the operator's, all declared
+one way: TOOLS = [(NAME, fn, description, parameters)], where `fn(args, agent)` returns text
 (or a Popen-like object, which is waited for).
 
 Every tool's `run` goes through the agent's bg_run, so every call is inline within tool_timeout and
@@ -198,7 +199,7 @@ class DaemonTool(Tool):
             return self.tool.run(args, ctx)
         if self.tool.core == "read_file" and (shown := _shown_image(args, self.agent)) is not None:
             return shown
-        if self.tool.core == "write_file":  # the seed's WRITE_FILE names the whole path it wrote
+        if self.tool.core == "write_file":  # WRITE_FILE names the whole path it wrote
             args = {**args, "path": str(resolve(self.agent, args["path"]))}
         result = self.tool.run(args, in_home(self.agent, ctx))
         return result.content if isinstance(result, Outcome) else result
@@ -230,7 +231,7 @@ def _shown_image(args: dict, agent: "Agent") -> str | None:
 
 
 def _text(result: Any) -> str:
-    """A Popen-like result (the seed's streamed tools) is waited for here, in the worker."""
+    """A Popen-like result (a plugin may return its process) is waited for here, in the worker."""
     if hasattr(result, "pid") and hasattr(result, "communicate"):
         note_pid(result.pid)
         out, err = result.communicate()

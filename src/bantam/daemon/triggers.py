@@ -1,4 +1,4 @@
-"""Triggers: the agent's schedule, as files in triggers/ (the seed's three kinds, plus cron).
+"""Triggers: the agent's schedule, as files in triggers/ (clock, watch and command, plus cron).
 
     {"next": <ts>, "repeat_s": <s?>, "message": "..."}   clock: one-shots are deleted after firing
     {"cron": "*/5 * * * *", "message": "..."}            clock, by a cron expression (croniter)

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
     import httpx
 
-USER_AGENT = "Mozilla/5.0 (compatible; Bantam/1.0)"  # seed: avoids gateway 403 blocks
+USER_AGENT = "Mozilla/5.0 (compatible; Bantam/1.0)"  # a browser-like name: avoids gateway 403 blocks
 RETRYABLE_STATUS = {408, 429}  # and every 5xx
 RATE_LIMITED = (429, 529)  # "too many requests", Anthropic's "overloaded"
 RATE_LIMIT_PAUSE = 1.0  # seconds every session pauses after one without Retry-After

@@ -79,7 +79,7 @@ class OpenAIProvider(HTTPProvider):
         return body
 
     def adjust(self, error: APIError) -> str | None:
-        # The seed's default `reasoning_effort=high` is refused by non-reasoning models (gpt-4o).
+        # bantam's default `reasoning_effort=high` is refused by non-reasoning models (gpt-4o).
         if "reasoning_effort" not in str(error) or not self.send_reasoning_effort:
             return None
         self.send_reasoning_effort = False

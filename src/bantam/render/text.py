@@ -1,4 +1,4 @@
-"""Plain text: the answer on stdout, everything else on stderr, in the seed's palette on a terminal.
+"""Plain text: the answer on stdout, everything else on stderr, in colour on a terminal.
 
 Every character of an event (the model's answer and reasoning, its tool calls, a server's error
 message) is made terminal-safe here, where it comes in, whether stdout and stderr are a terminal or

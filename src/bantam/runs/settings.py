@@ -144,7 +144,7 @@ class Tools(Section):
     write_paths: Annotated[list[str], checked(Listed())] = []  # the only files write_file may write
     required_verifications: Annotated[list[str], checked(Listed())] = []  # commands that must pass on the current files
     shell_timeout: Annotated[float, core("shell_timeout")] = 20.0  # seconds (also read as command_timeout_seconds)
-    tool_output_limit: Annotated[int, core("tool_output_limit")] = 8192  # of any tool output (seed: output_limit_bytes)
+    tool_output_limit: Annotated[int, core("tool_output_limit")] = 8192  # of any tool output (also read as output_limit_bytes)
     commands: Annotated[dict[str, list[str]], checked(Commands())] = {}  # name -> fixed argv, run without a shell
 
     @model_validator(mode="after")

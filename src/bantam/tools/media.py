@@ -1,4 +1,4 @@
-"""read_image and read_pdf (Agent seed): show a picture or a document to the model, get its answer.
+"""read_image and read_pdf: show a picture or a document to the model, get its answer.
 
 Both are opt-in: `tools=shell_exec,write_file,read_image,read_pdf`. The file is checked here, then
 sent in ONE tool-free side request through the session's provider, and the model's answer is the

@@ -1,4 +1,4 @@
-"""Opt-in add-ons (the seed's opt/): `"opt": ["tools/nudge"]` in config.json copies
+"""Opt-in add-ons (daemon/opt/): `"opt": ["tools/nudge"]` in config.json copies
 opt/tools/nudge.py into the agent directory at first boot; from then on the agent owns its copy.
 
 A tool file declares `TOOLS = [(NAME, fn, description, parameters)]` with `fn(args, agent) -> str`.
