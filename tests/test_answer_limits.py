@@ -158,7 +158,7 @@ def test_a_file_given_as_stdin_says_its_size(server, home, tmp_path):
 @pytest.mark.parametrize("data, said", [
     (Path("/bin/ls").read_bytes(), "the input is binary (a NUL byte at byte"),
     ("café au lait\n".encode("latin-1"), "the input is not UTF-8 text (byte 3 of 13)"),
-])
+], ids=["an-executable", "latin-1"])  # not the bytes: a test's id goes into its environment (PYTEST_CURRENT_TEST)
 def test_binary_input_is_refused_and_never_sent(server, home, data, said):
     write_cfg(home, **base_cfg(server))
     r = subprocess.run([sys.executable, "-m", "bantam", "-p", "what is this"], cwd=home, input=data,
