@@ -33,9 +33,17 @@ def get(path):
     return response.status_code, response.get_json(silent=True)
 
 
+def answers(path, want):
+    """A failure says what came back beside what was due, as a developer would want to read it."""
+    got = get(path)
+    assert got == want, f"GET {path} answered {got}, expected {want}"
+
+
 def bad_request(path):
     status, body = get(path)
-    assert status == 400 and "error" in (body or {}), f"{path}: {status} {str(body)[:60]}"
+    why = " (no route took the path)" if status == 404 else ""
+    assert status == 400 and "error" in (body or {}), \
+        f"GET {path} answered {status}{why} {str(body)[:60]}, expected 400 with an error"
 
 
 def test_health_status():
@@ -47,20 +55,22 @@ def test_health_body():
 
 
 def test_fibonacci_0():
-    assert get("/fibonacci/0") == (200, {"n": 0, "value": 0})
+    answers("/fibonacci/0", (200, {"n": 0, "value": 0}))
 
 
 def test_fibonacci_1():
-    assert get("/fibonacci/1") == (200, {"n": 1, "value": 1})
+    answers("/fibonacci/1", (200, {"n": 1, "value": 1}))
 
 
 def test_fibonacci_10():
-    assert get("/fibonacci/10") == (200, {"n": 10, "value": 55})
+    answers("/fibonacci/10", (200, {"n": 10, "value": 55}))
 
 
 def test_fibonacci_1000():
     status, body = get("/fibonacci/1000")
-    assert status == 200 and body["value"] == fib(1000), (status, str(body)[:80])
+    value = (body or {}).get("value")
+    shown = f"F({next((k for k in (999, 1001) if value == fib(k)), '?')})" if value != fib(1000) else "F(1000)"
+    assert status == 200 and value == fib(1000), f"GET /fibonacci/1000 answered {status} with value {shown}, expected F(1000)"
 
 
 def test_json_content_type():
