@@ -136,12 +136,12 @@ CORE_TOOLS: list[Offered] = [
              _obj(["path"], path=PATH, offset=("integer", "first line, from 1"),
                   limit=("integer", f"number of lines (default {READ_LINES})"))),
     Offered("WRITE_FILE", "write_file", "Write a whole file (parent directories are created).",
-             _obj(["path", "content"], path=PATH, content=("string", "the new content")), ("content",), True),
+             _obj(["path", "content"], path=PATH, content=("string", "the new content")), mutates=True),
     Offered("EDIT_FILE", "edit_file", "Replace old_string by new_string in a file. old_string must be "
              "unique unless replace_all is true.",
              _obj(["path", "old_string", "new_string"], path=PATH, old_string=("string", "exact text to find"),
                   new_string=("string", "replacement"), replace_all=("boolean", "replace every occurrence")),
-             ("old_string", "new_string"), True),
+             mutates=True),
     Offered("BASH", "shell_exec", "Run a bash command in your home directory; returns its output and "
              "exit code. stdin is closed.", _obj(["command"], command=("string", "the command line")), mutates=True),
 ]

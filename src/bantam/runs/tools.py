@@ -36,7 +36,7 @@ TOOLS: dict[str, Offered] = {t.name: t for t in (
     Offered("list_files", "list_files", 'list_files {"path": DIR}: the files under DIR ("." is the whole '
             'workspace)', _schema((), "path")),
     Offered("write_file", "write_file", 'write_file {"path": FILE}: write FILE; you give its content when the '
-            'step is due', _schema(("path",), "path", "content"), ("content",), mutates=True),
+            'step is due', _schema(("path",), "path", "content"), mutates=True),
     Offered("shell", "shell_exec", 'shell {"command": NAME}: run the named check command NAME',
             _schema(("command",), "command"), mutates=True),
 )}

@@ -205,8 +205,14 @@ class Offered(Tool):
     core: str                           # the core tool it is (REGISTRY)
     description: str
     parameters: dict[str, Any]
-    raw_arguments: tuple[str, ...] = ()
     mutates: bool = False               # a call may change files
+    # the core tool's data arguments that this offer passes on, kept byte for byte as it keeps
+    # them: taken from the core tool, never restated (a restated list fell out of step once)
+    raw_arguments: tuple[str, ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        raw = tuple(a for a in core_tool(self.core).raw_arguments if a in self.parameters["properties"])
+        object.__setattr__(self, "raw_arguments", raw)  # frozen: set once, here
 
     def run(self, args: dict[str, Any], ctx: ToolContext) -> "str | Outcome":
         return core_tool(self.core).run(args, ctx)
